@@ -1,0 +1,172 @@
+"""A plan: all step files at one queue commit, checked as a whole, with derived statuses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable
+
+from runner.model import Step
+
+STEPS_DIR = "plans/steps"
+HANDOFFS_DIR = "plans/handoffs"
+HALT_FILE = "plans/HALT"
+
+
+@dataclass
+class Plan:
+    steps: dict[str, Step]
+    invalid: list[Step] = field(default_factory=list)  # steps that cannot be trusted, incl. duplicates
+    halted: str | None = None  # the halt reason, when the queue is halted
+
+    @classmethod
+    def build(cls, parsed: Iterable[Step], halted: str | None = None) -> "Plan":
+        by_id: dict[str, list[Step]] = {}
+        for step in parsed:
+            by_id.setdefault(step.id, []).append(step)
+        steps: dict[str, Step] = {}
+        invalid: list[Step] = []
+        for step_id, copies in by_id.items():
+            if len(copies) > 1:
+                paths = ", ".join(sorted(s.path for s in copies))
+                for copy in copies:
+                    copy.problems.append(f"duplicate step id {step_id!r} ({paths})")
+                invalid.extend(copies)
+            elif copies[0].problems:
+                invalid.append(copies[0])
+            else:
+                steps[step_id] = copies[0]
+        known = set(by_id)
+        for step in list(steps.values()):
+            unknown = [d for d in step.depends_on if d not in known]
+            if unknown:
+                step.problems.append(f"unknown dependency: {', '.join(unknown)}")
+            if step.id in step.depends_on:
+                step.problems.append("depends on itself")
+        for cycle in _cycles(steps):
+            for step_id in cycle:
+                steps[step_id].problems.append(f"dependency cycle: {' -> '.join(cycle + [cycle[0]])}")
+        for step in list(steps.values()):
+            if step.problems:
+                invalid.append(steps.pop(step.id))
+        invalid.sort(key=lambda s: s.path)
+        return cls(steps=steps, invalid=invalid, halted=halted)
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{s.path}: {p}" for s in self.invalid for p in s.problems]
+
+    def find(self, step_id: str) -> Step | None:
+        if step_id in self.steps:
+            return self.steps[step_id]
+        return next((s for s in self.invalid if s.id == step_id), None)
+
+    def derived_status(self, step: Step) -> str:
+        if step.problems or step.id not in self.steps:
+            return "invalid"
+        if step.status != "ready":
+            return step.status
+        return self._ready_status(step, set())
+
+    def _ready_status(self, step: Step, seen: set[str]) -> str:
+        waiting = False
+        for dep_id in step.depends_on:
+            dep = self.steps.get(dep_id)
+            if dep is None or dep.status == "failed":
+                return "blocked"
+            if dep.status == "ready" and dep_id not in seen:
+                seen.add(dep_id)
+                if self._ready_status(dep, seen) == "blocked":
+                    return "blocked"
+            if dep.status != "done":
+                waiting = True
+        return "waiting" if waiting else "ready"
+
+    def deps_done(self, step: Step) -> bool:
+        return all(self.steps.get(d) is not None and self.steps[d].status == "done" for d in step.depends_on)
+
+    def ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False) -> list[Step]:
+        """Steps a worker with `tags` may claim now, best first (priority, then id)."""
+        worker_tags = set(tags or ())
+        found = []
+        for step in self.steps.values():
+            if step.status != "ready" or not self.deps_done(step):
+                continue
+            if step.tags and not set(step.tags) <= worker_tags:
+                continue
+            if not include_backoff and step.not_before and step.not_before > now:
+                continue
+            found.append(step)
+        return sorted(found, key=sort_key)
+
+    def dependency_order(self) -> list[str]:
+        order: list[str] = []
+        seen: set[str] = set()
+
+        def visit(step_id: str) -> None:
+            if step_id in seen or step_id not in self.steps:
+                return
+            seen.add(step_id)
+            for dep in sorted(self.steps[step_id].depends_on):
+                visit(dep)
+            order.append(step_id)
+
+        for step_id in sorted(self.steps):
+            visit(step_id)
+        return order
+
+
+def sort_key(step: Step) -> tuple[int, str]:
+    return (-step.priority, step.id)
+
+
+def _cycles(steps: dict[str, Step]) -> list[list[str]]:
+    """Every dependency cycle among valid steps (Tarjan's strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = 0
+
+    for root in sorted(steps):
+        if root in index:
+            continue
+        work = [(root, iter(steps[root].depends_on))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in steps:
+                    continue
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(steps[child].depends_on)))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles

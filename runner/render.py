@@ -1,0 +1,129 @@
+"""Turning plans, logs and reports into rich tables, JSON and Mermaid."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any, Iterable
+
+from runner.model import Step, parse_time, utc_now
+from runner.plan import Plan
+
+STATUS_STYLE = {
+    "ready": "cyan",
+    "claimed": "yellow",
+    "review": "magenta",
+    "done": "green",
+    "failed": "red",
+    "waiting": "dim",
+    "blocked": "red dim",
+    "invalid": "bold red",
+}
+
+
+def console(stderr: bool = False):
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str, sort_keys=False) + "\n")
+
+
+def age(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return ""
+    seconds = int(((now or utc_now()) - moment).total_seconds())
+    sign = "-" if seconds < 0 else ""
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{sign}{seconds // size}{unit}"
+    return f"{sign}{seconds}s"
+
+
+def step_row(plan: Plan, step: Step) -> dict[str, Any]:
+    status = plan.derived_status(step)
+    return {
+        "step": step.id,
+        "title": step.title if step.valid else step.meta.get("title", step.meta.get("name", "")),
+        "status": status,
+        "stored_status": step.meta.get("status", "ready") if step.meta else None,
+        "priority": step.priority if step.valid else None,
+        "depends_on": step.depends_on if step.valid else [],
+        "tags": step.tags if step.valid else [],
+        "assignee": step.assignee,
+        "attempt": step.attempt if step.valid else None,
+        "lease": step.meta.get("lease"),
+        "claimed_at": step.meta.get("claimed_at"),
+        "not_before": step.meta.get("not_before"),
+        "last_error": step.meta.get("last_error"),
+        "last_updated": step.meta.get("last_updated"),
+        "path": step.path,
+        "problems": step.problems,
+    }
+
+
+def all_steps(plan: Plan) -> list[Step]:
+    return sorted([*plan.steps.values(), *plan.invalid], key=lambda s: (s.id, s.path))
+
+
+def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for column in ("step", "title", "status", "assignee", "attempt", "age", "note"):
+        table.add_column(column, overflow="fold" if column in ("note", "title") else "ellipsis")
+    for row in rows:
+        status = row["status"]
+        note = "; ".join(row["problems"]) if row["problems"] else (row["last_error"] or "")
+        if status == "ready" and row["not_before"] and parse_time(row["not_before"]) > utc_now():
+            note = f"backing off until {row['not_before']}" + (f"; {note}" if note else "")
+        moment = parse_time(row["claimed_at"] or row["last_updated"])
+        table.add_row(
+            row["step"],
+            str(row["title"] or ""),
+            f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
+            row["assignee"] or "",
+            str(row["attempt"] or ""),
+            age(moment),
+            note[:200],
+        )
+    return table
+
+
+def counts_line(rows: list[dict[str, Any]]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    order = ["done", "claimed", "review", "ready", "waiting", "blocked", "failed", "invalid"]
+    return "  ".join(f"[{STATUS_STYLE[s]}]{counts[s]} {s}[/]" for s in order if counts.get(s))
+
+
+def mermaid(plan: Plan) -> str:
+    lines = ["flowchart TD"]
+    for step in all_steps(plan):
+        node = _node_id(step.id)
+        label = str(step.title).replace('"', "'")
+        lines.append(f'    {node}["{step.id}: {label}"]:::{plan.derived_status(step)}')
+    for step in plan.steps.values():
+        for dep in step.depends_on:
+            lines.append(f"    {_node_id(dep)} --> {_node_id(step.id)}")
+    colours = {
+        "done": "#b7e1a1",
+        "claimed": "#ffe08a",
+        "review": "#e3b5ff",
+        "ready": "#a8d8ff",
+        "waiting": "#eeeeee",
+        "blocked": "#ffb3b3",
+        "failed": "#ff6b6b",
+        "invalid": "#ff0000",
+    }
+    lines += [f"    classDef {status} fill:{colour}" for status, colour in colours.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _node_id(step_id: str) -> str:
+    return "s_" + "".join(c if c.isalnum() else "_" for c in step_id)

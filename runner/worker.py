@@ -1,0 +1,576 @@
+"""The worker: a tick claims a step, runs it in its own worktree, verifies it and records
+the outcome; the daemon loops ticks until told to stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from runner import executor
+from runner.config import Config
+from runner.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
+from runner.gitstore import GitError, GitStore, PushRefused, run_git
+from runner.handoff import GateEntry, HandoffMeta, fence, render_handoff
+from runner.leases import holder_info, new_incarnation
+from runner.model import Step, format_time, step_duration, utc_now
+from runner.queue import LostRace, Published, Queue, Skip, handoff_path, retry_at, signer_for
+from runner.statemachine import Event, TransitionError
+from runner.stepfile import manual_checks, tick_checks
+
+SENTINELS = ("STEP_COMPLETE", "STEP_BLOCKED", "STEP_REJECTED", "STEP_FAILED", "SKIP")
+
+
+class ClaimLost(Exception):
+    pass
+
+
+@dataclass
+class Attempt:
+    """Everything one tick knows about the step it holds."""
+
+    step: Step
+    attempt: int
+    config: Config
+    worktree: Path
+    base: str  # integration tip the worktree started from
+    log_path: Path
+    started: float = field(default_factory=time.monotonic)
+    gates: list[GateResult] = field(default_factory=list)
+    verdict: Verdict | None = None
+    feedback: str = ""
+    runs: int = 0
+    result_commit: str | None = None
+
+
+class Heartbeat(threading.Thread):
+    """Moves the worker's heartbeat ref every lease/3 and watches for the claim being lost."""
+
+    def __init__(self, worker: "Worker", step_id: str, attempt: int, interval: float):
+        super().__init__(daemon=True, name=f"heartbeat-{step_id}")
+        self.worker = worker
+        self.step_id = step_id
+        self.attempt = attempt
+        self.interval = interval
+        self.stop = threading.Event()
+        self.lost = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        queue = self.worker.private_queue()  # pygit2 objects are not shared across threads
+        while not self.stop.wait(self.interval):
+            try:
+                self.worker.beat(queue, self.step_id, self.attempt)
+                snap = queue.snapshot()
+                step = snap.plan.steps.get(self.step_id)
+                if step is None or step.status != "claimed" or step.attempt != self.attempt or step.assignee != self.worker.id:
+                    self.error = f"claim of {self.step_id} attempt {self.attempt} was lost"
+                    self.lost.set()
+                    return
+            except Exception as exc:  # a flaky remote must not kill the run; the lease decides
+                self.error = f"heartbeat failed: {exc}"
+
+
+class Worker:
+    def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None, grace: float | None = None):
+        self.queue = queue
+        self.store = queue.store
+        self.id = worker_id
+        self.tags = list(tags or [])
+        self.log_file = log_file
+        self.incarnation = new_incarnation(worker_id)
+        self.holder = holder_info(self.incarnation)
+        self.grace = grace
+        self.stopping = threading.Event()  # first signal: claim nothing more
+        self.cancel = threading.Event()  # grace spent or second signal: stop the running step
+        self.dirs = {name: self.store.runner_dir / name for name in ("worktrees", "logs", "prompts", "locks")}
+        for path in self.dirs.values():
+            path.mkdir(parents=True, exist_ok=True)
+        self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
+
+    def private_queue(self) -> Queue:
+        return Queue(GitStore(self.store.git_dir, remote=self.store.remote), branch=self.queue.branch)
+
+    def beat(self, queue: Queue, step_id: str | None, attempt: int | None, state: str = "running") -> None:
+        queue.beat(self.id, {"step": step_id, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(), "state": state})
+
+    # --- logging -------------------------------------------------------------------
+
+    def log(self, kind: str, message: str) -> None:
+        line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
+        with open(self.dirs["logs"] / f"worker-{self.id}.log", "a") as handle:
+            handle.write(line)
+        if self.log_file:
+            with open(self.log_file, "a") as handle:
+                handle.write(line)
+
+    # --- one tick ------------------------------------------------------------------
+
+    def tick(self) -> dict[str, Any]:
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            return self.skip(f"another tick or worker with id {self.id} is running on this repository")
+        try:
+            return self._tick()
+        finally:
+            self.lock.release()
+
+    def skip(self, reason: str, kind: str = "SKIP") -> dict[str, Any]:
+        self.log(kind, reason)
+        return {"sentinel": "SKIP", "outcome": "skip", "reason": reason, "worker": self.id}
+
+    def _tick(self) -> dict[str, Any]:
+        if self.stopping.is_set():
+            return self.skip("worker is stopping")
+        self.prune_stale_worktrees()
+        try:
+            snap = self.queue.snapshot()
+        except GitError as exc:
+            self.log("ERROR", str(exc))
+            return {"sentinel": "SKIP", "outcome": "error", "reason": str(exc), "worker": self.id}
+        if snap.plan.halted:
+            return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
+        if floor := self.resource_floor(snap.config):
+            return self.skip(floor)
+        try:
+            published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, snapshot=snap)
+        except Skip as exc:
+            return self.skip(str(exc))
+        except LostRace as exc:
+            return self.skip(f"lost every race: {exc}")
+        return self.work(published)
+
+    def resource_floor(self, config: Config) -> str | None:
+        import psutil
+
+        free_memory = psutil.virtual_memory().available
+        if free_memory < config.min_free_memory:
+            return f"resource floor not met: {free_memory >> 20} MiB memory free, {config.min_free_memory >> 20} MiB required"
+        free_disk = shutil.disk_usage(self.store.runner_dir).free
+        if free_disk < config.min_free_disk:
+            return f"resource floor not met: {free_disk >> 20} MiB disk free, {config.min_free_disk >> 20} MiB required"
+        return None
+
+    def work(self, published: Published) -> dict[str, Any]:
+        step_id = published.change.step_id
+        attempt_no = published.change.attempt
+        snap = self.queue.snapshot_at(published.commit)
+        step = snap.plan.steps[step_id]
+        if step.status != "claimed":  # a takeover that found the attempts spent recorded `failed`
+            return self.report_only(step, attempt_no, "STEP_FAILED", "failed", step.meta.get("last_error") or "attempts spent")
+        self.log("TICK", f"claimed {step_id} attempt {attempt_no}")
+        heartbeat = Heartbeat(self, step_id, attempt_no, snap.config.heartbeat_interval)
+        self.beat(self.queue, step_id, attempt_no)
+        heartbeat.start()
+        run: Attempt | None = None
+        try:
+            run = self.prepare(step, attempt_no, snap.config)
+            self.execute(run, heartbeat)
+            if heartbeat.lost.is_set():
+                raise ClaimLost(heartbeat.error or "claim lost")
+            return self.finish(run, heartbeat)
+        except ClaimLost as exc:
+            self.log("LOST", f"{step_id} attempt {attempt_no}: {exc}; nothing recorded")
+            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": step_id, "attempt": attempt_no, "worker": self.id}
+        except Exception as exc:  # record what we can: the step goes back with the error
+            self.log("ERROR", f"{step_id} attempt {attempt_no}: {exc!r}")
+            return self.record_failure(step, attempt_no, run, f"runner error: {exc}", heartbeat)
+        finally:
+            heartbeat.stop.set()
+            heartbeat.join(timeout=5)
+            if run is not None:
+                self.cleanup(run)
+
+    # --- preparing and running ----------------------------------------------------------
+
+    def prepare(self, step: Step, attempt_no: int, config: Config) -> Attempt:
+        integration = config.integration_branch
+        self.store.fetch([integration])
+        base = self.store.tip(integration)
+        if base is None:
+            raise GitError(f"no integration branch {integration!r}: run `runner init`")
+        worktree = self.dirs["worktrees"] / f"{step.id}-a{attempt_no}-{self.id}"
+        if worktree.exists():
+            self.store.remove_worktree(worktree)
+            shutil.rmtree(worktree, ignore_errors=True)
+        self.store.add_worktree(worktree, config.step_branch_prefix + step.id, base)
+        log_path = self.dirs["logs"] / "steps" / f"{step.id}-a{attempt_no}.log"
+        return Attempt(step=step, attempt=attempt_no, config=config, worktree=worktree, base=base, log_path=log_path, feedback=step.meta.get("last_error") or "")
+
+    def tokens(self, run: Attempt) -> dict[str, str]:
+        prompts = self.dirs["prompts"]
+        step_file = prompts / f"{run.step.id}-a{run.attempt}.step.md"
+        step_file.write_text(run.step.text)
+        prompt_file = prompts / f"{run.step.id}-a{run.attempt}.prompt.md"
+        prompt_file.write_text(self.prompt(run))
+        return {
+            "prompt_file": str(prompt_file),
+            "step_file": str(step_file),
+            "step": run.step.id,
+            "title": run.step.title,
+            "attempt": str(run.attempt),
+            "cwd": str(run.worktree),
+            "worktree": str(run.worktree),
+            "worker": self.id,
+            "feedback": run.feedback,
+            "output": str(prompts / f"{run.step.id}-a{run.attempt}.output.md"),
+        }
+
+    def prompt(self, run: Attempt) -> str:
+        parts = []
+        for path in ("plans/root.md", "plans/NOTES.md"):
+            data = self.store.file_at(self.queue.store.tip(self.queue.branch), path)
+            if data:
+                parts.append(data.decode(errors="replace"))
+        parts.append(run.step.text)
+        if run.feedback:
+            parts.append(f"## Feedback from the previous attempt\n\n{run.feedback}\n")
+        return "\n\n".join(parts)
+
+    def env(self, run: Attempt) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "RUNNER_STEP": run.step.id,
+                "RUNNER_ATTEMPT": str(run.attempt),
+                "RUNNER_WORKER": self.id,
+                "RUNNER_WORKTREE": str(run.worktree),
+            }
+        )
+        return env
+
+    def command(self, run: Attempt) -> list[str]:
+        argv = run.step.get("run") or run.config.harness_command
+        if not argv:
+            raise ValueError(f"{run.step.id} has no `run:` argv and runner.toml has no harness.command")
+        return executor.substitute(list(argv), self.tokens(run))
+
+    def run_command(self, run: Attempt, name: str, argv: list[str], stdout_path: Path | None, cancel: threading.Event) -> executor.RunResult:
+        timeout = step_duration(run.step, "timeout", 3600.0)
+        return executor.run(argv, run.worktree, self.env(run), run.log_path, timeout, cancel, stdout_path)
+
+    def execute(self, run: Attempt, heartbeat: Heartbeat) -> None:
+        """Run the step, then the gates; a failed gate re-runs it with feedback while the fix budget lasts."""
+        cancel = _AnyEvent(heartbeat.lost, self.cancel)
+        for fix in range(run.config.max_fix_attempts + 1):
+            run.runs += 1
+            result = self.run_command(run, "run", self.command(run), None, cancel)
+            if heartbeat.lost.is_set():
+                raise ClaimLost(heartbeat.error or "claim lost")
+            if self.cancel.is_set():
+                run.gates = [GateResult("run", FAIL, "worker stopping: step released")]
+                return
+            if not result.ok:
+                run.gates = [GateResult("run", FAIL, result.describe(), result.argv)]
+            else:
+                gates, run.verdict = run_gates(
+                    run.worktree,
+                    run.step.text,
+                    run.step.get("required_outputs", []),
+                    run.config,
+                    lambda name, argv, out: self.run_command(run, name, argv, out, cancel),
+                )
+                run.gates = [GateResult("run", PASS, result.describe(), result.argv), *gates]
+            if not any(g.result == FAIL for g in run.gates):
+                return
+            if result.timed_out:
+                return  # re-running a step that hit its timeout would only spend the budget again
+            run.feedback = gate_failure_feedback(run.gates) + "\n\n" + executor.tail(run.log_path, 30)
+            self.log("FIX", f"{run.step.id} attempt {run.attempt}: gates failed (fix {fix + 1}/{run.config.max_fix_attempts})")
+
+    # --- recording -------------------------------------------------------------------------
+
+    def finish(self, run: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
+        if self.cancel.is_set():
+            return self.release(run, heartbeat, "worker stopping before the step finished")
+        failed = [g for g in run.gates if g.result == FAIL]
+        files = self.commit_worktree(run)
+        if failed:
+            return self.record_failure(run.step, run.attempt, run, gate_failure_feedback(run.gates), heartbeat, files)
+        self.check_fence(run)
+        try:
+            merged = self.merge(run)
+        except MergeConflict as exc:
+            return self.record_failure(run.step, run.attempt, run, str(exc), heartbeat, files)
+        result = {"branch": run.config.step_branch_prefix + run.step.id, "commit": run.result_commit, "merge": merged, "handoff": handoff_path(run.step.id)}
+        return self.record(run, Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result), "STEP_COMPLETE", None, files)
+
+    def check_fence(self, run: Attempt) -> None:
+        snap = self.queue.snapshot()
+        step = snap.plan.steps.get(run.step.id)
+        if step is None or step.status != "claimed" or step.attempt != run.attempt or step.assignee != self.id:
+            raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over before recording")
+
+    def commit_worktree(self, run: Attempt) -> list[str]:
+        tree = run.worktree
+        run_git(tree, "add", "-A")
+        changed = run_git(tree, "diff", "--cached", "--name-only", "-z").stdout.decode(errors="replace").split("\0")
+        changed = [path for path in changed if path]
+        message = (
+            f"{run.step.id}: {run.step.title} (attempt {run.attempt})\n\n"
+            f"Runner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
+        )
+        identity = signer_for(self.id)
+        run_git(
+            tree, "-c", f"user.name={identity.name}", "-c", f"user.email={identity.email}", "-c", "commit.gpgsign=false",
+            "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message,
+        )
+        run.result_commit = run_git(tree, "rev-parse", "HEAD").stdout.decode().strip()
+        return changed
+
+    def merge(self, run: Attempt) -> str:
+        """Merge the step's commit into the integration branch by compare-and-swap."""
+        branch = run.config.integration_branch
+        step_ref = "refs/heads/" + run.config.step_branch_prefix + run.step.id
+        for attempt in range(self.queue.max_tries):
+            self.store.fetch([branch])
+            tip = self.store.tip(branch)
+            if self.store.is_ancestor(run.result_commit, tip):
+                return tip  # already merged (a retry after a push whose answer was lost)
+            if tip == run.base or self.store.is_ancestor(tip, run.result_commit):
+                new = run.result_commit
+            else:
+                tree, conflicts = self.store.merge_commits(tip, run.result_commit)
+                if conflicts:
+                    raise MergeConflict(f"merge conflict with {branch} in: {', '.join(conflicts)}")
+                message = f"merge {run.step.id} (attempt {run.attempt}) into {branch}\n\nRunner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
+                sig = signer_for(self.id).signature()
+                new = str(self.store.repo.create_commit(None, sig, sig, message, tree, [tip, run.result_commit]))
+            if self.store.remote:
+                self.store.force_push(step_ref, run.result_commit)
+                won = self.store.push([("refs/heads/" + branch, new, tip)])
+            else:
+                won = self.store.local_cas("refs/heads/" + branch, new, tip)
+            if won:
+                return new
+            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
+        raise LostRace(f"could not merge into {branch}: lost every race")
+
+    def record(self, run: Attempt, event: Event, sentinel: str, reason: str | None, files: list[str]) -> dict[str, Any]:
+        def build(snap):
+            step = snap.plan.steps.get(run.step.id)
+            if step is None or step.attempt != run.attempt or step.assignee != self.id or step.status != "claimed":
+                raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over; not recording")
+            outcome = _outcome_of(step, event, snap.config)
+            handoff = self.handoff(run, outcome, sentinel, reason, files)
+            passed = {" ".join(g.command) if g.command else "" for g in run.gates if g.result == PASS}
+            passed_checks = {g.name.removeprefix("check: ") for g in run.gates if g.name.startswith("check: ") and g.result == PASS}
+            return self.queue.transition_change(
+                snap,
+                run.step.id,
+                event,
+                self.id,
+                extra_files={handoff_path(run.step.id): handoff},
+                edit_text=(lambda text: tick_checks(text, passed_checks)) if event.kind == "complete" and passed else None,
+            )
+
+        published = self.queue.publish(build, signer_for(self.id))
+        status = published.change.updates.get("status")
+        if status == "failed":
+            sentinel = "STEP_FAILED"
+        self.log("TICK", f"{run.step.id} attempt {run.attempt} -> {status}" + (f": {reason}" if reason else ""))
+        self.beat(self.queue, None, None, state="idle")
+        return self.report(run, status, sentinel, reason, files, published.commit)
+
+    def record_failure(self, step: Step, attempt_no: int, run: Attempt | None, reason: str, heartbeat: Heartbeat, files: list[str] | None = None) -> dict[str, Any]:
+        if heartbeat.lost.is_set():
+            raise ClaimLost(heartbeat.error or "claim lost")
+        config = run.config if run else self.queue.snapshot().config
+        event = Event("fail", attempt=attempt_no, incarnation=self.incarnation, reason=reason[:2000], retry_at=retry_at(config, attempt_no))
+        if run is None:
+            run = Attempt(step=step, attempt=attempt_no, config=config, worktree=Path("/nonexistent"), base="", log_path=Path("/nonexistent"))
+            run.gates = [GateResult("run", NOT_RUN, reason)]
+        try:
+            return self.record(run, event, "STEP_FAILED", reason, files or [])
+        except ClaimLost as exc:
+            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": step.id, "attempt": attempt_no, "worker": self.id}
+
+    def release(self, run: Attempt, heartbeat: Heartbeat, reason: str) -> dict[str, Any]:
+        event = Event("release", attempt=run.attempt, incarnation=self.incarnation, reason=reason)
+        try:
+            return self.record(run, event, "SKIP", reason, [])
+        except ClaimLost as exc:
+            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": run.step.id, "worker": self.id}
+
+    def handoff(self, run: Attempt, outcome: str, sentinel: str, reason: str | None, files: list[str]) -> bytes:
+        meta = HandoffMeta(
+            step=run.step.id,
+            attempt=run.attempt,
+            worker=self.id,
+            outcome=outcome,
+            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in run.gates],
+            files_changed=files,
+            duration_s=round(time.monotonic() - run.started, 2),
+            result_commit=run.result_commit,
+            sentinel=sentinel if outcome != "failed" else "STEP_FAILED",
+            reason=reason[:1000] if reason else None,
+        )
+        manual = manual_checks(run.step.text)
+        sections = {
+            "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual),
+            "Feedback given to the last run": run.feedback if run.runs > 1 else "",
+            "Log tail": fence(executor.tail(run.log_path)) if run.log_path.exists() else "",
+        }
+        return render_handoff(meta, sections)
+
+    def report(self, run: Attempt, status: str | None, sentinel: str, reason: str | None, files: list[str], commit: str) -> dict[str, Any]:
+        counted = [g for g in run.gates if g.result != NOT_RUN]
+        return {
+            "sentinel": sentinel,
+            "outcome": status,
+            "step": run.step.id,
+            "attempt": run.attempt,
+            "worker": self.id,
+            "gates_passed": sum(1 for g in counted if g.result == PASS),
+            "gates_run": len(counted),
+            "gates": [g.as_dict() for g in run.gates],
+            "files_changed": files,
+            "manual_checks_left": manual_checks(run.step.text),
+            "duration_s": round(time.monotonic() - run.started, 2),
+            "reason": reason,
+            "commit": commit,
+            "log": str(run.log_path),
+        }
+
+    def report_only(self, step: Step, attempt_no: int, sentinel: str, outcome: str, reason: str) -> dict[str, Any]:
+        self.log("TICK", f"{step.id} -> {outcome}: {reason}")
+        return {"sentinel": sentinel, "outcome": outcome, "step": step.id, "attempt": attempt_no, "worker": self.id, "reason": reason}
+
+    # --- housekeeping ------------------------------------------------------------------------
+
+    def cleanup(self, run: Attempt) -> None:
+        if not run.worktree.exists():
+            return
+        if run.config.keep_worktree_on_failure and any(g.result == FAIL for g in run.gates):
+            self.log("KEEP", f"kept worktree {run.worktree}")
+            return
+        self.store.remove_worktree(run.worktree)
+        shutil.rmtree(run.worktree, ignore_errors=True)
+
+    def prune_stale_worktrees(self) -> None:
+        """Worktrees of this worker id left by a crashed tick (we hold the id's lock, so none is live)."""
+        stale = [p for p in self.dirs["worktrees"].glob(f"*-{self.id}") if p.is_dir()]
+        for path in stale:
+            self.store.remove_worktree(path)
+            shutil.rmtree(path, ignore_errors=True)
+        if stale:
+            self.log("PRUNE", f"removed {len(stale)} stale worktree(s)")
+
+    def print_report(self, report: dict[str, Any], json_out: bool) -> None:
+        if json_out:
+            print(json.dumps(report, default=str), flush=True)
+            return
+        from runner.render import console
+
+        out = console()
+        if report["sentinel"] == "SKIP":
+            out.print(f"[dim]SKIP[/] {report.get('reason')}")
+            return
+        colour = "green" if report["sentinel"] == "STEP_COMPLETE" else "red"
+        out.print(
+            f"[{colour}]{report['sentinel']}[/] {report['step']} attempt {report['attempt']} -> {report['outcome']}"
+            f"  gates {report.get('gates_passed', 0)}/{report.get('gates_run', 0)}"
+            f"  files changed {len(report.get('files_changed', []))}"
+            f"  manual checks left {len(report.get('manual_checks_left', []))}"
+            f"  {report.get('duration_s', 0)}s"
+        )
+        if report.get("reason") and report["sentinel"] != "STEP_COMPLETE":
+            out.print(f"  reason: {report['reason'][:500]}", markup=False)
+
+    # --- the daemon ---------------------------------------------------------------------------
+
+    def run_forever(self, interval: float, max_ticks: int = 0, once: bool = False, json_out: bool = False) -> int:
+        try:
+            self.lock.acquire(timeout=0)
+        except Timeout:
+            from runner.render import console
+
+            console(stderr=True).print(f"error: another `runner worker --id {self.id}` is already running on this repository (lock {self.lock.lock_file})")
+            return 2
+        if self.grace is None:
+            try:
+                self.grace = self.queue.snapshot().config.grace_period
+            except GitError:
+                self.grace = 30.0
+        self.install_signal_handlers()
+        self.log("START", f"incarnation {self.incarnation} pid {os.getpid()}")
+        ticks = 0
+        try:
+            self.beat(self.queue, None, None, state="idle")
+        except Exception as exc:
+            self.log("ERROR", f"first heartbeat failed: {exc}")
+        try:
+            while not self.stopping.is_set():
+                report = self._tick_with_grace()
+                self.print_report(report, json_out)
+                ticks += 1
+                if max_ticks and ticks >= max_ticks:
+                    break
+                if report["sentinel"] == "SKIP":
+                    if once and report.get("outcome") != "lost":
+                        break
+                    self.stopping.wait(interval * random.uniform(0.8, 1.2))
+        finally:
+            try:
+                self.beat(self.queue, None, None, state="stopped")
+            except Exception:
+                pass
+            self.log("STOP", f"after {ticks} ticks")
+            self.lock.release()
+        return 0
+
+    def _tick_with_grace(self) -> dict[str, Any]:
+        try:
+            return self._tick()
+        except (GitError, PushRefused, TransitionError, LostRace) as exc:
+            self.log("ERROR", str(exc))
+            return {"sentinel": "SKIP", "outcome": "error", "reason": str(exc), "worker": self.id}
+
+    def install_signal_handlers(self) -> None:
+        def on_signal(signum, frame):
+            if self.stopping.is_set():
+                self.log("SIGNAL", "second signal: stopping the step now")
+                self.cancel.set()
+                return
+            self.stopping.set()
+            wait = self.grace if self.grace is not None else 30.0
+            self.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
+            timer = threading.Timer(wait, self.cancel.set)
+            timer.daemon = True
+            timer.start()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+
+class MergeConflict(Exception):
+    pass
+
+
+class _AnyEvent:
+    """Set when any of several events is set (the executor polls is_set)."""
+
+    def __init__(self, *events: threading.Event):
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
+def _outcome_of(step: Step, event: Event, config: Config) -> str:
+    if event.kind == "complete":
+        return "review" if step.requires_approval else "done"
+    if event.kind == "release":
+        return "released"
+    max_attempts = int(step.meta.get("max_attempts") or config.max_attempts)
+    return "failed" if event.permanent or step.attempt >= max_attempts else "ready"
