@@ -40,9 +40,7 @@ EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOTHING = 1, 2, 3
 
 
 def fail(message: str, code: int = EXIT_FAILURE) -> typer.Exit:
-    from runner.render import console
-
-    console(stderr=True).print(f"[red]error:[/] {message}", markup=True)
+    sys.stderr.write(f"error: {message}\n")
     return typer.Exit(code)
 
 
@@ -59,12 +57,8 @@ def handle_errors(func):
         try:
             return func(*args, **kwargs)
         except BadInput as exc:
-            from runner.render import console
-
-            err = console(stderr=True)
-            err.print(f"[red]error:[/] {len(exc.problems)} problem(s):", markup=True)
-            for problem in exc.problems:
-                err.print(f"  - {problem}", markup=False)
+            lines = [f"error: {len(exc.problems)} problem(s):"] + [f"  - {problem}" for problem in exc.problems]
+            sys.stderr.write("\n".join(lines) + "\n")
             raise typer.Exit(EXIT_BAD_INPUT)
         except TransitionError as exc:
             raise fail(f"refused: {exc}")
@@ -327,7 +321,9 @@ def claim(
     check_worker_id(worker)
     queue = open_queue(repo, remote, queue_branch)
     incarnation = new_incarnation(worker)
-    published = queue.claim(worker, incarnation, holder_info(incarnation), tags=tag, step_id=step_id)
+    # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
+    holder = holder_info(incarnation, with_pid=False)
+    published = queue.claim(worker, incarnation, holder, tags=tag, step_id=step_id)
     queue.beat(worker, {"step": published.change.step_id, "attempt": published.change.attempt, "incarnation": incarnation})
     _event_report(published, json_out)
 

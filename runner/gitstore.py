@@ -125,7 +125,7 @@ class GitStore:
                     return False
                 current.set_target(new, "runner")
             return True
-        except (pygit2.GitError, pygit2.AlreadyExistsError, ValueError) as exc:
+        except (pygit2.GitError, pygit2.AlreadyExistsError, ValueError, OSError) as exc:
             if _is_race(str(exc)):
                 return False
             raise GitError(f"updating {ref}: {exc}") from exc
@@ -281,6 +281,8 @@ class GitStore:
             for ref, new, _ in updates:
                 self._track(ref, new)
             return True
+        if "[remote rejected]" in out and _is_race(out + err) and "hook declined" not in out + err:
+            return False  # the remote's own ref lock: another push landed between our lease check and update
         if "[remote rejected]" in out or "hook declined" in err:
             reasons = [line[len("remote: ") :].strip() for line in err.splitlines() if line.startswith("remote: ")]
             reasons = [r for r in reasons if r] or [line for line in out.splitlines() if "remote rejected" in line]

@@ -72,7 +72,7 @@ def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[s
         if source.is_symlink():
             problems.append(f"{source}: is a symlink (step files must be regular files)")
             continue
-        data = source.read_bytes()
+        data = normalise(source.read_bytes())
         step = parse_step(queue_path, data)
         declared = step.meta.get("step", step.meta.get("id"))
         if declared is not None and str(declared) != step.id and not step.problems[1:]:
@@ -85,7 +85,6 @@ def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[s
         if existing.find(step.id):
             problems.append(f"{source}: step {step.id!r} is already on the queue ({existing.find(step.id).path})")
             continue
-        data = normalise(step.text).encode("utf-8")
         files[queue_path] = data
         parsed.append(parse_step(queue_path, data))
     merged = Plan.build([*existing.steps.values(), *parsed])
@@ -99,14 +98,21 @@ def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[s
     return files, [f"{len(parsed)} steps", *(p for p in extras)]
 
 
-def normalise(text: str) -> str:
+def normalise(data: bytes) -> bytes:
+    """Map statuses of other tools to runner's; drop claims that have no live holder."""
     from runner.stepfile import load_yaml, split_frontmatter
 
-    meta = load_yaml(split_frontmatter(text)[0]) or {}
+    try:
+        text = data.decode("utf-8")
+        meta = load_yaml(split_frontmatter(text)[0]) or {}
+    except Exception:
+        return data  # parse_step reports what is wrong with it
+    if not isinstance(meta, dict):
+        return data
     status = meta.get("status", "ready")
     updates = {}
     if status not in STORED_STATUSES or status == "claimed":
         updates["status"] = STATUS_ALIASES.get(str(status).lower(), "ready")
     if updates.get("status", status) != "claimed" and (meta.get("assignee") or meta.get("claimed_at")):
         updates.update({"assignee": None, "claimed_at": None})
-    return set_fields(text, updates) if updates else text
+    return set_fields(text, updates).encode("utf-8") if updates else data

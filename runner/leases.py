@@ -41,7 +41,9 @@ def new_incarnation(worker: str) -> str:
     return f"{worker}.{secrets.token_hex(4)}"
 
 
-def holder_info(incarnation: str) -> dict[str, Any]:
+def holder_info(incarnation: str, with_pid: bool = True) -> dict[str, Any]:
+    if not with_pid:
+        return {"host": host_name(), "incarnation": incarnation}
     started = process_start_time(os.getpid()) or time.time()
     return {"host": host_name(), "pid": os.getpid(), "started": round(started, 2), "incarnation": incarnation}
 

@@ -138,7 +138,7 @@ class Step:
 
     @property
     def title(self) -> str:
-        return str(self.get("title", self.id))
+        return str(self.get("title") or self.get("name") or self.id)
 
     @property
     def depends_on(self) -> list[str]:

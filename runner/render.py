@@ -48,7 +48,7 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
     status = plan.derived_status(step)
     return {
         "step": step.id,
-        "title": step.title if step.valid else step.meta.get("title", step.meta.get("name", "")),
+        "title": step.title,
         "status": status,
         "stored_status": step.meta.get("status", "ready") if step.meta else None,
         "priority": step.priority if step.valid else None,

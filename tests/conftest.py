@@ -1,0 +1,134 @@
+"""Fixtures: real git repositories in temp dirs, real runner processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+os.environ.update(
+    {
+        "GIT_AUTHOR_NAME": "Test Person",
+        "GIT_AUTHOR_EMAIL": "person@example.com",
+        "GIT_COMMITTER_NAME": "Test Person",
+        "GIT_COMMITTER_EMAIL": "person@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+)
+
+
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)} failed: {proc.stderr}")
+    return proc.stdout.strip()
+
+
+def runner(repo: Path, *args: str, check: bool = True, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a fresh process, as a scheduler or a person would."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", *args, "--repo", str(repo)],
+        capture_output=True, text=True, timeout=timeout, env=full_env,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"runner {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def runner_json(repo: Path, *args: str) -> dict:
+    proc = runner(repo, *args, "--json")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def make_repo(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("demo project\n")
+    git(path, "add", "README.md")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def make_remote(tmp: Path, clones: int = 1) -> tuple[Path, list[Path]]:
+    """A bare remote with a main branch and `clones` working clones."""
+    seed = make_repo(tmp / "seed")
+    bare = tmp / "remote.git"
+    git(tmp, "clone", "-q", "--bare", str(seed), str(bare))
+    paths = []
+    for index in range(clones):
+        clone = tmp / f"clone{index}"
+        git(tmp, "clone", "-q", str(bare), str(clone))
+        paths.append(clone)
+    return bare, paths
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def queue_repo(repo: Path) -> Path:
+    """A local repository (no remote) with an initialised queue, gates detection off."""
+    runner(repo, "init")
+    set_config(repo, detect=False)
+    return repo
+
+
+def set_config(repo: Path, **values) -> None:
+    """Edit runner.toml on the queue branch (a plan edit, as a person would commit it)."""
+    from runner.config import DEFAULT_TOML
+    from runner.queue import open_queue
+
+    text = DEFAULT_TOML
+    replacements = {
+        "detect": ("detect = true", "detect = {}"),
+        "lease": ('lease = "1h"', 'lease = "{}"'),
+        "max_attempts": ("max_attempts = 3", "max_attempts = {}"),
+        "backoff": ('backoff = "30s"', 'backoff = "{}"'),
+        "max_fix_attempts": ("max_fix_attempts = 2", "max_fix_attempts = {}"),
+        "test": ("test = []", "test = {}"),
+        "verifier": ("verifier = []", "verifier = {}"),
+        "grace_period": ('grace_period = "30s"', 'grace_period = "{}"'),
+        "keep_worktree_on_failure": ("keep_worktree_on_failure = false", "keep_worktree_on_failure = {}"),
+    }
+    for key, value in values.items():
+        old, new = replacements[key]
+        rendered = json.dumps(value) if not isinstance(value, str) or key in ("test", "verifier") else value
+        if isinstance(value, bool):
+            rendered = "true" if value else "false"
+        assert old in text
+        text = text.replace(old, new.format(rendered))
+    queue = open_queue(repo)
+    queue.add_files({"runner.toml": text.encode()}, "configure runner", "tester")
+
+
+def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> None:
+    """Commit a step file straight onto the queue branch."""
+    from runner.queue import new_step_file, open_queue
+
+    body = fields.pop("body", "")
+    path, data = new_step_file(step_id, title or step_id, fields, body)
+    open_queue(repo).add_files({path: data}, f"add {step_id}", "tester")
+
+
+def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
+    """Every queue commit oldest first, with its trailers."""
+    from runner.queue import parse_trailers
+
+    out = git(repo, "log", "--reverse", "--format=%H%x00%B%x1e", branch)
+    entries = []
+    for record in out.split("\x1e"):
+        record = record.strip()
+        if not record:
+            continue
+        commit, _, message = record.partition("\x00")
+        entries.append({"commit": commit, **parse_trailers(message)})
+    return entries

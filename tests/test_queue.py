@@ -1,0 +1,279 @@
+"""The queue core against real git: CLI, compare-and-swap races, leases and takeover, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
+
+CLAIM_LOOP = """
+import sys
+from runner.queue import open_queue, Skip, LostRace
+from runner.leases import new_incarnation, holder_info
+from runner.statemachine import Event
+repo, worker = sys.argv[1], sys.argv[2]
+queue = open_queue(repo)
+claimed = []
+while True:
+    incarnation = new_incarnation(worker)
+    try:
+        published = queue.claim(worker, incarnation, holder_info(incarnation))
+    except Skip:
+        break
+    except LostRace:
+        continue
+    step = published.change.step_id
+    queue.apply_event(step, Event("complete", attempt=published.change.attempt, incarnation=incarnation), worker)
+    claimed.append(step)
+print(" ".join(claimed))
+print("races_lost", queue.races_lost)
+"""
+
+
+def race(repos: list[Path], workers: int) -> list[str]:
+    procs = [
+        subprocess.Popen([sys.executable, "-c", CLAIM_LOOP, str(repos[i % len(repos)]), f"w{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        for i in range(workers)
+    ]
+    claimed = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        claimed += out.splitlines()[0].split()
+    return claimed
+
+
+def assert_claimed_exactly_once(repo: Path, step_ids: list[str], branch: str = "runner/queue") -> None:
+    history = queue_history(repo, branch)
+    claims = Counter(e["Step"] for e in history if e.get("Event") == "claim")
+    completes = Counter(e["Step"] for e in history if e.get("Event") == "complete")
+    assert claims == Counter({s: 1 for s in step_ids}), "a step was claimed twice or never"
+    assert completes == claims
+    for entry in history:  # one transition per commit, each with its attempt
+        if entry.get("Event") in ("claim", "complete"):
+            assert entry["Attempt"] == "1"
+
+
+def test_race_of_8_processes_on_a_bare_remote_claims_every_step_exactly_once(tmp_path):
+    bare, clones = make_remote(tmp_path, clones=4)
+    runner(clones[0], "init")
+    ids = [f"s{n:03d}" for n in range(40)]
+    from runner.queue import new_step_file, open_queue
+
+    files = dict(new_step_file(i, f"step {i}", {}, "") for i in ids)
+    open_queue(clones[0]).add_files(files, "add steps", "tester")
+    claimed = race(clones, workers=8)
+    assert sorted(claimed) == ids
+    git(clones[0], "fetch", "-q", "origin")
+    assert_claimed_exactly_once(bare, ids)
+
+
+def test_race_of_8_processes_sharing_one_repository_without_a_remote(queue_repo):
+    ids = [f"s{n:03d}" for n in range(40)]
+    from runner.queue import new_step_file, open_queue
+
+    open_queue(queue_repo).add_files(dict(new_step_file(i, i, {}, "") for i in ids), "add steps", "tester")
+    claimed = race([queue_repo], workers=8)
+    assert sorted(claimed) == ids
+    assert_claimed_exactly_once(queue_repo, ids)
+
+
+def test_cli_tour(queue_repo):
+    repo = queue_repo
+    runner(repo, "add", "Set up the DB", "--id", "01-db")
+    runner(repo, "add", "API layer", "--id", "02-api", "--depends-on", "01-db", "--priority", "5", "--tag", "linux")
+    status = runner_json(repo, "status")
+    assert {s["step"]: s["status"] for s in status["steps"]} == {"01-db": "ready", "02-api": "waiting"}
+    assert [s["step"] for s in runner_json(repo, "ready")["steps"]] == ["01-db"]
+    claim = runner_json(repo, "claim", "--id", "host-a")
+    assert claim == {**claim, "step": "01-db", "event": "claim", "attempt": 1, "status": "claimed"}
+    assert runner(repo, "claim", "--id", "host-b", check=False).returncode == 3
+    runner(repo, "heartbeat", "01-db", "--id", "host-a")
+    workers = runner_json(repo, "workers")["workers"]
+    assert workers[0]["worker"] == "host-a" and workers[0]["step"] == "01-db"
+    refused = runner(repo, "complete", "01-db", "--id", "host-b", check=False)
+    assert refused.returncode == 1 and "held by 'host-a'" in refused.stderr
+    runner(repo, "complete", "01-db", "--id", "host-a")
+    assert runner(repo, "claim", "--id", "host-b", check=False).returncode == 3  # 02-api needs tag linux
+    assert runner_json(repo, "claim", "--id", "host-b", "--tag", "linux")["step"] == "02-api"
+    runner(repo, "fail", "02-api", "--id", "host-b", "--reason", "flaky", "--permanent")
+    assert runner_json(repo, "show", "02-api")["status"] == "failed"
+    runner(repo, "retry", "02-api", "--by", "alice")
+    runner(repo, "halt", "--reason", "maintenance")
+    halted = runner(repo, "claim", "--id", "host-b", "--tag", "linux", check=False)
+    assert halted.returncode == 3 and "halted" in halted.stderr
+    runner(repo, "resume")
+    log = runner_json(repo, "log")["entries"]
+    assert [e["event"] for e in log[:4]] == ["resume", "halt", "retry", "fail"]
+    assert [e["event"] for e in runner_json(repo, "log", "01-db")["entries"]][:3] == ["complete", "claim", "edit"]
+    graph = runner(repo, "graph").stdout
+    assert "flowchart TD" in graph and "s_01_db --> s_02_api" in graph
+
+
+def test_claim_commit_changes_only_managed_lines_and_main_checkout_is_untouched(queue_repo):
+    add_step(queue_repo, "01-db", body="Body text\n")
+    (queue_repo / "dirty.txt").write_text("uncommitted work\n")
+    before = git(queue_repo, "status", "--porcelain")
+    runner(queue_repo, "claim", "--id", "host-a")
+    assert git(queue_repo, "status", "--porcelain") == before
+    assert git(queue_repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    diff = git(queue_repo, "diff", "runner/queue~1", "runner/queue")
+    removed = [l for l in diff.splitlines() if l.startswith("-") and not l.startswith("---")]
+    added = [l[1:].split(":")[0] for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    assert removed == []
+    assert set(added) <= {"status", "assignee", "claimed_at", "lease", "attempt", "holder", "last_updated", "last_updated_by"}
+    message = git(queue_repo, "log", "-1", "--format=%B", "runner/queue")
+    assert message.startswith("claim 01-db (attempt 1) by host-a")
+    assert "Runner-Event: claim\nRunner-Step: 01-db\nRunner-Worker: host-a\nRunner-Attempt: 1" in message
+
+
+def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
+    set_config(queue_repo, lease="2s", detect=False)
+    add_step(queue_repo, "01-db")
+    # The holder "ran" on another host: only the lease can free it.
+    from runner.queue import open_queue
+
+    queue = open_queue(queue_repo)
+    queue.claim("host-a", "host-a.old", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.old"})
+    assert runner(queue_repo, "claim", "--id", "host-b", check=False).returncode == 3  # first sighting starts the clock
+    time.sleep(2.5)
+    taken = runner_json(queue_repo, "claim", "--id", "host-b")
+    assert taken["event"] == "takeover" and taken["attempt"] == 2
+    stale = runner(queue_repo, "complete", "01-db", "--id", "host-a", check=False)
+    assert stale.returncode == 1 and "held by 'host-b'" in stale.stderr
+    message = git(queue_repo, "log", "-1", "--format=%B", "runner/queue")
+    assert "Runner-Replaces: 1" in message
+
+
+def test_live_heartbeats_keep_a_claim(queue_repo):
+    set_config(queue_repo, lease="2s", detect=False)
+    add_step(queue_repo, "01-db")
+    from runner.queue import open_queue
+
+    queue = open_queue(queue_repo)
+    queue.claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.1"})
+    for _ in range(4):
+        queue.beat("host-a", {"step": "01-db", "attempt": 1, "incarnation": "host-a.1"})
+        assert runner(queue_repo, "claim", "--id", "host-b", check=False).returncode == 3
+        time.sleep(0.8)
+
+
+CLAIM_AND_EXIT = """
+import sys
+from runner.queue import open_queue
+from runner.leases import new_incarnation, holder_info
+incarnation = new_incarnation("host-a")
+open_queue(sys.argv[1]).claim("host-a", incarnation, holder_info(incarnation))
+"""
+
+
+def test_dead_holder_on_this_host_is_taken_over_at_once_and_restart_is_a_new_incarnation(queue_repo):
+    add_step(queue_repo, "01-db")
+    # A worker process claims with its pid and start time, then dies.
+    subprocess.run([sys.executable, "-c", CLAIM_AND_EXIT, str(queue_repo)], check=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    again = runner_json(queue_repo, "claim", "--id", "host-a")  # same id, new incarnation
+    assert again["event"] == "takeover" and again["attempt"] == 2
+    show = runner_json(queue_repo, "show", "01-db")
+    assert "gone" in show["last_error"]
+
+
+def test_crashes_count_as_attempts(queue_repo):
+    add_step(queue_repo, "01-db", max_attempts=2)
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", CLAIM_AND_EXIT, str(queue_repo)], check=True, env=env)  # attempt 1 dies
+    subprocess.run([sys.executable, "-c", CLAIM_AND_EXIT, str(queue_repo)], check=True, env=env)  # attempt 2 dies
+    last = runner_json(queue_repo, "claim", "--id", "host-a")
+    assert last["status"] == "failed"
+    assert runner_json(queue_repo, "show", "01-db")["status"] == "failed"
+
+
+BAD_FILES = {
+    "bad-yaml.md": b"---\ntitle: [oops\n---\n",
+    "wrong-id.md": b"---\nstep: other\n---\n",
+    "latin1.md": b"---\ntitle: caf\xe9\n---\n",
+    "cyc-a.md": b"---\ndepends_on: [cyc-b]\n---\n",
+    "cyc-b.md": b"---\ndepends_on: [cyc-a]\n---\n",
+    "unknown-dep.md": b"---\ndepends_on: [ghost]\n---\n",
+    "huge.md": b"---\ntitle: big\n---\n" + b"x" * (1024 * 1024 + 10),
+    "dup.md": b"---\ntitle: one\n---\n",
+    "sub/dup.md": b"---\ntitle: two\n---\n",
+}
+
+
+def test_bad_input_is_listed_never_claimed_and_the_rest_still_runs(queue_repo):
+    from runner.queue import open_queue
+
+    files = {f"plans/steps/{name}": data for name, data in BAD_FILES.items()}
+    files["plans/steps/good.md"] = b"---\ntitle: fine\n---\n"
+    open_queue(queue_repo).add_files(files, "a plan with problems", "tester")
+    result = runner(queue_repo, "validate", check=False)
+    assert result.returncode == 2
+    for name in BAD_FILES:
+        assert name in result.stderr, name
+    for reason in ("bad YAML", "does not match the file name", "not UTF-8", "dependency cycle", "unknown dependency", "1 MiB", "duplicate step id"):
+        assert reason in result.stderr, reason
+    status = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
+    assert status["bad-yaml"]["status"] == "invalid" and status["bad-yaml"]["problems"]
+    assert runner_json(queue_repo, "claim", "--id", "w")["step"] == "good"
+    assert runner(queue_repo, "claim", "--id", "w2", check=False).returncode == 3
+
+
+def test_add_refuses_bad_ids_and_unknown_dependencies_with_exit_2(queue_repo):
+    for bad in ("../etc", "a/b", "Upper", "a..b"):
+        result = runner(queue_repo, "add", "x", "--id", bad, check=False)
+        assert result.returncode == 2, bad
+    result = runner(queue_repo, "add", "x", "--id", "ok", "--depends-on", "ghost", check=False)
+    assert result.returncode == 2 and "unknown dependency" in result.stderr
+    assert runner(queue_repo, "claim", "--id", "bad/id", check=False).returncode == 2
+
+
+def test_import_plan_authoring_layout(queue_repo, tmp_path):
+    plans = tmp_path / "plans"
+    (plans / "steps").mkdir(parents=True)
+    (plans / "NOTES.md").write_text("notes\n")
+    (plans / "steps" / "01-setup.md").write_text("---\nstep: 01-setup\ntitle: Setup\nstatus: pending\n---\nbody\n")
+    (plans / "steps" / "02-model.md").write_text("---\nstep: 02-model\ntitle: Model\ndepends_on: [01-setup]\nstatus: ready\n---\n")
+    runner(queue_repo, "import", str(plans / "steps"))
+    status = {s["step"]: s["status"] for s in runner_json(queue_repo, "status")["steps"]}
+    assert status == {"01-setup": "ready", "02-model": "waiting"}
+    assert git(queue_repo, "show", "runner/queue:plans/NOTES.md") == "notes"
+    assert git(queue_repo, "show", "runner/queue:plans/steps/02-model.md") == (plans / "steps" / "02-model.md").read_text().strip()
+
+
+def test_import_dag_layout(queue_repo, tmp_path):
+    dag = tmp_path / "dag"
+    dag.mkdir()
+    (dag / "root.md").write_text("# the plan\n")
+    (dag / "step-1.md").write_text("---\nid: step-1\nname: First\ndepends_on: []\n---\nDo it.\n")
+    (dag / "step-2.md").write_text("---\nid: step-2\nname: Second\ndepends_on: [step-1]\nstatus: in_progress\nassignee: bob\n---\n")
+    runner(queue_repo, "import", str(dag))
+    rows = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
+    assert rows["step-1"]["title"] == "First" and rows["step-1"]["status"] == "ready"
+    assert rows["step-2"]["status"] == "waiting" and rows["step-2"]["assignee"] is None
+    assert git(queue_repo, "show", "runner/queue:plans/root.md") == "# the plan"
+
+
+def test_import_with_problems_imports_nothing(queue_repo, tmp_path):
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01-ok.md").write_text("---\ntitle: ok\n---\n")
+    (steps / "02-bad.md").write_text("---\ndepends_on: [nope]\n---\n")
+    before = git(queue_repo, "rev-parse", "runner/queue")
+    result = runner(queue_repo, "import", str(steps), check=False)
+    assert result.returncode == 2 and "02-bad.md" in result.stderr and "unknown dependency" in result.stderr
+    assert git(queue_repo, "rev-parse", "runner/queue") == before
+
+
+def test_version_and_help_are_fast_to_reach(repo):
+    out = subprocess.run([sys.executable, "-m", "runner", "--version"], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.startswith("runner ")
+    helptext = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}).stdout
+    for command in ("init", "claim", "tick", "worker", "install-schedule"):
+        assert command in helptext
