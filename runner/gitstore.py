@@ -323,9 +323,11 @@ class GitStore:
 
     # --- worktrees --------------------------------------------------------------
 
-    def add_worktree(self, path: Path, branch: str, start: str) -> None:
+    def add_worktree(self, path: Path, start: str) -> None:
+        """A detached worktree: no branch is checked out, so a stale worktree of a
+        crashed holder can never block the next attempt of the same step."""
         run_git(self.git_dir, "worktree", "prune")
-        run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "-B", branch, str(path), start)
+        run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), start)
 
     def remove_worktree(self, path: Path) -> None:
         run_git(self.git_dir, "worktree", "remove", "--force", str(path), check=False)

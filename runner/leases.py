@@ -25,7 +25,9 @@ from runner.model import Step, parse_duration
 
 
 def host_name() -> str:
-    return socket.gethostname()
+    """This host's name in claims. RUNNER_HOST overrides it where hostnames are not unique
+    (containers cloned from one image); a holder is judged by pid only on its own host."""
+    return os.environ.get("RUNNER_HOST") or socket.gethostname()
 
 
 def process_start_time(pid: int) -> float | None:

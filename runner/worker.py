@@ -203,7 +203,7 @@ class Worker:
         if worktree.exists():
             self.store.remove_worktree(worktree)
             shutil.rmtree(worktree, ignore_errors=True)
-        self.store.add_worktree(worktree, config.step_branch_prefix + step.id, base)
+        self.store.add_worktree(worktree, base)
         log_path = self.dirs["logs"] / "steps" / f"{step.id}-a{attempt_no}.log"
         return Attempt(step=step, attempt=attempt_no, config=config, worktree=worktree, base=base, log_path=log_path, feedback=step.meta.get("last_error") or "")
 
@@ -326,6 +326,7 @@ class Worker:
             "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message,
         )
         run.result_commit = run_git(tree, "rev-parse", "HEAD").stdout.decode().strip()
+        self.store.set_ref("refs/heads/" + run.config.step_branch_prefix + run.step.id, run.result_commit)
         return changed
 
     def merge(self, run: Attempt) -> str:

@@ -1,0 +1,257 @@
+"""The worker against real git and real processes: drains, retries, timeouts, kills, approval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
+from runner.gates import parse_verdict, VerdictError, check_required_outputs
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def tick(repo: Path, worker: str = "w1", env: dict | None = None) -> dict:
+    proc = runner(repo, "tick", "--id", worker, "--json", env=env)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def start_worker(repo: Path, worker: str, *args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", worker, "--repo", str(repo), "--interval", "0.2", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV, **(env or {})},
+    )
+
+
+def wait_for(predicate, timeout: float = 60, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def statuses(repo: Path) -> dict[str, str]:
+    return {s["step"]: s["status"] for s in runner_json(repo, "status")["steps"]}
+
+
+def write_step(path: str) -> list[str]:
+    return ["sh", "-c", f'echo "$RUNNER_STEP attempt $RUNNER_ATTEMPT" > {path}']
+
+
+def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
+    bare, clones = make_remote(tmp_path, clones=3)
+    runner(clones[0], "init")
+    set_config(clones[0], detect=False)
+    plan = {"01-a": [], "02-b": ["01-a"], "03-c": ["01-a"], "04-d": ["02-b", "03-c"], "05-e": []}
+    for step_id, deps in plan.items():
+        add_step(clones[0], step_id, depends_on=deps, run=write_step(f"{step_id}.txt"))
+    workers = [start_worker(clone, f"host-{i}") for i, clone in enumerate(clones)]
+    try:
+        wait_for(lambda: set(statuses(clones[0]).values()) == {"done"}, timeout=90)
+    finally:
+        for proc in workers:
+            proc.send_signal(signal.SIGTERM)
+        for proc in workers:
+            assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    history = queue_history(bare)
+    assert Counter(e["Step"] for e in history if e.get("Event") == "complete") == Counter(list(plan))
+    assert Counter(e["Step"] for e in history if e.get("Event") == "claim") == Counter(list(plan))
+    # The integration branch holds every step's change, in an order that respects depends_on.
+    order = git(bare, "log", "--reverse", "--format=%s", "--first-parent", "runner/integration").splitlines()
+    merged = [next(s for s in plan if line.startswith(s) or f"merge {s} " in line) for line in order[1:]]
+    assert sorted(merged) == sorted(plan)
+    for step_id, deps in plan.items():
+        for dep in deps:
+            assert merged.index(dep) < merged.index(step_id)
+    files = git(bare, "ls-tree", "--name-only", "runner/integration").splitlines()
+    assert {f"{s}.txt" for s in plan} <= set(files)
+    handoff = git(bare, "show", "runner/queue:plans/handoffs/04-d.md")
+    assert "outcome: done" in handoff and "STEP_COMPLETE" in handoff
+
+
+def test_failed_gate_is_retried_with_feedback_and_then_passes(queue_repo):
+    # The step writes "good" only when it is given feedback; the test gate wants "good".
+    run = ["sh", "-c", 'if [ -n "$1" ]; then echo good > out.txt; else echo bad > out.txt; fi', "sh", "{feedback}"]
+    add_step(queue_repo, "01-fix", run=run)
+    report = tick(queue_repo, env={"TEST_CMD": "grep -q good out.txt"})
+    assert report["sentinel"] == "STEP_COMPLETE", report
+    assert [g["result"] for g in report["gates"] if g["name"] == "test"] == ["pass"]
+    handoff = git(queue_repo, "show", "runner/queue:plans/handoffs/01-fix.md")
+    assert "Feedback given to the last run" in handoff and "gate test failed" in handoff
+
+
+def test_always_failing_step_ends_failed_after_max_attempts(queue_repo):
+    set_config(queue_repo, detect=False, backoff="0s", max_attempts=2, max_fix_attempts=0)
+    add_step(queue_repo, "01-broken", run=["sh", "-c", "echo broken >&2; exit 3"])
+    first = tick(queue_repo)
+    assert first["outcome"] == "ready" and first["sentinel"] == "STEP_FAILED"
+    second = tick(queue_repo)
+    assert second["outcome"] == "failed"
+    show = runner_json(queue_repo, "show", "01-broken")
+    assert show["status"] == "failed" and "exit code 3" in show["last_error"] and "attempts spent" in show["last_error"]
+    assert tick(queue_repo)["sentinel"] == "SKIP"
+    handoff = git(queue_repo, "show", "runner/queue:plans/handoffs/01-broken.md")
+    assert "broken" in handoff  # the log tail lands in the handoff
+
+
+def test_timeout_kills_the_whole_process_tree(queue_repo, tmp_path):
+    pidfile = tmp_path / "child.pid"
+    script = f'trap "" TERM; sh -c \'trap "" TERM; echo $$ > {pidfile}; sleep 1000\' & sleep 1000'
+    add_step(queue_repo, "01-hang", run=["sh", "-c", script], timeout="2s", max_attempts=1)
+    started = time.monotonic()
+    report = tick(queue_repo)
+    assert time.monotonic() - started < 30
+    assert report["outcome"] == "failed" and "timed out" in report["reason"]
+    child = int(pidfile.read_text())
+    wait_for(lambda: not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE, timeout=5)
+
+
+def test_kill_9_mid_step_is_taken_over_at_once_on_the_same_host(queue_repo, tmp_path):
+    marker = tmp_path / "runs"
+    add_step(queue_repo, "01-slow", run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'])
+    victim = start_worker(queue_repo, "host-a")
+    wait_for(lambda: marker.exists())
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    report = tick(queue_repo, worker="host-b")
+    assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 2, report
+    history = queue_history(queue_repo)
+    assert [e["Event"] for e in history if e.get("Step") == "01-slow"] == ["claim", "takeover", "complete"]
+
+
+def test_kill_9_on_another_host_is_taken_over_after_the_lease(queue_repo, tmp_path):
+    set_config(queue_repo, detect=False, lease="3s")
+    marker = tmp_path / "runs"
+    add_step(queue_repo, "01-slow", run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'])
+    victim = start_worker(queue_repo, "host-a", env={"RUNNER_HOST": "far-away"})
+    wait_for(lambda: marker.exists())
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    assert tick(queue_repo, worker="host-b")["sentinel"] == "SKIP"  # the lease is still running
+    time.sleep(3.5)
+    report = tick(queue_repo, worker="host-b")
+    assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 2
+    assert Counter(e["Event"] for e in queue_history(queue_repo) if e.get("Step") == "01-slow")["complete"] == 1
+
+
+def test_requires_approval_waits_in_review_until_approved(queue_repo):
+    add_step(queue_repo, "01-risky", run=write_step("r.txt"), requires_approval=True)
+    assert tick(queue_repo)["outcome"] == "review"
+    assert statuses(queue_repo)["01-risky"] == "review"
+    assert tick(queue_repo)["sentinel"] == "SKIP"
+    runner(queue_repo, "approve", "01-risky", "--by", "alice")
+    assert statuses(queue_repo)["01-risky"] == "done"
+
+
+def test_checklist_commands_run_without_a_shell_and_boxes_get_ticked(queue_repo, tmp_path):
+    pwned = tmp_path / "pwned"
+    body = (
+        "#### Automated Verification:\n"
+        "- [ ] file exists: `test -f out.txt`\n"
+        f"- [ ] sneaky: `echo $(touch {pwned})`\n"
+        "#### Manual Verification:\n"
+        "- [ ] read it\n"
+    )
+    add_step(queue_repo, "01-check", title=f"$(touch {pwned}); rm -rf /", run=["sh", "-c", 'echo "$1" > out.txt', "sh", "{title}"], body=body)
+    report = tick(queue_repo)
+    assert not pwned.exists()
+    assert report["outcome"] == "ready"  # the shell-syntax check failed the gate
+    sneaky = next(g for g in report["gates"] if g["name"].startswith("check: echo"))
+    assert sneaky["result"] == "fail" and "shell syntax" in sneaky["detail"]
+    assert report["manual_checks_left"] == ["read it"]
+
+
+def test_boxes_of_passed_checks_are_ticked_and_manual_ones_left(queue_repo):
+    body = "#### Automated Verification:\n- [ ] `test -f out.txt`\n#### Manual Verification:\n- [ ] read it\n"
+    add_step(queue_repo, "01-check", run=["sh", "-c", "echo hi > out.txt"], body=body)
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    text = git(queue_repo, "show", "runner/queue:plans/steps/01-check.md")
+    assert "- [x] `test -f out.txt`" in text and "- [ ] read it" in text
+
+
+def test_required_outputs_must_stay_inside_the_worktree(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "ok.txt").write_text("x")
+    (tree / "escape").symlink_to("/etc/passwd")
+    assert check_required_outputs(tree, ["ok.txt"]).result == "pass"
+    for bad in (["../x"], ["/etc/passwd"], ["escape"], ["missing.txt"]):
+        assert check_required_outputs(tree, bad).result == "fail", bad
+
+
+def test_verdicts_raw_fenced_commented_and_garbage():
+    assert parse_verdict('{"pass": true, "score": 0.9}').score == 0.9
+    assert parse_verdict('Here you go:\n```json\n{"pass": false, "reasons": ["x"]}\n```\n').reasons == ["x"]
+    assert parse_verdict('# verifier 1.0\n// notes\n{"pass": true, "next_hint": "more"}').next_hint == "more"
+    for garbage in ("", "not json", '{"score": 1}', '[true]', '{"pass": "yes"}'):
+        with pytest.raises(VerdictError):
+            parse_verdict(garbage)
+
+
+def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
+    verifier = tmp_path / "verify.py"
+    verifier.write_text('import os\nprint("```json")\nprint(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' % ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\nprint("```")\n')
+    set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier)], max_fix_attempts=0)
+    add_step(queue_repo, "01-good", run=["sh", "-c", "echo > 01-good"])
+    add_step(queue_repo, "02-bad", run=["true"])
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    bad = tick(queue_repo)
+    verdict = next(g for g in bad["gates"] if g["name"] == "verifier")
+    assert verdict["result"] == "fail" and "score 0.5" in verdict["detail"]
+
+
+def test_second_daemon_with_the_same_id_gets_a_clear_error(queue_repo):
+    add_step(queue_repo, "01-slow", run=["sleep", "30"])
+    first = start_worker(queue_repo, "host-a")
+    try:
+        wait_for(lambda: statuses(queue_repo)["01-slow"] == "claimed")
+        second = runner(queue_repo, "worker", "--id", "host-a", check=False)
+        assert second.returncode == 2 and "already running" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.send_signal(signal.SIGTERM)  # a second signal stops the step at once
+        assert first.wait(timeout=30) == 0
+
+
+def test_sigterm_finishes_the_step_within_the_grace_period(queue_repo):
+    add_step(queue_repo, "01-short", run=["sh", "-c", "sleep 2; echo done > out.txt"])
+    proc = start_worker(queue_repo, "host-a", "--grace", "20")
+    wait_for(lambda: statuses(queue_repo)["01-short"] == "claimed")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert statuses(queue_repo)["01-short"] == "done"
+
+
+def test_sigterm_releases_a_step_that_outlives_the_grace_period(queue_repo):
+    add_step(queue_repo, "01-long", run=["sleep", "60"])
+    proc = start_worker(queue_repo, "host-a", "--grace", "1")
+    wait_for(lambda: statuses(queue_repo)["01-long"] == "claimed")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    show = runner_json(queue_repo, "show", "01-long")
+    assert show["status"] == "ready" and "stopping" in show["last_error"]
+
+
+def test_halt_stops_ticks_and_worktrees_are_cleaned_up(queue_repo):
+    add_step(queue_repo, "01-a", run=["true"])
+    runner(queue_repo, "halt", "--reason", "deploy freeze")
+    report = tick(queue_repo)
+    assert report["sentinel"] == "SKIP" and "halted" in report["reason"]
+    runner(queue_repo, "resume")
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    worktrees = git(queue_repo, "worktree", "list").splitlines()
+    assert len(worktrees) == 1
+    log = (queue_repo / ".git" / "runner" / "logs" / "worker-w1.log").read_text()
+    assert "HALT" in log and "TICK" in log
