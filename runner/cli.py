@@ -532,7 +532,7 @@ def worker(
     tag: Annotated[list[str], typer.Option("--tag", help="This worker's tags (repeatable).")] = [],
     interval: Annotated[float, typer.Option(help="Seconds between ticks when idle (jittered).")] = 30.0,
     max_ticks: Annotated[int, typer.Option(help="Stop after this many ticks (0 = run forever).")] = 0,
-    once: Annotated[bool, typer.Option("--once", help="Drain what is ready now, then exit.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="Drain the plan, then exit: stop when no step is ready or running.")] = False,
     grace: Annotated[Optional[float], typer.Option(help="Seconds to finish a step after SIGTERM before releasing it (default: runner.toml).")] = None,
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
     log_file: Annotated[Optional[Path], typer.Option("--log-file", help="Also append reports to this file.")] = None,

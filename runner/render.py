@@ -23,9 +23,13 @@ STATUS_STYLE = {
 
 
 def console(stderr: bool = False):
+    import sys
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() else 160  # logs and pipes: don't fold tables at 80 columns
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 def print_json(data: Any) -> None:

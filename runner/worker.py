@@ -96,6 +96,7 @@ class Worker:
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
+        self.last_skip: str | None = None
 
     def private_queue(self) -> Queue:
         return Queue(GitStore(self.store.git_dir, remote=self.store.remote), branch=self.queue.branch)
@@ -475,8 +476,11 @@ class Worker:
 
         out = console()
         if report["sentinel"] == "SKIP":
-            out.print(f"[dim]SKIP[/] {report.get('reason')}")
+            if report.get("reason") != self.last_skip:  # an idle daemon says why once, not every tick
+                out.print(f"[dim]SKIP[/] {report.get('reason')}", markup=True)
+            self.last_skip = report.get("reason")
             return
+        self.last_skip = None
         colour = "green" if report["sentinel"] == "STEP_COMPLETE" else "red"
         out.print(
             f"[{colour}]{report['sentinel']}[/] {report['step']} attempt {report['attempt']} -> {report['outcome']}"
@@ -518,7 +522,7 @@ class Worker:
                 if max_ticks and ticks >= max_ticks:
                     break
                 if report["sentinel"] == "SKIP":
-                    if once and report.get("outcome") != "lost":
+                    if once and self.drained():
                         break
                     self.stopping.wait(interval * random.uniform(0.8, 1.2))
         finally:
@@ -529,6 +533,14 @@ class Worker:
             self.log("STOP", f"after {ticks} ticks")
             self.lock.release()
         return 0
+
+    def drained(self) -> bool:
+        """No step is ready (even backing off) or running: nothing more can happen without a person."""
+        try:
+            plan = self.queue.snapshot().plan
+        except GitError:
+            return False
+        return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())
 
     def _tick_with_grace(self) -> dict[str, Any]:
         try:
