@@ -21,6 +21,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from runner.faults import wall_clock
 from runner.model import Step, parse_duration
 
 
@@ -82,7 +83,7 @@ def local_holder_gone(holder: dict[str, Any]) -> str | None:
 class LeaseObserver:
     """This host's memory of when it first saw each claim's liveness evidence."""
 
-    def __init__(self, runner_dir: Path, clock=time.time):
+    def __init__(self, runner_dir: Path, clock=wall_clock):
         self.path = runner_dir / "observed.json"
         self.lock = FileLock(str(runner_dir / "observed.lock"))
         self.clock = clock

@@ -93,7 +93,9 @@ def format_duration(seconds: float) -> str:
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(microsecond=0)
+    from runner.faults import wall_clock
+
+    return datetime.fromtimestamp(wall_clock(), timezone.utc).replace(microsecond=0)
 
 
 def format_time(moment: datetime) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from runner import executor
+from runner.faults import crash_point
 from runner.config import Config
 from runner.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
 from runner.gitstore import GitError, GitStore, PushRefused, run_git
@@ -170,6 +171,7 @@ class Worker:
         if step.status != "claimed":  # a takeover that found the attempts spent recorded `failed`
             return self.report_only(step, attempt_no, "STEP_FAILED", "failed", step.meta.get("last_error") or "attempts spent")
         self.log("TICK", f"claimed {step_id} attempt {attempt_no}")
+        crash_point("after-claim")
         heartbeat = Heartbeat(self, step_id, attempt_no, snap.config.heartbeat_interval)
         self.beat(self.queue, step_id, attempt_no)
         heartbeat.start()
@@ -266,6 +268,7 @@ class Worker:
         for fix in range(run.config.max_fix_attempts + 1):
             run.runs += 1
             result = self.run_command(run, "run", self.command(run), None, cancel)
+            crash_point("after-step")
             if heartbeat.lost.is_set():
                 raise ClaimLost(heartbeat.error or "claim lost")
             if self.cancel.is_set():
@@ -348,12 +351,14 @@ class Worker:
                 message = f"merge {run.step.id} (attempt {run.attempt}) into {branch}\n\nRunner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
                 sig = signer_for(self.id).signature()
                 new = str(self.store.repo.create_commit(None, sig, sig, message, tree, [tip, run.result_commit]))
+            crash_point("before-merge")
             if self.store.remote:
                 self.store.force_push(step_ref, run.result_commit)
                 won = self.store.push([("refs/heads/" + branch, new, tip)])
             else:
                 won = self.store.local_cas("refs/heads/" + branch, new, tip)
             if won:
+                crash_point("after-merge")
                 return new
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
         raise LostRace(f"could not merge into {branch}: lost every race")
@@ -363,6 +368,7 @@ class Worker:
             step = snap.plan.steps.get(run.step.id)
             if step is None or step.attempt != run.attempt or step.assignee != self.id or step.status != "claimed":
                 raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over; not recording")
+            crash_point("before-record")
             outcome = _outcome_of(step, event, snap.config)
             handoff = self.handoff(run, outcome, sentinel, reason, files)
             passed = {" ".join(g.command) if g.command else "" for g in run.gates if g.result == PASS}
