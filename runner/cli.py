@@ -423,6 +423,18 @@ def retry(step_id: str, by: By = None, repo: Repo = Path("."), remote: Remote = 
 
 @app.command()
 @handle_errors
+def abort(
+    step_id: str, reason: Annotated[str, typer.Option(help="Why; kept in last_error.")], by: By = None,
+    repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
+) -> None:
+    """Stop a step for good (ready, claimed or in review -> failed). A worker running it kills the run and records nothing."""
+    from runner.statemachine import Event
+
+    _event_report(open_queue(repo, remote, queue_branch).apply_event(step_id, Event("abort", reason=reason), person(by)), json_out)
+
+
+@app.command()
+@handle_errors
 def halt(reason: Annotated[str, typer.Option(help="Why; shown to every worker.")], by: By = None, repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue") -> None:
     """Stop every worker from claiming (each stops at its next tick) until `runner resume`."""
     open_queue(repo, remote, queue_branch).set_halt(reason, person(by))

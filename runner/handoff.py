@@ -28,6 +28,7 @@ class HandoffMeta(BaseModel):
     sentinel: str
     reason: str | None = None
     overrides: list[str] = []
+    faults: list[str] = []
 
 
 def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:

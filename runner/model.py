@@ -26,6 +26,8 @@ MANAGED_KEYS = (
     "review",
     "approved",
     "result",
+    "scores",
+    "spent",
     "last_updated",
     "last_updated_by",
 )

@@ -169,7 +169,7 @@ class Queue:
         if event.kind == "takeover":
             attempt = int(updates.get("attempt") or step.attempt)
         subject = f"{event.kind} {step_id} (attempt {attempt}) by {actor}"
-        if event.kind in ("approve", "reject", "retry"):
+        if event.kind in ("approve", "reject", "retry", "abort"):
             subject = f"{event.kind} {step_id} by {actor}"
         trailers = {
             "Event": event.kind,

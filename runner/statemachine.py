@@ -24,6 +24,7 @@ EVENTS = (
     "approve",
     "reject",
     "retry",
+    "abort",
 )
 
 # Events that only the holder of the current attempt may record.
@@ -48,6 +49,8 @@ class Event:
     deps_done: bool = True
     halted: bool = False
     default_max_attempts: int = 3
+    metrics: dict[str, Any] | None = None  # scores / spent time the holder carries across attempts
+    hold: bool = False  # complete, but a person must look (the automated review did not run)
 
 
 def _status(meta: dict[str, Any]) -> str:
@@ -107,6 +110,13 @@ def transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, st
         raise TransitionError(f"unknown event {kind!r}")
     if kind in HOLDER_EVENTS:
         _check_holder(meta, event, actor, step_id)
+    updates = _transition(meta, event, actor, now, step_id, status, kind)
+    if kind in HOLDER_EVENTS and kind != "heartbeat" and event.metrics:
+        updates.update(event.metrics)
+    return updates
+
+
+def _transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, step_id: str, status: str, kind: str) -> dict[str, Any]:
 
     if kind == "claim":
         if event.halted:
@@ -158,8 +168,9 @@ def transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, st
         }
 
     if kind == "complete":
-        to = "review" if meta.get("requires_approval") else "done"
-        updates = {"status": to, **_clear_claim(), "result": event.result, "last_error": None, **_stamp(actor, now)}
+        to = "review" if meta.get("requires_approval") or event.hold else "done"
+        last_error = event.reason if event.hold else None
+        updates = {"status": to, **_clear_claim(), "result": event.result, "last_error": last_error, **_stamp(actor, now)}
         if to == "review":
             updates["review"] = "result"
         return updates
@@ -192,6 +203,12 @@ def transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, st
         if status != "failed":
             raise TransitionError(f"{step_id} is {status}; only a failed step can be retried")
         return {"status": "ready", **_clear_claim(), "not_before": None, **_stamp(actor, now)}
+
+    if kind == "abort":
+        if status in ("done", "failed"):
+            raise TransitionError(f"{step_id} is {status}: there is nothing to abort")
+        reason = f"aborted by {actor}" + (f": {event.reason}" if event.reason else "")
+        return {"status": "failed", **_clear_claim(), "review": None, "last_error": reason, **_stamp(actor, now)}
 
     raise TransitionError(f"unhandled event {kind!r}")  # pragma: no cover
 

@@ -24,11 +24,27 @@ from runner.gitstore import GitError, GitStore, PushRefused, run_git
 from runner.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.leases import holder_info, new_incarnation
 from runner.model import Step, format_time, step_duration, utc_now
+from runner.pipeline import (
+    FAULT_ORIENT,
+    FAULT_REVIEW,
+    FAULT_SWEEP,
+    Brakes,
+    Role,
+    brakes_for,
+    critical_findings,
+    deviation_reported,
+    env_flag,
+    plateaued,
+    review_due,
+    roles_for,
+)
 from runner.queue import LostRace, Published, Queue, Skip, handoff_path, retry_at, signer_for
 from runner.statemachine import Event, TransitionError
 from runner.stepfile import manual_checks, tick_checks
 
 SENTINELS = ("STEP_COMPLETE", "STEP_BLOCKED", "STEP_REJECTED", "STEP_FAILED", "SKIP")
+CLAIM_CHECK_INTERVAL = 5.0  # seconds between checks that the running step's claim still holds
+IDLE_OUTCOMES = ("skip", "error", "lost", "blocked")  # the daemon sleeps before its next tick
 
 
 class ClaimLost(Exception):
@@ -51,6 +67,32 @@ class Attempt:
     feedback: str = ""
     runs: int = 0
     result_commit: str | None = None
+    brakes: Brakes = field(default_factory=Brakes)
+    roles: list[GateResult] = field(default_factory=list)  # orient / sweep / review, as they ran
+    faults: list[str] = field(default_factory=list)  # PIPELINE-FAULT lines
+    overrides: list[str] = field(default_factory=list)  # RUNNER_AUTOAPPROVE / RUNNER_SKIP_REVIEW uses
+    notes: dict[str, str] = field(default_factory=dict)  # role outputs for the handoff
+    findings: str = ""
+    scores: list[float] = field(default_factory=list)
+    spent_before: float = 0.0  # wall time of earlier attempts (step_budget)
+    deviation: str | None = None  # orient found the plan stale: a person decides
+    stop: str | None = None  # a brake fired (plateau, budget): failed for good
+    failure: str | None = None  # failed for a reason other than a gate (e.g. review findings remain)
+    hold: str | None = None  # done, but a person must look (PIPELINE-FAULT of the review)
+
+    def spent(self) -> float:
+        return self.spent_before + (time.monotonic() - self.started)
+
+    def set_role(self, result: GateResult) -> None:
+        self.roles = [r for r in self.roles if r.name != result.name] + [result]
+
+    def metrics(self) -> dict[str, Any] | None:
+        metrics: dict[str, Any] = {}
+        if self.scores:
+            metrics["scores"] = self.scores[-20:]
+        if self.brakes.step_budget is not None:
+            metrics["spent"] = round(self.spent(), 1)
+        return metrics or None
 
 
 class Heartbeat(threading.Thread):
@@ -68,9 +110,13 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         queue = self.worker.private_queue()  # pygit2 objects are not shared across threads
-        while not self.stop.wait(self.interval):
+        last_beat = time.monotonic()
+        # The claim is checked more often than the heartbeat moves, so an abort stops the run quickly.
+        while not self.stop.wait(min(self.interval, CLAIM_CHECK_INTERVAL)):
             try:
-                self.worker.beat(queue, self.step_id, self.attempt)
+                if time.monotonic() - last_beat >= self.interval:
+                    self.worker.beat(queue, self.step_id, self.attempt)
+                    last_beat = time.monotonic()
                 snap = queue.snapshot()
                 step = snap.plan.steps.get(self.step_id)
                 if step is None or step.status != "claimed" or step.attempt != self.attempt or step.assignee != self.worker.id:
@@ -147,6 +193,11 @@ class Worker:
         try:
             published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, snapshot=snap)
         except Skip as exc:
+            blocked = [s.id for s in snap.plan.steps.values() if snap.plan.derived_status(s) == "blocked"]
+            if blocked and not any(snap.plan.derived_status(s) in ("ready", "claimed", "waiting") for s in snap.plan.steps.values()):
+                reason = f"dependencies not satisfiable: {', '.join(sorted(blocked))} wait on failed steps"
+                self.log("SKIP", reason)
+                return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "steps": sorted(blocked)}
             return self.skip(str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
@@ -184,7 +235,7 @@ class Worker:
             return self.finish(run, heartbeat)
         except ClaimLost as exc:
             self.log("LOST", f"{step_id} attempt {attempt_no}: {exc}; nothing recorded")
-            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": step_id, "attempt": attempt_no, "worker": self.id}
+            return self.lost_report(step_id, attempt_no, str(exc))
         except Exception as exc:  # record what we can: the step goes back with the error
             self.log("ERROR", f"{step_id} attempt {attempt_no}: {exc!r}")
             return self.record_failure(step, attempt_no, run, f"runner error: {exc}", heartbeat)
@@ -208,7 +259,11 @@ class Worker:
             shutil.rmtree(worktree, ignore_errors=True)
         self.store.add_worktree(worktree, base)
         log_path = self.dirs["logs"] / "steps" / f"{step.id}-a{attempt_no}.log"
-        return Attempt(step=step, attempt=attempt_no, config=config, worktree=worktree, base=base, log_path=log_path, feedback=step.meta.get("last_error") or "")
+        scores = [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
+        return Attempt(
+            step=step, attempt=attempt_no, config=config, worktree=worktree, base=base, log_path=log_path,
+            feedback=step.meta.get("last_error") or "", scores=scores, spent_before=float(step.get("spent", 0) or 0),
+        )
 
     def tokens(self, run: Attempt) -> dict[str, str]:
         prompts = self.dirs["prompts"]
@@ -227,6 +282,9 @@ class Worker:
             "worker": self.id,
             "feedback": run.feedback,
             "output": str(prompts / f"{run.step.id}-a{run.attempt}.output.md"),
+            "diff_file": str(self.write_diff(run)),
+            "verdict": json.dumps(run.verdict.__dict__ if run.verdict else None),
+            "findings": run.findings,
         }
 
     def prompt(self, run: Attempt) -> str:
@@ -260,54 +318,195 @@ class Worker:
 
     def run_command(self, run: Attempt, name: str, argv: list[str], stdout_path: Path | None, cancel: threading.Event) -> executor.RunResult:
         timeout = step_duration(run.step, "timeout", 3600.0)
+        if run.brakes.step_budget is not None:
+            timeout = max(1.0, min(timeout, run.brakes.step_budget - run.spent()))
         return executor.run(argv, run.worktree, self.env(run), run.log_path, timeout, cancel, stdout_path)
 
     def execute(self, run: Attempt, heartbeat: Heartbeat) -> None:
-        """Run the step, then the gates; a failed gate re-runs it with feedback while the fix budget lasts."""
+        """orient -> deviation gate -> implement -> gates -> fix loop -> sweep -> review, with brakes."""
         cancel = _AnyEvent(heartbeat.lost, self.cancel)
-        for fix in range(run.config.max_fix_attempts + 1):
-            run.runs += 1
-            result = self.run_command(run, "run", self.command(run), None, cancel)
-            crash_point("after-step")
+        roles = roles_for(run.config, run.step)
+        brakes = run.brakes = brakes_for(run.config, run.step)
+        if self.budget_spent(run) or not self.orient(run, roles.get("orient"), cancel):
+            return
+        fixes = reviews = 0
+        swept = False
+        while True:
+            timed_out = self.implement(run, cancel)
             if heartbeat.lost.is_set():
                 raise ClaimLost(heartbeat.error or "claim lost")
             if self.cancel.is_set():
-                run.gates = [GateResult("run", FAIL, "worker stopping: step released")]
                 return
-            if not result.ok:
-                run.gates = [GateResult("run", FAIL, result.describe(), result.argv)]
-            else:
-                gates, run.verdict = run_gates(
-                    run.worktree,
-                    run.step.text,
-                    run.step.get("required_outputs", []),
-                    run.config,
-                    lambda name, argv, out: self.run_command(run, name, argv, out, cancel),
-                )
-                run.gates = [GateResult("run", PASS, result.describe(), result.argv), *gates]
-            if not any(g.result == FAIL for g in run.gates):
+            if run.verdict is not None and run.verdict.score is not None:
+                run.scores.append(float(run.verdict.score))
+                if plateaued(run.scores, brakes.score_plateau_window):
+                    run.stop = f"plateau: verifier score has not improved over the last {brakes.score_plateau_window} runs ({run.scores[-brakes.score_plateau_window - 1:]})"
+                    return
+            if self.budget_spent(run):
                 return
-            if result.timed_out:
-                return  # re-running a step that hit its timeout would only spend the budget again
-            run.feedback = gate_failure_feedback(run.gates) + "\n\n" + executor.tail(run.log_path, 30)
-            self.log("FIX", f"{run.step.id} attempt {run.attempt}: gates failed (fix {fix + 1}/{run.config.max_fix_attempts})")
+            if any(g.result == FAIL for g in run.gates):
+                if fixes >= brakes.max_fix_attempts or timed_out:
+                    return  # re-running a step that hit its timeout would only spend the budget again
+                fixes += 1
+                run.feedback = gate_failure_feedback(run.gates) + "\n\n" + executor.tail(run.log_path, 30)
+                self.log("FIX", f"{run.step.id} attempt {run.attempt}: gates failed (fix {fixes}/{brakes.max_fix_attempts})")
+                continue
+            if not swept:
+                self.sweep(run, roles.get("sweep"), cancel)
+                swept = True
+            critical = self.review(run, roles.get("review"), cancel)
+            if not critical:
+                return
+            if reviews >= brakes.max_review_attempts:
+                run.failure = f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000]
+                return
+            reviews += 1
+            run.feedback = "The independent review found critical issues:\n" + "\n".join(critical)
+            self.log("REVIEW", f"{run.step.id} attempt {run.attempt}: critical findings, back to implement ({reviews}/{brakes.max_review_attempts})")
+
+    def implement(self, run: Attempt, cancel) -> bool:
+        """Run the step's command and the gates once. True when the command hit its timeout."""
+        run.runs += 1
+        result = self.run_command(run, "run", self.command(run), None, cancel)
+        crash_point("after-step")
+        if self.cancel.is_set():
+            run.gates = [GateResult("run", FAIL, "worker stopping: step released")]
+        elif not result.ok:
+            run.gates = [GateResult("run", FAIL, result.describe(), result.argv)]
+        else:
+            gates, run.verdict = run_gates(
+                run.worktree,
+                run.step.text,
+                run.step.get("required_outputs", []),
+                run.config,
+                lambda name, argv, out: self.run_command(run, name, argv, out, cancel),
+            )
+            run.gates = [GateResult("run", PASS, result.describe(), result.argv), *gates]
+        return result.timed_out
+
+    def budget_spent(self, run: Attempt) -> bool:
+        budget = run.brakes.step_budget
+        if budget is not None and run.spent() >= budget:
+            run.stop = f"budget: {run.spent():.0f}s spent of the step's {budget:.0f}s budget across attempts"
+            return True
+        return False
+
+    def run_role(self, run: Attempt, role: Role, cancel) -> tuple[executor.RunResult, str]:
+        out_path = self.dirs["prompts"] / f"{run.step.id}-a{run.attempt}.{role.name}.out"
+        argv = executor.substitute(role.command, self.tokens(run))
+        result = self.run_command(run, role.name, argv, out_path, cancel)
+        output = out_path.read_text(errors="replace") if out_path.exists() else ""
+        with open(run.log_path, "a") as log:
+            log.write(output)
+        return result, output
+
+    def orient(self, run: Attempt, role: Role | None, cancel) -> bool:
+        """Run the read-only orient role. False when it found a major deviation a person must judge."""
+        if role is None:
+            run.roles.append(GateResult("orient", NOT_RUN, "not configured"))
+            return True
+        result, output = self.run_role(run, role, cancel)
+        run.notes["Orient"] = output
+        if not result.ok:
+            run.faults.append(FAULT_ORIENT)
+            run.roles.append(GateResult("orient", FAIL, f"{FAULT_ORIENT} ({result.describe()})", result.argv))
+            return True
+        deviation = deviation_reported(output)
+        if not deviation:
+            run.roles.append(GateResult("orient", PASS, "no major deviation", result.argv))
+            return True
+        if run.step.meta.get("approved") or not run.brakes.deviation_gate:
+            why = "approved by a person" if run.step.meta.get("approved") else "deviation gate off"
+            run.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv))
+            return True
+        if env_flag("RUNNER_AUTOAPPROVE"):
+            run.overrides.append(f"RUNNER_AUTOAPPROVE=1 skipped the deviation gate: {deviation}")
+            run.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); skipped by RUNNER_AUTOAPPROVE=1", result.argv))
+            return True
+        run.deviation = deviation
+        run.roles.append(GateResult("orient", FAIL, f"major deviation: {deviation}", result.argv))
+        return False
+
+    def sweep(self, run: Attempt, role: Role | None, cancel) -> None:
+        if role is None:
+            run.roles.append(GateResult("sweep", NOT_RUN, "not configured"))
+            return
+        result, output = self.run_role(run, role, cancel)
+        if result.ok:
+            run.notes["Sweep findings"] = output
+            run.roles.append(GateResult("sweep", PASS, f"{len(output.splitlines())} lines of findings", result.argv))
+        else:
+            run.faults.append(FAULT_SWEEP)
+            run.roles.append(GateResult("sweep", FAIL, f"{FAULT_SWEEP} ({result.describe()})", result.argv))
+
+    def review(self, run: Attempt, role: Role | None, cancel) -> list[str]:
+        """Run the reviewer when due (retried once if it faults). Returns its critical findings."""
+        if role is None:
+            run.set_role(GateResult("review", NOT_RUN, "not configured"))
+            return []
+        if env_flag("RUNNER_SKIP_REVIEW"):
+            run.overrides.append("RUNNER_SKIP_REVIEW=1 skipped the independent review")
+            run.set_role(GateResult("review", NOT_RUN, "skipped by RUNNER_SKIP_REVIEW=1"))
+            return []
+        due = review_due(role, self.changed_files(run))
+        if not due:
+            run.set_role(GateResult("review", NOT_RUN, "not due (small change, no boundary crossed)"))
+            return []
+        for _ in range(2):
+            result, output = self.run_role(run, role, cancel)
+            if result.ok:
+                break
+            self.log("FAULT", f"{run.step.id}: reviewer {result.describe()}")
+        if not result.ok:
+            run.faults.append(FAULT_REVIEW)
+            run.hold = FAULT_REVIEW
+            run.set_role(GateResult("review", FAIL, f"{FAULT_REVIEW} (twice: {result.describe()}); not passed as reviewed", result.argv))
+            return []
+        run.notes["Review"] = output
+        critical = critical_findings(output)
+        run.findings = "\n".join(critical) or output
+        detail = f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})"
+        run.set_role(GateResult("review", FAIL if critical else PASS, detail, result.argv))
+        return critical
+
+    def changed_files(self, run: Attempt) -> list[str]:
+        run_git(run.worktree, "add", "-A")
+        out = run_git(run.worktree, "diff", "--cached", "--name-only", "-z", run.base).stdout.decode(errors="replace")
+        return [path for path in out.split("\0") if path]
+
+    def write_diff(self, run: Attempt) -> Path:
+        path = self.dirs["prompts"] / f"{run.step.id}-a{run.attempt}.diff"
+        if run.worktree.exists():
+            run_git(run.worktree, "add", "-A")
+            path.write_bytes(run_git(run.worktree, "diff", "--cached", "--binary", run.base).stdout)
+        else:
+            path.write_bytes(b"")
+        return path
 
     # --- recording -------------------------------------------------------------------------
 
     def finish(self, run: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
         if self.cancel.is_set():
             return self.release(run, heartbeat, "worker stopping before the step finished")
-        failed = [g for g in run.gates if g.result == FAIL]
+        if run.deviation:
+            event = Event("deviation", attempt=run.attempt, incarnation=self.incarnation, reason=f"orient reported a major deviation: {run.deviation}", metrics=run.metrics())
+            return self.record(run, event, "STEP_BLOCKED", "awaiting a person: orient reported a major deviation (runner approve / runner reject)", [])
+        if run.stop:
+            event = Event("fail", attempt=run.attempt, incarnation=self.incarnation, reason=run.stop, permanent=True, metrics=run.metrics())
+            return self.record(run, event, "STEP_FAILED", run.stop, [])
         files = self.commit_worktree(run)
-        if failed:
-            return self.record_failure(run.step, run.attempt, run, gate_failure_feedback(run.gates), heartbeat, files)
+        if run.failure or any(g.result == FAIL for g in run.gates):
+            return self.record_failure(run.step, run.attempt, run, run.failure or gate_failure_feedback(run.gates), heartbeat, files)
         self.check_fence(run)
         try:
             merged = self.merge(run)
         except MergeConflict as exc:
             return self.record_failure(run.step, run.attempt, run, str(exc), heartbeat, files)
         result = {"branch": run.config.step_branch_prefix + run.step.id, "commit": run.result_commit, "merge": merged, "handoff": handoff_path(run.step.id)}
-        return self.record(run, Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result), "STEP_COMPLETE", None, files)
+        event = Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result, hold=bool(run.hold), reason=run.hold, metrics=run.metrics())
+        if run.hold:
+            return self.record(run, event, "STEP_BLOCKED", f"awaiting a person: {run.hold}", files)
+        return self.record(run, event, "STEP_COMPLETE", None, files)
 
     def check_fence(self, run: Attempt) -> None:
         snap = self.queue.snapshot()
@@ -394,14 +593,15 @@ class Worker:
         if heartbeat.lost.is_set():
             raise ClaimLost(heartbeat.error or "claim lost")
         config = run.config if run else self.queue.snapshot().config
-        event = Event("fail", attempt=attempt_no, incarnation=self.incarnation, reason=reason[:2000], retry_at=retry_at(config, attempt_no))
+        metrics = run.metrics() if run else None
+        event = Event("fail", attempt=attempt_no, incarnation=self.incarnation, reason=reason[:2000], retry_at=retry_at(config, attempt_no), metrics=metrics)
         if run is None:
             run = Attempt(step=step, attempt=attempt_no, config=config, worktree=Path("/nonexistent"), base="", log_path=Path("/nonexistent"))
             run.gates = [GateResult("run", NOT_RUN, reason)]
         try:
             return self.record(run, event, "STEP_FAILED", reason, files or [])
         except ClaimLost as exc:
-            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": step.id, "attempt": attempt_no, "worker": self.id}
+            return self.lost_report(step.id, attempt_no, str(exc))
 
     def release(self, run: Attempt, heartbeat: Heartbeat, reason: str) -> dict[str, Any]:
         event = Event("release", attempt=run.attempt, incarnation=self.incarnation, reason=reason)
@@ -416,15 +616,20 @@ class Worker:
             attempt=run.attempt,
             worker=self.id,
             outcome=outcome,
-            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in run.gates],
+            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in [*run.gates, *run.roles]],
             files_changed=files,
             duration_s=round(time.monotonic() - run.started, 2),
             result_commit=run.result_commit,
             sentinel=sentinel if outcome != "failed" else "STEP_FAILED",
             reason=reason[:1000] if reason else None,
+            overrides=run.overrides,
+            faults=run.faults,
         )
         manual = manual_checks(run.step.text)
         sections = {
+            "Pipeline faults": "\n".join(run.faults),
+            "Overrides": "\n".join(f"- {item}" for item in run.overrides),
+            **{title: fence(text) for title, text in run.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual),
             "Feedback given to the last run": run.feedback if run.runs > 1 else "",
             "Log tail": fence(executor.tail(run.log_path)) if run.log_path.exists() else "",
@@ -442,6 +647,9 @@ class Worker:
             "gates_passed": sum(1 for g in counted if g.result == PASS),
             "gates_run": len(counted),
             "gates": [g.as_dict() for g in run.gates],
+            "roles": [r.as_dict() for r in run.roles],
+            "faults": run.faults,
+            "overrides": run.overrides,
             "files_changed": files,
             "manual_checks_left": manual_checks(run.step.text),
             "duration_s": round(time.monotonic() - run.started, 2),
@@ -449,6 +657,17 @@ class Worker:
             "commit": commit,
             "log": str(run.log_path),
         }
+
+    def lost_report(self, step_id: str, attempt_no: int, reason: str) -> dict[str, Any]:
+        """The claim went away under us: taken over (SKIP), or aborted by a person (STEP_REJECTED)."""
+        try:
+            step = self.queue.snapshot().plan.steps.get(step_id)
+        except GitError:
+            step = None
+        last_error = (step.meta.get("last_error") or "") if step else ""
+        if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
+            return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt_no, "worker": self.id}
+        return {"sentinel": "SKIP", "outcome": "lost", "reason": reason, "step": step_id, "attempt": attempt_no, "worker": self.id}
 
     def report_only(self, step: Step, attempt_no: int, sentinel: str, outcome: str, reason: str) -> dict[str, Any]:
         self.log("TICK", f"{step.id} -> {outcome}: {reason}")
@@ -527,7 +746,7 @@ class Worker:
                 ticks += 1
                 if max_ticks and ticks >= max_ticks:
                     break
-                if report["sentinel"] == "SKIP":
+                if report["outcome"] in IDLE_OUTCOMES:
                     if once and self.drained():
                         break
                     self.stopping.wait(interval * random.uniform(0.8, 1.2))

@@ -82,7 +82,7 @@ def queue_repo(repo: Path) -> Path:
     return repo
 
 
-def set_config(repo: Path, **values) -> None:
+def set_config(repo: Path, extra: str = "", **values) -> None:
     """Edit runner.toml on the queue branch (a plan edit, as a person would commit it)."""
     from runner.config import DEFAULT_TOML
     from runner.queue import open_queue
@@ -107,7 +107,7 @@ def set_config(repo: Path, **values) -> None:
         assert old in text
         text = text.replace(old, new.format(rendered))
     queue = open_queue(repo)
-    queue.add_files({"runner.toml": text.encode()}, "configure runner", "tester")
+    queue.add_files({"runner.toml": (text + extra).encode()}, "configure runner", "tester")
 
 
 def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> None:
