@@ -236,7 +236,7 @@ class GitStore:
         specs = [f"+refs/heads/{b}:refs/remotes/{self.remote}/{b}" for b in branches]
         if heartbeats:
             specs.append(f"+{HEARTBEAT_PREFIX}*:{self.heartbeat_refs_prefix()}*")
-        for attempt in range(5):
+        for attempt in range(3):
             proc = run_git(self.git_dir, "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", self.remote_url, *specs, check=False)
             if proc.returncode == 0:
                 return
@@ -253,7 +253,8 @@ class GitStore:
             if not _is_race(err):
                 raise GitError(f"git fetch from {self.remote_url} failed: {err.strip()}")
             time.sleep(0.02 * (attempt + 1))
-        raise GitError("git fetch kept losing ref locks to other processes")
+        # Another process sharing this clone keeps updating the same tracking refs: its view is
+        # as fresh as ours would be, and a stale view is safe because every publish is a CAS.
 
     def remote_branches(self) -> dict[str, str]:
         proc = run_git(self.git_dir, "ls-remote", "--heads", self.remote_url)

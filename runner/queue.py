@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,11 @@ from runner.model import BadInput, Step, format_duration, format_time, step_id_p
 from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan
 from runner.statemachine import Event, TransitionError, transition
 from runner.stepfile import parse_step, render_new_step, set_fields
+
+
+PARSE_CACHE_VERSION = 1  # bump when parse_step's output changes
+OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
+PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
 
 
 class NotInitialised(GitError):
@@ -80,6 +86,9 @@ class Queue:
         self._beats: dict[str, Heartbeat] = {}
         self.observer = LeaseObserver(store.runner_dir)
         self.races_lost = 0
+        self._cache_path = store.runner_dir / "parsed-steps.json"
+        self._cache_loaded = False
+        self._parsed_new = 0
 
     # --- reading ---------------------------------------------------------------
 
@@ -96,15 +105,45 @@ class Queue:
         return self.snapshot_at(tip)
 
     def snapshot_at(self, tip: str) -> Snapshot:
-        steps = [self._parse(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if _is_step_path(path)]
+        self._load_parse_cache()
+        entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if _is_step_path(path)]
+        steps = [self._parse(path, oid) for path, oid in entries]
+        if self._parsed_new >= PARSE_CACHE_MIN:
+            self._save_parse_cache([f"{path}\0{oid}" for path, oid in entries])
         halt = self.store.file_at(tip, HALT_FILE)
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         return Snapshot(tip=tip, plan=Plan.build(steps, halted=halted), config=self.config_at(tip), heartbeats=self.heartbeats())
+
+    def _load_parse_cache(self) -> None:
+        """Parsed step files survive the process (keyed by path and blob id): a fresh `runner
+        status` need not parse thousands of YAML frontmatters again."""
+        if self._cache_loaded:
+            return
+        self._cache_loaded = True
+        try:
+            data = json.loads(self._cache_path.read_text())
+        except (OSError, ValueError):
+            return
+        if data.get("version") != PARSE_CACHE_VERSION:
+            return
+        for key, (step_id, path, meta, text, problems) in data.get("steps", {}).items():
+            self._steps.setdefault(key, Step(id=step_id, path=path, meta=meta, text=text, problems=problems))
+
+    def _save_parse_cache(self, keys: list[str]) -> None:
+        self._parsed_new = 0
+        steps = {k: [s.id, s.path, s.meta, s.text, s.problems] for k in keys if (s := self._steps.get(k)) and len(s.text) < 65536}
+        tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"version": PARSE_CACHE_VERSION, "steps": steps}))
+            os.replace(tmp, self._cache_path)
+        except (OSError, TypeError, ValueError):
+            tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it
 
     def _parse(self, path: str, oid: str) -> Step:
         key = f"{path}\0{oid}"
         cached = self._steps.get(key)
         if cached is None:
+            self._parsed_new += 1
             if oid.endswith("@link"):
                 stem = path.rsplit("/", 1)[-1].removesuffix(".md")
                 cached = Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
@@ -132,10 +171,13 @@ class Queue:
 
     # --- publishing --------------------------------------------------------------
 
-    def publish(self, build: Callable[[Snapshot], Change], signer: Signer, snapshot: Snapshot | None = None) -> Published:
+    def publish(
+        self, build: Callable[[Snapshot], Change], signer: Signer, snapshot: Snapshot | None = None, max_tries: int | None = None
+    ) -> Published:
         """Build a change on the tip and compare-and-swap it in; rebuild on the new tip after a lost race."""
         snap = snapshot or self.snapshot()
-        for attempt in range(self.max_tries):
+        tries = max_tries or self.max_tries
+        for attempt in range(tries):
             change = build(snap)
             commit = self.store.make_commit([snap.tip], change.files, change.message, signer)
             if self.store.publish(self.branch, commit, snap.tip):
@@ -143,7 +185,7 @@ class Queue:
             self.races_lost += 1
             time.sleep(_backoff(attempt, remote=bool(self.store.remote)))
             snap = self.snapshot()
-        raise LostRace(f"lost {self.max_tries} compare-and-swap races in a row on {self.branch}; giving up this time")
+        raise LostRace(f"lost {tries} compare-and-swap races in a row on {self.branch}; giving up this time")
 
     def transition_change(
         self,
@@ -185,7 +227,8 @@ class Queue:
 
     def apply_event(self, step_id: str, event: Event, actor: str, **kwargs) -> Published:
         signer = signer_for(actor)
-        return self.publish(lambda snap: self.transition_change(snap, step_id, event, actor, **kwargs), signer)
+        # An outcome costs work to redo: keep trying far longer than a claim would.
+        return self.publish(lambda snap: self.transition_change(snap, step_id, event, actor, **kwargs), signer, max_tries=OUTCOME_TRIES)
 
     # --- claiming ----------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from runner.pipeline import (
     review_due,
     roles_for,
 )
-from runner.queue import LostRace, Published, Queue, Skip, handoff_path, retry_at, signer_for
+from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, handoff_path, retry_at, signer_for
 from runner.statemachine import Event, TransitionError
 from runner.stepfile import manual_checks, tick_checks
 
@@ -581,7 +581,7 @@ class Worker:
                 edit_text=(lambda text: tick_checks(text, passed_checks)) if event.kind == "complete" and passed else None,
             )
 
-        published = self.queue.publish(build, signer_for(self.id))
+        published = self.queue.publish(build, signer_for(self.id), max_tries=OUTCOME_TRIES)
         status = published.change.updates.get("status")
         if status == "failed":
             sentinel = "STEP_FAILED"

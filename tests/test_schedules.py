@@ -70,7 +70,10 @@ def repo(tmp_path: Path) -> Path:
 def cli() -> tuple[typer.Typer, CliRunner]:
     app = typer.Typer()
     register(app)
-    return app, CliRunner()
+    try:
+        return app, CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout by default
+    except TypeError:
+        return app, CliRunner()
 
 
 @pytest.fixture(scope="module")
