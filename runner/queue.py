@@ -270,14 +270,14 @@ class Queue:
         """(step, 'claim' | 'takeover', reason) best first."""
         plan = snap.plan
         found = [(step, "claim", None) for step in plan.ready(now, tags)]
-        foreign = [
-            s
-            for s in plan.steps.values()
-            if s.status == "claimed" and s.holder.get("incarnation") != incarnation and (not s.tags or set(s.tags) <= set(tags))
-        ]
-        if foreign:
-            expired = self.observer.expired_claims(foreign, snap.heartbeats, snap.config.lease)
-            found += [(plan.steps[sid], "takeover", reason) for sid, reason in expired.items()]
+        # Observe every claim (the observation file is shared by all workers on this host),
+        # then keep those this worker may take over.
+        claimed = [s for s in plan.steps.values() if s.status == "claimed"]
+        expired = self.observer.expired_claims(claimed, snap.heartbeats, snap.config.lease)
+        for step_id, reason in expired.items():
+            step = plan.steps[step_id]
+            if step.holder.get("incarnation") != incarnation and (not step.tags or set(step.tags) <= set(tags)):
+                found.append((step, "takeover", reason))
         return sorted(found, key=lambda item: (-item[0].priority, item[0].id))
 
     def why_nothing(self, snap: Snapshot, tags: list[str], step_id: str | None) -> str:
