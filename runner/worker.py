@@ -143,6 +143,7 @@ class Worker:
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
+        self.own_worktrees = self.dirs["worktrees"] / worker_id  # only this id's ticks (under its lock) use it
         self.last_skip: str | None = None
 
     def private_queue(self) -> Queue:
@@ -253,7 +254,7 @@ class Worker:
         base = self.store.tip(integration)
         if base is None:
             raise GitError(f"no integration branch {integration!r}: run `runner init`")
-        worktree = self.dirs["worktrees"] / f"{step.id}-a{attempt_no}-{self.id}"
+        worktree = self.own_worktrees / f"{step.id}-a{attempt_no}"
         if worktree.exists():
             self.store.remove_worktree(worktree)
             shutil.rmtree(worktree, ignore_errors=True)
@@ -686,7 +687,7 @@ class Worker:
 
     def prune_stale_worktrees(self) -> None:
         """Worktrees of this worker id left by a crashed tick (we hold the id's lock, so none is live)."""
-        stale = [p for p in self.dirs["worktrees"].glob(f"*-{self.id}") if p.is_dir()]
+        stale = [p for p in self.own_worktrees.iterdir() if p.is_dir()] if self.own_worktrees.is_dir() else []
         for path in stale:
             self.store.remove_worktree(path)
             shutil.rmtree(path, ignore_errors=True)
