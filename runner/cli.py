@@ -569,11 +569,12 @@ def doctor(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch =
     if json_out:
         print_json({"checks": checks})
     else:
-        for check in checks:
-            mark = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check["result"]]
-            from runner.render import console
+        from runner.render import console
 
-            console().print(f"{mark:>16}  {check['name']}: {check['detail']}")
+        out = console()
+        for check in checks:
+            mark = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check["result"]]
+            out.print(f"{mark}  {check['name']}: {check['detail']}", markup=True)
     if any(c["result"] == "fail" for c in checks):
         raise typer.Exit(EXIT_FAILURE)
 

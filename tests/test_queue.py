@@ -271,6 +271,18 @@ def test_import_with_problems_imports_nothing(queue_repo, tmp_path):
     assert git(queue_repo, "rev-parse", "runner/queue") == before
 
 
+def test_doctor_names_what_is_wrong(repo, queue_repo):
+    missing = runner(repo.parent / "repo", "doctor", "--remote", "none", check=False)
+    assert missing.returncode == 0, missing.stdout  # queue_repo is this same repository, initialised
+    fresh = repo.parent / "fresh"
+    from conftest import make_repo
+
+    make_repo(fresh)
+    result = runner(fresh, "doctor", "--json", check=False)
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert result.returncode == 1 and checks["queue"]["result"] == "fail" and "runner init" in checks["queue"]["detail"]
+
+
 def test_version_and_help_are_fast_to_reach(repo):
     out = subprocess.run([sys.executable, "-m", "runner", "--version"], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.startswith("runner ")
