@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 STEP_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

@@ -16,7 +16,7 @@ from runner.gitstore import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Si
 from runner.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
 from runner.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
 from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan
-from runner.statemachine import Event, TransitionError, transition
+from runner.statemachine import Event, transition
 from runner.stepfile import parse_step, render_new_step, set_fields
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import time
 from pathlib import Path
 
 from conftest import add_step, git, runner, runner_json, set_config

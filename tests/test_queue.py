@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
 
 from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
 
