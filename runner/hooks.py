@@ -538,8 +538,13 @@ def event_from_commit(kind: str, trailers: dict[str, str], after: Step, permanen
         result=after.meta.get("result"),
         retry_at=parse_time(after.meta.get("not_before")),
         permanent=permanent,
+        metrics={k: after.meta[k] for k in CARRIED_METRICS if k in after.meta} or None,
+        hold=kind == "complete" and after.status == "review" and after.meta.get("last_error") is not None,
         **context,
     )
+
+
+CARRIED_METRICS = ("scores", "spent")  # what a holder carries across attempts for the brakes
 
 
 def _int(value: str | None) -> int | None:

@@ -206,6 +206,21 @@ def test_every_transition_the_queue_writes_passes(remote: Path, queue: Queue):
     assert not plan.problems
 
 
+def test_pipeline_transitions_pass(remote: Path, queue: Queue):
+    """Deviation, a held result with carried metrics, approve, and a person's abort."""
+    claim(queue, "w1", "04-d")
+    queue.apply_event("04-d", Event("deviation", attempt=1, reason="orient: the plan is stale"), "w1")
+    queue.apply_event("04-d", Event("approve"), "bob")
+    claim(queue, "w1", "04-d")
+    metrics = {"scores": [0.4, 0.7], "spent": 12.5}
+    queue.apply_event("04-d", Event("complete", attempt=2, hold=True, reason="PIPELINE-FAULT: independent review did not run", metrics=metrics), "w1")
+    queue.apply_event("04-d", Event("approve"), "bob")
+    queue.apply_event("03-c", Event("abort", reason="not needed"), "bob")
+    plan = queue.snapshot().plan
+    assert plan.find("04-d").status == "done" and plan.find("04-d").meta["scores"] == [0.4, 0.7]
+    assert plan.find("03-c").status == "failed"
+
+
 def test_racing_claim_processes_never_double_claim(remote: Path, queue: Queue, tmp_path: Path):
     workers = [f"w{n}" for n in range(1, 6)]
     procs = []
