@@ -162,6 +162,24 @@ class GitStore:
                     found.append((path, str(entry.id) + ("@link" if entry.filemode == pygit2.GIT_FILEMODE_LINK else "")))
         return found
 
+    def tree_id(self, commit_oid: str, path: str) -> str | None:
+        try:
+            entry = self.repo[commit_oid].tree[path]
+        except KeyError:
+            return None
+        return str(entry.id) if isinstance(entry, pygit2.Tree) else None
+
+    def changed_blobs(self, old_tree: str, new_tree: str) -> list[tuple[str, str | None, str]] | None:
+        """(path, new blob id or None if deleted, change) between two trees, in C: unchanged
+        subtrees are skipped by id. None when a change is not a plain blob edit."""
+        changes = []
+        for delta in self.repo[old_tree].diff_to_tree(self.repo[new_tree]).deltas:
+            kind = delta.status_char()
+            if kind not in ("M", "A", "D") or delta.new_file.mode == pygit2.GIT_FILEMODE_LINK:
+                return None
+            changes.append((delta.new_file.path, None if kind == "D" else str(delta.new_file.id), kind))
+        return changes
+
     def file_at(self, commit_oid: str | None, path: str) -> bytes | None:
         if commit_oid is None:
             return None

@@ -18,6 +18,37 @@ class Plan:
     steps: dict[str, Step]
     invalid: list[Step] = field(default_factory=list)  # steps that cannot be trusted, incl. duplicates
     halted: str | None = None  # the halt reason, when the queue is halted
+    order: list[str] = field(default_factory=list)  # step ids in claim order (priority, then id)
+    by_status: dict[str, set[str]] = field(default_factory=dict)  # stored status -> step ids
+
+    def __post_init__(self) -> None:
+        if not self.order:
+            self.order = [step.id for step in sorted(self.steps.values(), key=sort_key)]
+        if not self.by_status:
+            for step in self.steps.values():
+                self.by_status.setdefault(step.status, set()).add(step.id)
+
+    def updated(self, changed: list[Step], halted: str | None) -> "Plan | None":
+        """This plan after `changed` steps were rewritten by transitions, without rebuilding it.
+
+        None when a change could alter the plan's shape (validity, dependencies, order):
+        then the caller builds the plan again from every file.
+        """
+        steps = dict(self.steps)
+        by_status = {status: set(ids) for status, ids in self.by_status.items()}
+        for new in changed:
+            old = steps.get(new.id)
+            if old is None or new.problems or old.path != new.path or old.depends_on != new.depends_on or old.priority != new.priority:
+                return None
+            by_status[old.status].discard(old.id)
+            by_status.setdefault(new.status, set()).add(new.id)
+            steps[new.id] = new
+        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status)
+
+    def with_status(self, status: str):
+        """Steps with this stored status, in claim order (lazily: a claim needs only the first)."""
+        ids = self.by_status.get(status, set())
+        return (self.steps[sid] for sid in self.order if sid in ids)
 
     @classmethod
     def build(cls, parsed: Iterable[Step], halted: str | None = None) -> "Plan":
@@ -87,17 +118,18 @@ class Plan:
 
     def ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False) -> list[Step]:
         """Steps a worker with `tags` may claim now, best first (priority, then id)."""
+        return list(self.iter_ready(now, tags, include_backoff))
+
+    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False):
         worker_tags = set(tags or ())
-        found = []
-        for step in self.steps.values():
-            if step.status != "ready" or not self.deps_done(step):
+        for step in self.with_status("ready"):
+            if not self.deps_done(step):
                 continue
             if step.tags and not set(step.tags) <= worker_tags:
                 continue
             if not include_backoff and step.not_before and step.not_before > now:
                 continue
-            found.append(step)
-        return sorted(found, key=sort_key)
+            yield step
 
     def dependency_order(self) -> list[str]:
         order: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import random
@@ -15,7 +16,7 @@ from runner.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_conf
 from runner.gitstore import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
 from runner.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
 from runner.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
-from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan
+from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan, sort_key
 from runner.statemachine import Event, transition
 from runner.stepfile import parse_step, render_new_step, set_fields
 
@@ -37,12 +38,22 @@ class LostRace(Exception):
     """Every compare-and-swap attempt lost to another writer."""
 
 
-@dataclass
 class Snapshot:
-    tip: str
-    plan: Plan
-    config: Config
-    heartbeats: dict[str, Heartbeat]
+    """The queue at one commit. Heartbeats are read only when asked for (listing refs costs
+    time in a repository with thousands of step branches)."""
+
+    def __init__(self, tip: str, plan: Plan, config: Config, read_heartbeats: Callable[[], dict[str, Heartbeat]]):
+        self.tip = tip
+        self.plan = plan
+        self.config = config
+        self._read_heartbeats = read_heartbeats
+        self._heartbeats: dict[str, Heartbeat] | None = None
+
+    @property
+    def heartbeats(self) -> dict[str, Heartbeat]:
+        if self._heartbeats is None:
+            self._heartbeats = self._read_heartbeats()
+        return self._heartbeats
 
 
 @dataclass
@@ -86,6 +97,7 @@ class Queue:
         self._beats: dict[str, Heartbeat] = {}
         self.observer = LeaseObserver(store.runner_dir)
         self.races_lost = 0
+        self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree id, plan) of the last snapshot
         self._cache_path = store.runner_dir / "parsed-steps.json"
         self._cache_loaded = False
         self._parsed_new = 0
@@ -105,14 +117,33 @@ class Queue:
         return self.snapshot_at(tip)
 
     def snapshot_at(self, tip: str) -> Snapshot:
+        halt = self.store.file_at(tip, HALT_FILE)
+        halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
+        steps_tree = self.store.tree_id(tip, STEPS_DIR)
+        plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
+        self._last = (steps_tree, plan)
+        return Snapshot(tip=tip, plan=plan, config=self.config_at(tip), read_heartbeats=self.heartbeats)
+
+    def _updated_plan(self, steps_tree: str | None, halted: str | None) -> Plan | None:
+        """The last plan with only the changed step files re-read: a claim costs the same at
+        10,000 steps as at 100 (transitions never change a plan's shape)."""
+        if self._last is None or steps_tree is None or self._last[0] is None:
+            return None
+        last_tree, last_plan = self._last
+        if last_tree == steps_tree:
+            return Plan(steps=last_plan.steps, invalid=last_plan.invalid, halted=halted, order=last_plan.order, by_status=last_plan.by_status)
+        changes = self.store.changed_blobs(last_tree, steps_tree)
+        if changes is None or any(oid is None or kind != "M" or not _is_step_path(path) for path, oid, kind in changes):
+            return None
+        return last_plan.updated([self._parse(f"{STEPS_DIR}/{path}", oid) for path, oid, _ in changes], halted)
+
+    def _built_plan(self, tip: str, halted: str | None) -> Plan:
         self._load_parse_cache()
         entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if _is_step_path(path)]
         steps = [self._parse(path, oid) for path, oid in entries]
         if self._parsed_new >= PARSE_CACHE_MIN:
             self._save_parse_cache([f"{path}\0{oid}" for path, oid in entries])
-        halt = self.store.file_at(tip, HALT_FILE)
-        halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
-        return Snapshot(tip=tip, plan=Plan.build(steps, halted=halted), config=self.config_at(tip), heartbeats=self.heartbeats())
+        return Plan.build(steps, halted=halted)
 
     def _load_parse_cache(self) -> None:
         """Parsed step files survive the process (keyed by path and blob id): a fresh `runner
@@ -269,16 +300,21 @@ class Queue:
     def candidates(self, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime):
         """(step, 'claim' | 'takeover', reason) best first."""
         plan = snap.plan
-        found = [(step, "claim", None) for step in plan.ready(now, tags)]
         # Observe every claim (the observation file is shared by all workers on this host),
         # then keep those this worker may take over.
-        claimed = [s for s in plan.steps.values() if s.status == "claimed"]
-        expired = self.observer.expired_claims(claimed, snap.heartbeats, snap.config.lease)
-        for step_id, reason in expired.items():
-            step = plan.steps[step_id]
-            if step.holder.get("incarnation") != incarnation and (not step.tags or set(step.tags) <= set(tags)):
-                found.append((step, "takeover", reason))
-        return sorted(found, key=lambda item: (-item[0].priority, item[0].id))
+        claimed = list(plan.with_status("claimed"))
+        expired = self.observer.expired_claims(claimed, snap.heartbeats, snap.config.lease) if claimed else {}
+        takeovers = sorted(
+            (
+                (plan.steps[step_id], "takeover", reason)
+                for step_id, reason in expired.items()
+                if plan.steps[step_id].holder.get("incarnation") != incarnation
+                and (not plan.steps[step_id].tags or set(plan.steps[step_id].tags) <= set(tags))
+            ),
+            key=lambda item: sort_key(item[0]),
+        )
+        ready = ((step, "claim", None) for step in plan.iter_ready(now, tags))
+        return heapq.merge(ready, takeovers, key=lambda item: sort_key(item[0]))  # lazy: a claim needs the first
 
     def why_nothing(self, snap: Snapshot, tags: list[str], step_id: str | None) -> str:
         plan = snap.plan

@@ -288,3 +288,29 @@ def test_version_and_help_are_fast_to_reach(repo):
     helptext = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}).stdout
     for command in ("init", "claim", "tick", "worker", "install-schedule"):
         assert command in helptext
+
+
+def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
+    from runner.queue import open_queue
+    from runner.statemachine import Event
+
+    for step_id, deps in (("a", []), ("b", ["a"]), ("c", ["b"])):
+        add_step(queue_repo, step_id, depends_on=deps)
+    queue = open_queue(queue_repo)
+
+    def views():
+        fresh = open_queue(queue_repo).snapshot().plan
+        warm = queue.snapshot().plan
+        return ({s: warm.derived_status(warm.find(s)) for s in "abc"}, {s: fresh.derived_status(fresh.find(s)) for s in "abc"})
+
+    published = queue.claim("w", "w.1", {"incarnation": "w.1"})
+    queue.apply_event("a", Event("complete", attempt=published.change.attempt), "w")
+    warm, fresh = views()
+    assert warm == fresh == {"a": "done", "b": "ready", "c": "waiting"}
+    # A person rewires c to depend on a only: the shape changed, so the plan is rebuilt.
+    step = queue.snapshot().plan.find("c")
+    text = step.text.replace("depends_on: [b]", "depends_on: [a]")
+    queue.add_files({step.path: text.encode()}, "rewire c", "tester")
+    warm, fresh = views()
+    assert warm == fresh == {"a": "done", "b": "ready", "c": "ready"}
+    assert [s.id for s in queue.snapshot().plan.ready(__import__("runner.model").model.utc_now())] == ["b", "c"]
