@@ -531,7 +531,7 @@ def event_from_commit(kind: str, trailers: dict[str, str], after: Step, permanen
     return Event(
         kind=kind,
         attempt=attempt,
-        incarnation=incarnation if starts_claim else None,
+        incarnation=incarnation if starts_claim else trailers.get("Incarnation"),
         holder=holder if starts_claim else {},
         lease=after.meta.get("lease") if starts_claim else None,
         reason=REASON,

@@ -250,6 +250,7 @@ class Queue:
             "Worker": actor,
             "Attempt": attempt,
             "Replaces": event.attempt if event.kind == "takeover" else None,
+            "Incarnation": event.incarnation,
             "Status": updates.get("status"),
             "Reason": _one_line(event.reason) if event.reason else None,
         }

@@ -294,6 +294,15 @@ def test_holder_events_by_a_worker_that_does_not_hold_the_claim(remote: Path, qu
         refused(remote, lambda: forge(queue, "01-a", kind, "w2", meta={"assignee": "w2"}, attempt=1, reason="x"), "01-a is held by 'w1', not 'w2'")
 
 
+def test_an_old_incarnation_of_the_holder_may_not_record(remote: Path, queue: Queue):
+    claim(queue, "w1", "01-a")  # held by incarnation w1.test
+    refused(
+        remote,
+        lambda: forge(queue, "01-a", "complete", "w1", attempt=1, meta={"holder": {}}, trailers={"Incarnation": "w1.before-restart"}),
+        "held by another incarnation of w1",
+    )
+
+
 def test_a_stale_attempt_may_not_record_and_attempts_never_go_back(remote: Path, queue: Queue):
     claim(queue, "w1", "01-a")
     queue.apply_event("01-a", Event("takeover", attempt=1, lease="1h", reason="lease expired"), "w1")  # w1 again, attempt 2
