@@ -19,6 +19,7 @@ import pygit2
 
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
+FORCE = "+"  # as the expected old value of a push: overwrite (a step branch only its holder writes)
 
 
 class GitError(Exception):
@@ -283,16 +284,17 @@ class GitStore:
         return found
 
     def push(self, updates: list[tuple[str, str, str | None]]) -> bool:
-        """Atomically compare-and-swap refs on the remote: [(ref, new, expected old or None)].
+        """Atomically compare-and-swap refs on the remote: [(ref, new, expected old, None, or FORCE)].
 
         True when every ref moved; False when we lost a race (the remote moved on).
         Raises PushRefused when the remote's hook declined, GitError for anything else.
         """
         args = ["push", "--porcelain", "--atomic", "--no-verify"]
         for ref, _, old in updates:
-            args.append(f"--force-with-lease={ref}:{old or ''}")
+            if old != FORCE:
+                args.append(f"--force-with-lease={ref}:{old or ''}")
         args.append(self.remote_url)
-        args += [f"{new}:{ref}" for ref, new, _ in updates]
+        args += [f"{'+' if old == FORCE else ''}{new}:{ref}" for ref, new, old in updates]
         proc = run_git(self.git_dir, *args, check=False)
         out = proc.stdout.decode(errors="replace")
         err = proc.stderr.decode(errors="replace")
@@ -310,10 +312,6 @@ class GitStore:
             return False
         raise GitError(f"git push to {self.remote_url} failed: {err.strip() or out.strip()}")
 
-    def force_push(self, ref: str, new: str) -> None:
-        """Overwrite a ref only this worker writes (a step branch)."""
-        run_git(self.git_dir, "push", "--quiet", "--no-verify", self.remote_url, f"+{new}:{ref}")
-        self._track(ref, new)
 
     def _track(self, ref: str, new: str) -> None:
         """Mirror a ref we just pushed into our remote-tracking namespace."""
@@ -342,15 +340,26 @@ class GitStore:
 
     # --- worktrees --------------------------------------------------------------
 
+    def worktree_lock(self):
+        """Worktree administration is not safe to run concurrently in one repository (a prune
+        can delete another process's half-made worktree): workers on this host take turns."""
+        from filelock import FileLock
+
+        return FileLock(str(self.runner_dir / "worktrees.lock"))
+
     def add_worktree(self, path: Path, start: str) -> None:
         """A detached worktree: no branch is checked out, so a stale worktree of a
         crashed holder can never block the next attempt of the same step."""
-        run_git(self.git_dir, "worktree", "prune")
-        run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), start)
+        with self.worktree_lock():
+            run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), start)
 
     def remove_worktree(self, path: Path) -> None:
-        run_git(self.git_dir, "worktree", "remove", "--force", str(path), check=False)
-        run_git(self.git_dir, "worktree", "prune", check=False)
+        with self.worktree_lock():
+            run_git(self.git_dir, "worktree", "remove", "--force", str(path), check=False)
+
+    def prune_worktrees(self) -> None:
+        with self.worktree_lock():
+            run_git(self.git_dir, "worktree", "prune", check=False)
 
 
 def _is_race(message: str) -> bool:

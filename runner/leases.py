@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from runner.faults import wall_clock
 from runner.model import Step, parse_duration
 
@@ -85,7 +83,6 @@ class LeaseObserver:
 
     def __init__(self, runner_dir: Path, clock=wall_clock):
         self.path = runner_dir / "observed.json"
-        self.lock = FileLock(str(runner_dir / "observed.lock"))
         self.clock = clock
 
     def expired_claims(self, claimed: list[Step], heartbeats: dict[str, Heartbeat], default_lease: float) -> dict[str, str]:
@@ -94,24 +91,26 @@ class LeaseObserver:
             return {}
         now = self.clock()
         gone: dict[str, str] = {}
-        with self.lock:
-            seen = self._load()
-            keep = {}
-            for step in claimed:
-                key = f"{step.id}#{step.attempt}"
-                evidence = self._evidence(step, heartbeats)
-                entry = seen.get(key)
-                if not entry or entry.get("evidence") != evidence:
-                    entry = {"evidence": evidence, "since": now}
-                keep[key] = entry
-                reason = local_holder_gone(step.holder)
-                if reason:
-                    gone[step.id] = reason
-                    continue
-                lease = _lease_of(step, default_lease)
-                quiet = now - entry["since"]
-                if quiet > lease:
-                    gone[step.id] = f"no heartbeat seen for {quiet:.0f}s (lease {lease:.0f}s)"
+        seen = self._load()
+        keep = {}
+        for step in claimed:
+            key = f"{step.id}#{step.attempt}"
+            evidence = self._evidence(step, heartbeats)
+            entry = seen.get(key)
+            if not entry or entry.get("evidence") != evidence:
+                entry = {"evidence": evidence, "since": now}
+            keep[key] = entry
+            reason = local_holder_gone(step.holder)
+            if reason:
+                gone[step.id] = reason
+                continue
+            lease = _lease_of(step, default_lease)
+            quiet = now - entry["since"]
+            if quiet > lease:
+                gone[step.id] = f"no heartbeat seen for {quiet:.0f}s (lease {lease:.0f}s)"
+        if keep != seen:
+            # No lock: two workers writing at once can only lose a fresh sighting, which then
+            # starts later, and a later start only delays a takeover (the safe direction).
             self._save(keep)
         return gone
 
@@ -130,7 +129,7 @@ class LeaseObserver:
             return {}
 
     def _save(self, data: dict[str, Any]) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.path)
 

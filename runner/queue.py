@@ -107,9 +107,9 @@ class Queue:
     def fetch(self, extra_branches: Iterable[str] = ()) -> None:
         self.store.fetch([self.branch, *extra_branches], heartbeats=True)
 
-    def snapshot(self, fetch: bool = True) -> Snapshot:
+    def snapshot(self, fetch: bool = True, also_fetch: Iterable[str] = ()) -> Snapshot:
         if fetch:
-            self.fetch()
+            self.fetch(also_fetch)
         tip = self.store.tip(self.branch)
         if tip is None:
             where = f"remote {self.store.remote}" if self.store.remote else "this repository"

@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pygit2
 from filelock import FileLock, Timeout
 
 from runner import executor
 from runner.faults import crash_point
 from runner.config import Config
 from runner.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
-from runner.gitstore import GitError, GitStore, PushRefused, run_git
+from runner.gitstore import FORCE, GitError, GitStore, PushRefused, run_git
 from runner.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.leases import holder_info, new_incarnation
 from runner.model import Step, format_time, step_duration, utc_now
@@ -38,7 +39,7 @@ from runner.pipeline import (
     review_due,
     roles_for,
 )
-from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, handoff_path, retry_at, signer_for
+from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, handoff_path, retry_at, signer_for
 from runner.statemachine import Event, TransitionError
 from runner.stepfile import manual_checks, tick_checks
 
@@ -110,6 +111,10 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         queue = self.worker.private_queue()  # pygit2 objects are not shared across threads
+        try:  # the first beat names the step at once (for `runner workers`), off the tick's critical path
+            self.worker.beat(queue, self.step_id, self.attempt)
+        except Exception as exc:
+            self.error = f"heartbeat failed: {exc}"
         last_beat = time.monotonic()
         # The claim is checked more often than the heartbeat moves, so an abort stops the run quickly.
         while not self.stop.wait(min(self.interval, CLAIM_CHECK_INTERVAL)):
@@ -144,6 +149,8 @@ class Worker:
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
         self.own_worktrees = self.dirs["worktrees"] / worker_id  # only this id's ticks (under its lock) use it
+        self.integration_branch = "runner/integration"  # fetched with the queue; corrected from runner.toml
+        self.last_beat = 0.0
         self.last_skip: str | None = None
 
     def private_queue(self) -> Queue:
@@ -151,6 +158,7 @@ class Worker:
 
     def beat(self, queue: Queue, step_id: str | None, attempt: int | None, state: str = "running") -> None:
         queue.beat(self.id, {"step": step_id, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(), "state": state})
+        self.last_beat = time.monotonic()
 
     # --- logging -------------------------------------------------------------------
 
@@ -183,7 +191,7 @@ class Worker:
             return self.skip("worker is stopping")
         self.prune_stale_worktrees()
         try:
-            snap = self.queue.snapshot()
+            snap = self.queue.snapshot(also_fetch=[self.integration_branch])
         except GitError as exc:
             self.log("ERROR", str(exc))
             return {"sentinel": "SKIP", "outcome": "error", "reason": str(exc), "worker": self.id}
@@ -225,7 +233,6 @@ class Worker:
         self.log("TICK", f"claimed {step_id} attempt {attempt_no}")
         crash_point("after-claim")
         heartbeat = Heartbeat(self, step_id, attempt_no, snap.config.heartbeat_interval)
-        self.beat(self.queue, step_id, attempt_no)
         heartbeat.start()
         run: Attempt | None = None
         try:
@@ -250,7 +257,9 @@ class Worker:
 
     def prepare(self, step: Step, attempt_no: int, config: Config) -> Attempt:
         integration = config.integration_branch
-        self.store.fetch([integration])
+        if integration != self.integration_branch:  # the tick's first fetch guessed another name
+            self.integration_branch = integration
+            self.store.fetch([integration])
         base = self.store.tip(integration)
         if base is None:
             raise GitError(f"no integration branch {integration!r}: run `runner init`")
@@ -266,15 +275,13 @@ class Worker:
             feedback=step.meta.get("last_error") or "", scores=scores, spent_before=float(step.get("spent", 0) or 0),
         )
 
-    def tokens(self, run: Attempt) -> dict[str, str]:
+    def tokens(self, run: Attempt) -> dict[str, Any]:
         prompts = self.dirs["prompts"]
         step_file = prompts / f"{run.step.id}-a{run.attempt}.step.md"
-        step_file.write_text(run.step.text)
         prompt_file = prompts / f"{run.step.id}-a{run.attempt}.prompt.md"
-        prompt_file.write_text(self.prompt(run))
         return {
-            "prompt_file": str(prompt_file),
-            "step_file": str(step_file),
+            "prompt_file": lambda: _written(prompt_file, self.prompt(run)),
+            "step_file": lambda: _written(step_file, run.step.text),
             "step": run.step.id,
             "title": run.step.title,
             "attempt": str(run.attempt),
@@ -283,8 +290,8 @@ class Worker:
             "worker": self.id,
             "feedback": run.feedback,
             "output": str(prompts / f"{run.step.id}-a{run.attempt}.output.md"),
-            "diff_file": str(self.write_diff(run)),
-            "verdict": json.dumps(run.verdict.__dict__ if run.verdict else None),
+            "diff_file": lambda: str(self.write_diff(run)),
+            "verdict": lambda: json.dumps(run.verdict.__dict__ if run.verdict else None),
             "findings": run.findings,
         }
 
@@ -449,7 +456,7 @@ class Worker:
             run.overrides.append("RUNNER_SKIP_REVIEW=1 skipped the independent review")
             run.set_role(GateResult("review", NOT_RUN, "skipped by RUNNER_SKIP_REVIEW=1"))
             return []
-        due = review_due(role, self.changed_files(run))
+        due = review_due(role, self.stage(run)[1])
         if not due:
             run.set_role(GateResult("review", NOT_RUN, "not due (small change, no boundary crossed)"))
             return []
@@ -469,11 +476,6 @@ class Worker:
         detail = f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})"
         run.set_role(GateResult("review", FAIL if critical else PASS, detail, result.argv))
         return critical
-
-    def changed_files(self, run: Attempt) -> list[str]:
-        run_git(run.worktree, "add", "-A")
-        out = run_git(run.worktree, "diff", "--cached", "--name-only", "-z", run.base).stdout.decode(errors="replace")
-        return [path for path in out.split("\0") if path]
 
     def write_diff(self, run: Attempt) -> Path:
         path = self.dirs["prompts"] / f"{run.step.id}-a{run.attempt}.diff"
@@ -498,7 +500,7 @@ class Worker:
         files = self.commit_worktree(run)
         if run.failure or any(g.result == FAIL for g in run.gates):
             return self.record_failure(run.step, run.attempt, run, run.failure or gate_failure_feedback(run.gates), heartbeat, files)
-        self.check_fence(run)
+        snap = self.check_fence(run)
         try:
             merged = self.merge(run)
         except MergeConflict as exc:
@@ -506,30 +508,37 @@ class Worker:
         result = {"branch": run.config.step_branch_prefix + run.step.id, "commit": run.result_commit, "merge": merged, "handoff": handoff_path(run.step.id)}
         event = Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result, hold=bool(run.hold), reason=run.hold, metrics=run.metrics())
         if run.hold:
-            return self.record(run, event, "STEP_BLOCKED", f"awaiting a person: {run.hold}", files)
-        return self.record(run, event, "STEP_COMPLETE", None, files)
+            return self.record(run, event, "STEP_BLOCKED", f"awaiting a person: {run.hold}", files, snap)
+        return self.record(run, event, "STEP_COMPLETE", None, files, snap)
 
-    def check_fence(self, run: Attempt) -> None:
-        snap = self.queue.snapshot()
+    def check_fence(self, run: Attempt) -> Snapshot:
+        """Still our claim? Checked before merging, so a stale holder never touches the integration
+        branch. One fetch brings the queue and the integration branch for the merge."""
+        self.queue.fetch([run.config.integration_branch])
+        snap = self.queue.snapshot(fetch=False)
         step = snap.plan.steps.get(run.step.id)
         if step is None or step.status != "claimed" or step.attempt != run.attempt or step.assignee != self.id:
             raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over before recording")
+        return snap
+
+    def stage(self, run: Attempt) -> tuple[str, list[str]]:
+        """Stage everything in the worktree (git's own rules: .gitignore, attributes) and
+        return the tree it makes and the paths that differ from the base."""
+        run_git(run.worktree, "add", "-A")
+        index = pygit2.Repository(str(run.worktree)).index
+        index.read()
+        tree = str(index.write_tree())
+        diff = self.store.repo[run.base].tree.diff_to_tree(self.store.repo[tree])
+        return tree, sorted({d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas})
 
     def commit_worktree(self, run: Attempt) -> list[str]:
-        tree = run.worktree
-        run_git(tree, "add", "-A")
-        changed = run_git(tree, "diff", "--cached", "--name-only", "-z").stdout.decode(errors="replace").split("\0")
-        changed = [path for path in changed if path]
+        """Commit the worktree (one commit per attempt that got this far) on runner/steps/<id>."""
+        tree, changed = self.stage(run)
         message = (
             f"{run.step.id}: {run.step.title} (attempt {run.attempt})\n\n"
             f"Runner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
         )
-        identity = signer_for(self.id)
-        run_git(
-            tree, "-c", f"user.name={identity.name}", "-c", f"user.email={identity.email}", "-c", "commit.gpgsign=false",
-            "commit", "--quiet", "--no-verify", "--allow-empty", "-m", message,
-        )
-        run.result_commit = run_git(tree, "rev-parse", "HEAD").stdout.decode().strip()
+        run.result_commit = self.store.make_commit([run.base], {}, message, signer_for(self.id), base_tree=tree)
         self.store.set_ref("refs/heads/" + run.config.step_branch_prefix + run.step.id, run.result_commit)
         return changed
 
@@ -538,7 +547,8 @@ class Worker:
         branch = run.config.integration_branch
         step_ref = "refs/heads/" + run.config.step_branch_prefix + run.step.id
         for attempt in range(self.queue.max_tries):
-            self.store.fetch([branch])
+            if attempt:  # the fence check fetched it for the first try
+                self.store.fetch([branch])
             tip = self.store.tip(branch)
             if self.store.is_ancestor(run.result_commit, tip):
                 return tip  # already merged (a retry after a push whose answer was lost)
@@ -553,8 +563,7 @@ class Worker:
                 new = str(self.store.repo.create_commit(None, sig, sig, message, tree, [tip, run.result_commit]))
             crash_point("before-merge")
             if self.store.remote:
-                self.store.force_push(step_ref, run.result_commit)
-                won = self.store.push([("refs/heads/" + branch, new, tip)])
+                won = self.store.push([(step_ref, run.result_commit, FORCE), ("refs/heads/" + branch, new, tip)])
             else:
                 won = self.store.local_cas("refs/heads/" + branch, new, tip)
             if won:
@@ -563,7 +572,7 @@ class Worker:
             time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
         raise LostRace(f"could not merge into {branch}: lost every race")
 
-    def record(self, run: Attempt, event: Event, sentinel: str, reason: str | None, files: list[str]) -> dict[str, Any]:
+    def record(self, run: Attempt, event: Event, sentinel: str, reason: str | None, files: list[str], snap: Snapshot | None = None) -> dict[str, Any]:
         def build(snap):
             step = snap.plan.steps.get(run.step.id)
             if step is None or step.attempt != run.attempt or step.assignee != self.id or step.status != "claimed":
@@ -582,12 +591,11 @@ class Worker:
                 edit_text=(lambda text: tick_checks(text, passed_checks)) if event.kind == "complete" and passed else None,
             )
 
-        published = self.queue.publish(build, signer_for(self.id), max_tries=OUTCOME_TRIES)
+        published = self.queue.publish(build, signer_for(self.id), snapshot=snap, max_tries=OUTCOME_TRIES)
         status = published.change.updates.get("status")
         if status == "failed":
             sentinel = "STEP_FAILED"
         self.log("TICK", f"{run.step.id} attempt {run.attempt} -> {status}" + (f": {reason}" if reason else ""))
-        self.beat(self.queue, None, None, state="idle")
         return self.report(run, status, sentinel, reason, files, published.commit)
 
     def record_failure(self, step: Step, attempt_no: int, run: Attempt | None, reason: str, heartbeat: Heartbeat, files: list[str] | None = None) -> dict[str, Any]:
@@ -692,6 +700,7 @@ class Worker:
             self.store.remove_worktree(path)
             shutil.rmtree(path, ignore_errors=True)
         if stale:
+            self.store.prune_worktrees()
             self.log("PRUNE", f"removed {len(stale)} stale worktree(s)")
 
     def print_report(self, report: dict[str, Any], json_out: bool) -> None:
@@ -750,6 +759,7 @@ class Worker:
                 if report["outcome"] in IDLE_OUTCOMES:
                     if once and self.drained():
                         break
+                    self.idle_beat()
                     self.stopping.wait(interval * random.uniform(0.8, 1.2))
         finally:
             try:
@@ -759,6 +769,15 @@ class Worker:
             self.log("STOP", f"after {ticks} ticks")
             self.lock.release()
         return 0
+
+    def idle_beat(self) -> None:
+        """An idle daemon still shows up in `runner workers`, at the heartbeat's pace."""
+        try:
+            interval = self.queue.snapshot(fetch=False).config.heartbeat_interval
+            if time.monotonic() - self.last_beat >= interval:
+                self.beat(self.queue, None, None, state="idle")
+        except (GitError, LostRace) as exc:
+            self.log("ERROR", f"idle heartbeat failed: {exc}")
 
     def drained(self) -> bool:
         """No step is ready (even backing off) or running: nothing more can happen without a person."""
@@ -794,6 +813,11 @@ class Worker:
 
 class MergeConflict(Exception):
     pass
+
+
+def _written(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
 
 
 class _AnyEvent:
