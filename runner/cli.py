@@ -233,11 +233,34 @@ def _snapshot(repo, remote, queue_branch):
     return open_queue(repo, remote, queue_branch).snapshot()
 
 
+AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a large plan (plain text past 200 rows).")]
+
+
+def print_rows(plan, rows: list[dict], title: str, show_all: bool, summary_of: str) -> None:
+    """A rich table for a plan of human size; for a large one, the rows that need attention."""
+    from runner.render import ATTENTION, RICH_ROW_LIMIT, console, plain_table, status_table
+
+    out = console()
+    shown = rows
+    if len(rows) > RICH_ROW_LIMIT and not show_all:
+        shown = [r for r in rows if r["status"] in ATTENTION] if summary_of == "status" else rows[:50]
+        shown = shown[:100]
+    if not shown and rows:
+        out.print(f"{title}: no step needs attention")
+    elif len(shown) > RICH_ROW_LIMIT:
+        typer.echo(plain_table(shown, title))
+    else:
+        out.print(status_table(plan, shown, title))
+    if len(shown) < len(rows):
+        what = "that need attention" if summary_of == "status" else "first"
+        out.print(f"[dim]{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts[/]")
+
+
 @app.command()
 @handle_errors
-def status(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
+def status(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False, show_all: AllRows = False) -> None:
     """Every step with its status (incl. derived waiting / blocked / invalid), assignee, attempt and age."""
-    from runner.render import all_steps, console, counts_line, print_json, status_table, step_row
+    from runner.render import all_steps, console, counts_line, print_json, step_row
 
     snap = _snapshot(repo, remote, queue_branch)
     rows = [step_row(snap.plan, s) for s in all_steps(snap.plan)]
@@ -247,7 +270,7 @@ def status(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch =
     out = console()
     if snap.plan.halted:
         out.print(f"[bold red]queue halted:[/] {snap.plan.halted}  (runner resume)")
-    out.print(status_table(snap.plan, rows, f"{queue_branch} @ {snap.tip[:10]}"))
+    print_rows(snap.plan, rows, f"{queue_branch} @ {snap.tip[:10]}", show_all, "status")
     out.print(counts_line(rows) or "no steps yet: runner add \"…\" --id 01-first")
 
 
@@ -280,17 +303,18 @@ def show(step_id: str, repo: Repo = Path("."), remote: Remote = None, queue_bran
 def ready(
     tag: Annotated[list[str], typer.Option("--tag", help="Worker tags (repeatable).")] = [],
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
+    show_all: AllRows = False,
 ) -> None:
     """Steps a worker (with --tag ...) could claim now, best first."""
     from runner.model import utc_now
-    from runner.render import console, print_json, status_table, step_row
+    from runner.render import print_json, step_row
 
     snap = _snapshot(repo, remote, queue_branch)
     rows = [] if snap.plan.halted else [step_row(snap.plan, s) for s in snap.plan.ready(utc_now(), tag)]
     if json_out:
         print_json({"halted": snap.plan.halted, "steps": rows})
         return
-    console().print(status_table(snap.plan, rows, f"ready on {queue_branch}" + (" (halted)" if snap.plan.halted else "")))
+    print_rows(snap.plan, rows, f"ready on {queue_branch}" + (" (halted)" if snap.plan.halted else ""), show_all, "ready")
 
 
 # --- driving steps by hand ----------------------------------------------------------

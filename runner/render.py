@@ -82,7 +82,7 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
         table.add_column(column, overflow="fold" if column in ("note", "title") else "ellipsis")
     for row in rows:
         status = row["status"]
-        note = "; ".join(row["problems"]) if row["problems"] else (row["last_error"] or "")
+        note = _note(row)
         if status == "ready" and row["not_before"] and parse_time(row["not_before"]) > utc_now():
             note = f"backing off until {row['not_before']}" + (f"; {note}" if note else "")
         moment = parse_time(row["claimed_at"] or row["last_updated"])
@@ -96,6 +96,24 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
             note[:200],
         )
     return table
+
+
+RICH_ROW_LIMIT = 200  # rich lays out every cell: past this, plain text is what stays fast
+ATTENTION = ("claimed", "review", "failed", "blocked", "invalid")
+
+
+def plain_table(rows: list[dict[str, Any]], title: str) -> str:
+    """The status table as padded text: milliseconds for 10,000 rows where rich takes seconds."""
+    columns = ("step", "title", "status", "assignee", "attempt", "note")
+    cells = [[str(row.get(c) or "")[:60] if c != "note" else _note(row)[:120] for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(line[i]) for line in cells]) for i, c in enumerate(columns)]
+    lines = [title, "  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
+    return "\n".join(lines)
+
+
+def _note(row: dict[str, Any]) -> str:
+    return "; ".join(row["problems"]) if row["problems"] else (row["last_error"] or "")
 
 
 def counts_line(rows: list[dict[str, Any]]) -> str:
