@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pygit2
 
+# libgit2 caches up to 256 MiB of objects by default; a worker draining a large plan
+# reads each step blob once or twice, so a small cache costs nothing and bounds memory.
+pygit2.settings.cache_max_size(32 * 1024 * 1024)
+
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
 FORCE = "+"  # as the expected old value of a push: overwrite (a step branch only its holder writes)

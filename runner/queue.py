@@ -121,7 +121,9 @@ class Queue:
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         steps_tree = self.store.tree_id(tip, STEPS_DIR)
         plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
-        self._last = (steps_tree, plan)
+        # Every transition leaves its old blob in the parse cache: a long-running worker rebuilds
+        # (and so prunes) now and then instead of growing for ever.
+        self._last = (steps_tree, plan) if len(self._steps) < 2 * len(plan.steps) + 1000 else None
         return Snapshot(tip=tip, plan=plan, config=self.config_at(tip), read_heartbeats=self.heartbeats)
 
     def _updated_plan(self, steps_tree: str | None, halted: str | None) -> Plan | None:
@@ -141,6 +143,9 @@ class Queue:
         self._load_parse_cache()
         entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if _is_step_path(path)]
         steps = [self._parse(path, oid) for path, oid in entries]
+        if len(self._steps) > 2 * len(entries) + 1000:
+            keep = {f"{path}\0{oid}" for path, oid in entries}
+            self._steps = {key: step for key, step in self._steps.items() if key in keep}
         if self._parsed_new >= PARSE_CACHE_MIN:
             self._save_parse_cache([f"{path}\0{oid}" for path, oid in entries])
         return Plan.build(steps, halted=halted)
@@ -195,6 +200,8 @@ class Queue:
         for worker, commit in self.store.refs_under(self.store.heartbeat_refs_prefix()).items():
             beat = self._beats.get(commit)
             if beat is None:
+                if len(self._beats) > 10_000:
+                    self._beats.clear()
                 beat = parse_heartbeat(worker, commit, self.store.commit(commit).message)
                 self._beats[commit] = beat
             beats[worker] = beat
