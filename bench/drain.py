@@ -103,7 +103,7 @@ def audit_history(repo_path: Path) -> dict:
     """Check the queue branch history for double claims and out-of-turn records."""
     import pygit2
 
-    from runner.queue import parse_trailers
+    from runner.protocol import parse_trailers
     from runner.stepfile import parse_step
 
     repo = pygit2.Repository(str(repo_path))

@@ -26,8 +26,9 @@ import pygit2
 
 from runner.config import DEFAULT_QUEUE_BRANCH, Config, parse_config
 from runner.model import MANAGED_KEYS, BadInput, Step, parse_time
-from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan
+from runner.plan import HALT_FILE, STEPS_DIR, Plan
 from runner.statemachine import EVENTS, HOLDER_EVENTS, Event, TransitionError, apply, transition
+from runner.protocol import handoff_path, is_step_file, one_line, parse_trailers, step_id_of
 from runner.stepfile import body_of, checklist, parse_step
 
 ZERO = "0" * 40
@@ -44,39 +45,6 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def queue_branch_from_env() -> str:
     return os.environ.get("RUNNER_QUEUE_BRANCH") or DEFAULT_QUEUE_BRANCH
-
-
-# --- the commit vocabulary of runner.queue ---------------------------------------
-# Restated, not imported: runner.queue pulls in the worker's modules (file locks,
-# leases, the git CLI layer), which nearly doubles the hook's start-up on every
-# push. tests/test_hooks.py checks that both read commits the same way.
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    trailers = {}
-    for line in message.splitlines():
-        if line.startswith("Runner-") and ": " in line:
-            key, _, value = line.partition(": ")
-            trailers[key[len("Runner-") :]] = value.strip()
-    return trailers
-
-
-def handoff_path(step_id: str) -> str:
-    return f"{HANDOFFS_DIR}/{step_id}.md"
-
-
-def is_step_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return path.startswith(STEPS_DIR + "/") and name.endswith(".md") and name.lower() != "readme.md"
-
-
-def step_id_of(path: str) -> str:
-    return path.rsplit("/", 1)[-1].removesuffix(".md")
-
-
-def one_line(text: str) -> str:
-    """The form Queue writes a reason into the Runner-Reason trailer."""
-    return " ".join(text.split())[:500]
 
 
 # --- who may push what ([hooks] in runner.toml) ---------------------------------

@@ -16,7 +16,8 @@ from runner.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_conf
 from runner.gitstore import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
 from runner.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
 from runner.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
-from runner.plan import HALT_FILE, HANDOFFS_DIR, STEPS_DIR, Plan, sort_key
+from runner.plan import HALT_FILE, STEPS_DIR, Plan, sort_key
+from runner.protocol import commit_message, is_step_path, one_line, parse_trailers
 from runner.statemachine import Event, transition
 from runner.stepfile import parse_step, render_new_step, set_fields
 
@@ -73,20 +74,6 @@ class Published:
     snapshot: Snapshot  # the snapshot the change was built on
 
 
-def commit_message(subject: str, trailers: dict[str, Any]) -> str:
-    lines = [f"Runner-{key}: {value}" for key, value in trailers.items() if value not in (None, "")]
-    return subject + "\n\n" + "\n".join(lines) + "\n"
-
-
-def parse_trailers(message: str) -> dict[str, str]:
-    trailers = {}
-    for line in message.splitlines():
-        if line.startswith("Runner-") and ": " in line:
-            key, _, value = line.partition(": ")
-            trailers[key[len("Runner-") :]] = value.strip()
-    return trailers
-
-
 class Queue:
     def __init__(self, store: GitStore, branch: str = DEFAULT_QUEUE_BRANCH, max_tries: int = 25):
         self.store = store
@@ -135,13 +122,13 @@ class Queue:
         if last_tree == steps_tree:
             return Plan(steps=last_plan.steps, invalid=last_plan.invalid, halted=halted, order=last_plan.order, by_status=last_plan.by_status)
         changes = self.store.changed_blobs(last_tree, steps_tree)
-        if changes is None or any(oid is None or kind != "M" or not _is_step_path(path) for path, oid, kind in changes):
+        if changes is None or any(oid is None or kind != "M" or not is_step_path(path) for path, oid, kind in changes):
             return None
         return last_plan.updated([self._parse(f"{STEPS_DIR}/{path}", oid) for path, oid, _ in changes], halted)
 
     def _built_plan(self, tip: str, halted: str | None) -> Plan:
         self._load_parse_cache()
-        entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if _is_step_path(path)]
+        entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if is_step_path(path)]
         steps = [self._parse(path, oid) for path, oid in entries]
         if len(self._steps) > 2 * len(entries) + 1000:
             keep = {f"{path}\0{oid}" for path, oid in entries}
@@ -259,7 +246,7 @@ class Queue:
             "Replaces": event.attempt if event.kind == "takeover" else None,
             "Incarnation": event.incarnation,
             "Status": updates.get("status"),
-            "Reason": _one_line(event.reason) if event.reason else None,
+            "Reason": one_line(event.reason) if event.reason else None,
         }
         files = {step.path: text.encode("utf-8"), **(extra_files or {})}
         return Change(step_id, event.kind, files, commit_message(subject, trailers), updates, attempt)
@@ -420,8 +407,8 @@ class Queue:
                 raise Skip("the queue is not halted")
             kind = "halt" if reason is not None else "resume"
             content = (reason.strip() + "\n").encode() if reason is not None else None
-            subject = f"{kind} queue by {actor}" + (f": {_one_line(reason)}" if reason else "")
-            return Change("", kind, {HALT_FILE: content}, commit_message(subject, {"Event": kind, "Worker": actor, "Reason": _one_line(reason) if reason else None}))
+            subject = f"{kind} queue by {actor}" + (f": {one_line(reason)}" if reason else "")
+            return Change("", kind, {HALT_FILE: content}, commit_message(subject, {"Event": kind, "Worker": actor, "Reason": one_line(reason) if reason else None}))
 
         return self.publish(build, signer_for(actor))
 
@@ -462,11 +449,6 @@ def _touches_step(store: GitStore, commit, step_id: str) -> bool:
     )
 
 
-def _is_step_path(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".md") and name.lower() != "readme.md"
-
-
 def _with_plan_context(event: Event, snap: Snapshot, step: Step) -> Event:
     from dataclasses import replace
 
@@ -476,10 +458,6 @@ def _with_plan_context(event: Event, snap: Snapshot, step: Step) -> Event:
         halted=bool(snap.plan.halted),
         default_max_attempts=snap.config.max_attempts,
     )
-
-
-def _one_line(text: str | None) -> str:
-    return " ".join((text or "").split())[:500]
 
 
 def _backoff(attempt: int, remote: bool) -> float:
@@ -506,10 +484,6 @@ def new_step_file(step_id: str, title: str, fields: dict[str, Any], body: str) -
     if problem := step_id_problem(step_id):
         raise BadInput(problem)
     return f"{STEPS_DIR}/{step_id}.md", render_new_step(step_id, title, fields, body).encode()
-
-
-def handoff_path(step_id: str) -> str:
-    return f"{HANDOFFS_DIR}/{step_id}.md"
 
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:

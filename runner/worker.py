@@ -39,7 +39,8 @@ from runner.pipeline import (
     review_due,
     roles_for,
 )
-from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, handoff_path, retry_at, signer_for
+from runner.protocol import handoff_path
+from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, retry_at, signer_for
 from runner.statemachine import Event, TransitionError
 from runner.stepfile import manual_checks, tick_checks
 

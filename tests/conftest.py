@@ -121,7 +121,7 @@ def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> No
 
 def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
     """Every queue commit oldest first, with its trailers."""
-    from runner.queue import parse_trailers
+    from runner.protocol import parse_trailers
 
     out = git(repo, "log", "--reverse", "--format=%H%x00%B%x1e", branch)
     entries = []

@@ -15,7 +15,8 @@ import pytest
 from runner.gitstore import GitStore, PushRefused
 from runner.leases import holder_info
 from runner.model import utc_now
-from runner.queue import Queue, commit_message, handoff_path, new_step_file, signer_for
+from runner.protocol import commit_message, handoff_path
+from runner.queue import Queue, new_step_file, signer_for
 from runner.statemachine import Event, transition
 from runner.stepfile import set_fields
 
@@ -392,16 +393,6 @@ def test_identities_map_pushers_to_the_workers_they_may_act_as(remote: Path, que
     monkeypatch.setenv("GL_USERNAME", "alice")
     queue.set_halt(None, "alice")
     claim(queue, "host-a", "01-a")
-
-
-def test_the_hook_reads_commits_as_the_queue_writes_them():
-    from runner import hooks, queue
-
-    message = commit_message("claim 01-a (attempt 2) by w1", {"Event": "takeover", "Step": "01-a", "Replaces": 1, "Reason": "gone"})
-    assert hooks.parse_trailers(message) == queue.parse_trailers(message)
-    assert hooks.handoff_path("01-a") == queue.handoff_path("01-a")
-    for path in ("plans/steps/01-a.md", "plans/steps/sub/02-b.md", "plans/steps/README.md", "plans/steps/notes.txt"):
-        assert hooks.is_step_file(path) == queue._is_step_path(path)
 
 
 def test_the_check_is_also_a_function_and_a_hidden_command(remote: Path, queue: Queue):
