@@ -138,6 +138,18 @@ class GitStore:
     def set_ref(self, ref: str, new: str) -> None:
         self.repo.references.create(ref, new, force=True)
 
+    def set_own_ref(self, ref: str, new: str) -> None:
+        """Overwrite a ref only the current holder writes (a step branch). A lock file there was
+        left by a holder killed mid-write (a live one on this host would still hold the claim)."""
+        try:
+            self.set_ref(ref, new)
+        except (pygit2.GitError, OSError):
+            lock = self.git_dir / (ref + ".lock")
+            if not lock.exists():
+                raise
+            lock.unlink(missing_ok=True)
+            self.set_ref(ref, new)
+
     # --- objects --------------------------------------------------------------
 
     def blob(self, oid: str) -> bytes:
@@ -259,7 +271,7 @@ class GitStore:
         specs = [f"+refs/heads/{b}:refs/remotes/{self.remote}/{b}" for b in branches]
         if heartbeats:
             specs.append(f"+{HEARTBEAT_PREFIX}*:{self.heartbeat_refs_prefix()}*")
-        for attempt in range(3):
+        for attempt in range(5):
             proc = run_git(self.git_dir, "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", self.remote_url, *specs, check=False)
             if proc.returncode == 0:
                 return
@@ -273,7 +285,8 @@ class GitStore:
                         specs = kept
                         continue
                     return
-            if not _is_race(err):
+            if not _is_race(err) and "worktrees/" not in err:
+                # (a neighbour's half-made worktree can upset fetch's checks for a moment)
                 raise GitError(f"git fetch from {self.remote_url} failed: {err.strip()}")
             time.sleep(0.02 * (attempt + 1))
         # Another process sharing this clone keeps updating the same tracking refs: its view is
@@ -327,7 +340,7 @@ class GitStore:
             return
         try:
             self.set_ref(local, new)
-        except pygit2.GitError:
+        except (pygit2.GitError, OSError):
             pass  # another process is updating the same tracking ref; a later fetch fixes it
 
     def publish(self, branch: str, new: str, old: str | None) -> bool:

@@ -118,7 +118,8 @@ class LeaseObserver:
     def _evidence(step: Step, heartbeats: dict[str, Heartbeat]) -> str:
         beat = heartbeats.get(step.assignee or "")
         incarnation = step.holder.get("incarnation")
-        if beat and (not incarnation or beat.info.get("incarnation") == incarnation):
+        # Only a beat for this very step counts: an idle worker's beats say nothing of a claim it dropped.
+        if beat and beat.info.get("step") == step.id and (not incarnation or beat.info.get("incarnation") == incarnation):
             return beat.commit
         return f"claim:{step.attempt}"
 

@@ -120,7 +120,9 @@ class Plan:
         """Steps a worker with `tags` may claim now, best first (priority, then id)."""
         return list(self.iter_ready(now, tags, include_backoff))
 
-    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False):
+    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False, max_backoff: float | None = None):
+        """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
+        written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())
         for step in self.with_status("ready"):
             if not self.deps_done(step):
@@ -128,7 +130,8 @@ class Plan:
             if step.tags and not set(step.tags) <= worker_tags:
                 continue
             if not include_backoff and step.not_before and step.not_before > now:
-                continue
+                if max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff:
+                    continue
             yield step
 
     def dependency_order(self) -> list[str]:

@@ -84,6 +84,7 @@ class Queue:
         self._beats: dict[str, Heartbeat] = {}
         self.observer = LeaseObserver(store.runner_dir)
         self.races_lost = 0
+        self.published: str | None = None  # the last commit this process published on the queue branch
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree id, plan) of the last snapshot
         self._cache_path = store.runner_dir / "parsed-steps.json"
         self._cache_loaded = False
@@ -98,6 +99,8 @@ class Queue:
         if fetch:
             self.fetch(also_fetch)
         tip = self.store.tip(self.branch)
+        if self.published and tip != self.published and (tip is None or self.store.is_ancestor(tip, self.published)):
+            tip = self.published  # our own push landed but the tracking ref could not be updated (busy)
         if tip is None:
             where = f"remote {self.store.remote}" if self.store.remote else "this repository"
             raise NotInitialised(f"no queue branch {self.branch!r} in {where}: run `runner init` first")
@@ -206,6 +209,7 @@ class Queue:
             change = build(snap)
             commit = self.store.make_commit([snap.tip], change.files, change.message, signer)
             if self.store.publish(self.branch, commit, snap.tip):
+                self.published = commit
                 return Published(commit=commit, change=change, snapshot=snap)
             self.races_lost += 1
             time.sleep(_backoff(attempt, remote=bool(self.store.remote)))
@@ -299,16 +303,21 @@ class Queue:
         # then keep those this worker may take over.
         claimed = list(plan.with_status("claimed"))
         expired = self.observer.expired_claims(claimed, snap.heartbeats, snap.config.lease) if claimed else {}
+        for step in claimed:
+            if step.holder.get("incarnation") == incarnation:
+                # A worker claims only between steps: a claim of its own incarnation now was dropped
+                # by an earlier tick that could not record (the remote was down, say).
+                expired[step.id] = "abandoned by an earlier tick of this worker"
         takeovers = sorted(
             (
                 (plan.steps[step_id], "takeover", reason)
                 for step_id, reason in expired.items()
-                if plan.steps[step_id].holder.get("incarnation") != incarnation
-                and (not plan.steps[step_id].tags or set(plan.steps[step_id].tags) <= set(tags))
+                if not plan.steps[step_id].tags or set(plan.steps[step_id].tags) <= set(tags)
             ),
             key=lambda item: sort_key(item[0]),
         )
-        ready = ((step, "claim", None) for step in plan.iter_ready(now, tags))
+        max_backoff = snap.config.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
+        ready = ((step, "claim", None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
         return heapq.merge(ready, takeovers, key=lambda item: sort_key(item[0]))  # lazy: a claim needs the first
 
     def why_nothing(self, snap: Snapshot, tags: list[str], step_id: str | None) -> str:

@@ -161,6 +161,10 @@ def schema_problems(step: Step, stem: str) -> list[str]:
     outputs = meta.get("required_outputs")
     if outputs is not None and not _is_str_list(outputs):
         problems.append("required_outputs must be a list of paths")
+    elif outputs:
+        for output in outputs:
+            if output.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", output) or ".." in re.split(r"[\\/]", output):
+                problems.append(f"required_outputs: {output!r} must be a relative path inside the worktree")
     for key in ("timeout", "lease"):
         if (value := meta.get(key)) is not None:
             try:

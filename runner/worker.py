@@ -81,6 +81,8 @@ class Attempt:
     stop: str | None = None  # a brake fired (plateau, budget): failed for good
     failure: str | None = None  # failed for a reason other than a gate (e.g. review findings remain)
     hold: str | None = None  # done, but a person must look (PIPELINE-FAULT of the review)
+    completed: Event | None = None  # set once the merge landed: the outcome to record, come what may
+    files: list[str] = field(default_factory=list)
 
     def spent(self) -> float:
         return self.spent_before + (time.monotonic() - self.started)
@@ -112,6 +114,7 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         queue = self.worker.private_queue()  # pygit2 objects are not shared across threads
+        queue.published = self.worker.queue.published  # the claim, even if the tracking ref lags
         try:  # the first beat names the step at once (for `runner workers`), off the tick's critical path
             self.worker.beat(queue, self.step_id, self.attempt)
         except Exception as exc:
@@ -247,6 +250,10 @@ class Worker:
             return self.lost_report(step_id, attempt_no, str(exc))
         except Exception as exc:  # record what we can: the step goes back with the error
             self.log("ERROR", f"{step_id} attempt {attempt_no}: {exc!r}")
+            if run is not None and run.completed is not None:
+                # The merge landed: the step is done, only its record failed. Never record that
+                # as a failure (the next attempt would merge it again): keep the claim alive and retry.
+                return self.record_done_patiently(run, heartbeat)
             return self.record_failure(step, attempt_no, run, f"runner error: {exc}", heartbeat)
         finally:
             heartbeat.stop.set()
@@ -258,9 +265,10 @@ class Worker:
 
     def prepare(self, step: Step, attempt_no: int, config: Config) -> Attempt:
         integration = config.integration_branch
-        if integration != self.integration_branch:  # the tick's first fetch guessed another name
-            self.integration_branch = integration
-            self.store.fetch([integration])
+        self.integration_branch = integration
+        # Fetched after the claim: the claim may have been won on a newer queue tip than the
+        # tick started from, whose dependencies' merges the integration branch must then hold.
+        self.store.fetch([integration])
         base = self.store.tip(integration)
         if base is None:
             raise GitError(f"no integration branch {integration!r}: run `runner init`")
@@ -508,9 +516,26 @@ class Worker:
             return self.record_failure(run.step, run.attempt, run, str(exc), heartbeat, files)
         result = {"branch": run.config.step_branch_prefix + run.step.id, "commit": run.result_commit, "merge": merged, "handoff": handoff_path(run.step.id)}
         event = Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result, hold=bool(run.hold), reason=run.hold, metrics=run.metrics())
+        run.completed, run.files = event, files
         if run.hold:
             return self.record(run, event, "STEP_BLOCKED", f"awaiting a person: {run.hold}", files, snap)
         return self.record(run, event, "STEP_COMPLETE", None, files, snap)
+
+    def record_done_patiently(self, run: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
+        """Retry recording a merged step while the heartbeat keeps its claim alive (a flaky remote)."""
+        deadline = time.monotonic() + max(run.config.lease / 2, 5.0)
+        delay = 0.5
+        while True:
+            try:
+                return self.record(run, run.completed, "STEP_COMPLETE", None, run.files)
+            except ClaimLost:
+                raise
+            except (GitError, LostRace, OSError) as exc:
+                if heartbeat.lost.is_set() or time.monotonic() + delay > deadline:
+                    raise
+                self.log("ERROR", f"{run.step.id} attempt {run.attempt}: recording done failed ({exc}); retrying in {delay:.1f}s")
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def check_fence(self, run: Attempt) -> Snapshot:
         """Still our claim? Checked before merging, so a stale holder never touches the integration
@@ -540,7 +565,7 @@ class Worker:
             f"Runner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
         )
         run.result_commit = self.store.make_commit([run.base], {}, message, signer_for(self.id), base_tree=tree)
-        self.store.set_ref("refs/heads/" + run.config.step_branch_prefix + run.step.id, run.result_commit)
+        self.store.set_own_ref("refs/heads/" + run.config.step_branch_prefix + run.step.id, run.result_commit)
         return changed
 
     def merge(self, run: Attempt) -> str:
@@ -718,8 +743,12 @@ class Worker:
             return
         self.last_skip = None
         colour = "green" if report["sentinel"] == "STEP_COMPLETE" else "red"
+        if "step" not in report:  # a tick that ran nothing but says why (e.g. dependencies not satisfiable)
+            out.print(f"[{colour}]{report['sentinel']}[/] {report.get('reason')}", markup=True)
+            self.last_skip = report.get("reason")
+            return
         out.print(
-            f"[{colour}]{report['sentinel']}[/] {report['step']} attempt {report['attempt']} -> {report['outcome']}"
+            f"[{colour}]{report['sentinel']}[/] {report['step']} attempt {report.get('attempt')} -> {report['outcome']}"
             f"  gates {report.get('gates_passed', 0)}/{report.get('gates_run', 0)}"
             f"  files changed {len(report.get('files_changed', []))}"
             f"  manual checks left {len(report.get('manual_checks_left', []))}"
