@@ -229,6 +229,8 @@ def test_kills_at_every_crash_point_mid_step_and_at_random(tmp_path):
 
 
 def test_daemon_survives_a_plan_blocked_by_a_failed_step(tmp_path):
+    """Regression (39db7aa): print_report crashed with KeyError 'step' on the STEP_BLOCKED tick of a plan whose
+    remaining steps wait on a failed one, and a supervised daemon crash-looped."""
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path", max_attempts=1)
     try:
         cluster.configure()
@@ -288,6 +290,7 @@ def _takeover_time(result) -> float:
 
 
 def test_backoff_written_by_a_skewed_host_does_not_park_the_step(tmp_path):
+    """Regression (39db7aa): not_before, written by a host 3 h ahead, parked the step for 3 h for everyone else."""
     started = time.monotonic()
     result = scenarios.skewed_backoff(tmp_path)
     publish(result.report, tmp_path, started)
@@ -299,8 +302,9 @@ def test_hostile_step_files_are_refused_and_the_rest_drains(tmp_path):
     started = time.monotonic()
     canary = tmp_path / "canary"
     canary.mkdir()
-    # --json: a plan left with only a blocked step trips the print_report crash (see the xfail above)
-    cluster = Cluster(tmp_path / "run", hosts=2, workers_per_host=1, transport="path", lease="1m", max_attempts=2, json_out=True)
+    # text output: a plan left with only a blocked step once crashed print_report
+    # (test_daemon_survives_a_plan_blocked_by_a_failed_step)
+    cluster = Cluster(tmp_path / "run", hosts=2, workers_per_host=1, transport="path", lease="1m", max_attempts=2)
     try:
         cluster.configure()
         corpus = hostile.build(canary, cluster.exec_log)
@@ -348,6 +352,8 @@ def _deps_of(corpus: hostile.Corpus, step_id: str) -> list[str]:
 
 
 def test_required_outputs_outside_the_worktree_are_invalid(tmp_path):
+    """Regression (39db7aa): required_outputs with an absolute path or `..` passed validation and were refused
+    only by the gate, after the step had run."""
     cluster = Cluster(tmp_path / "run", hosts=1, workers_per_host=1, transport="path")
     try:
         corpus = hostile.build(tmp_path / "canary", cluster.exec_log)
@@ -391,8 +397,10 @@ def test_hosts_in_network_namespaces_with_kills_and_partitions(tmp_path, lab):
 
 
 def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
-    """What workers on one clone do at the same time: two add and remove worktrees (a tick's prepare and
-    cleanup), two fetch (snapshots, heartbeats). Up to 20 s; every git call must succeed."""
+    """Regression (39db7aa): `git fetch` failed on a neighbour's half-made worktree and the error was
+    recorded as a failed attempt. What workers on one clone do at the same time: two add and remove
+    worktrees (a tick's prepare and cleanup), two fetch (snapshots, heartbeats). Up to 20 s; every git
+    call must succeed."""
     import threading
 
     from runner.gitstore import GitStore
@@ -437,6 +445,8 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
 
 
 def test_a_transient_error_after_the_merge_is_not_recorded_as_a_failure(tmp_path):
+    """Regression (39db7aa): one failed push of the `complete` commit after the merge landed was recorded as a
+    failed attempt, and the retry merged the step into integration a second time."""
     started = time.monotonic()
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path", lease="1m")
     try:
@@ -456,6 +466,8 @@ def test_a_transient_error_after_the_merge_is_not_recorded_as_a_failure(tmp_path
 
 
 def test_a_worker_that_cannot_record_does_not_abandon_its_claim(tmp_path):
+    """Regression (39db7aa): after two failed recording pushes the live worker dropped its claim without releasing
+    it, and its idle heartbeats kept the claim alive for ever."""
     started = time.monotonic()
     cluster = Cluster(tmp_path, hosts=2, workers_per_host=1, transport="path", lease="6s")
     try:
@@ -478,6 +490,8 @@ def test_a_worker_that_cannot_record_does_not_abandon_its_claim(tmp_path):
 
 
 def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path):
+    """Regression (39db7aa): a `.lock` left on the step branch by a SIGKILLed holder failed every later attempt
+    of that step on that clone until the step ended failed."""
     started = time.monotonic()
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path", max_attempts=2)
     try:
@@ -496,8 +510,10 @@ def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path
 
 
 def test_a_claim_won_after_a_lost_race_starts_from_its_dependencies(tmp_path):
-    """Worker A's claim push is slow (its network), so it loses the race: meanwhile worker B claims the step A
-    wanted and completes `d`. A re-reads the queue, finds `x` (which depends on `d`) ready and claims it."""
+    """Regression (39db7aa): the worktree started from the integration tip fetched before the claim,
+    without the dependency completed in between. Worker A's claim push is slow (its network), so it
+    loses the race: meanwhile worker B claims the step A wanted and completes `d`. A re-reads the queue,
+    finds `x` (which depends on `d`) ready, claims it, and must start from an integration tip with `d`."""
     cluster = Cluster(tmp_path, hosts=2, workers_per_host=1, transport="path")
     try:
         cluster.configure()
@@ -549,6 +565,8 @@ exit 0
 
 
 def test_a_busy_tracking_ref_after_a_successful_push_is_not_an_error(tmp_path):
+    """Regression (39db7aa): pygit2's OSError on a busy tracking ref escaped GitStore._track: the daemon died after
+    a claim push that had landed, and a landed merge was recorded as a failure (then merged again)."""
     started = time.monotonic()
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path", lease="3s")
     try:

@@ -225,20 +225,21 @@ class RunInputs:
 class Violation:
     rule: str
     detail: str
-    known_bug: str | None = None  # the xfail test in test_chaos.py that shows this core bug
+    known_bug: str | None = None  # the strict xfail test in test_chaos.py that shows this (open) core bug
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.detail}"
 
 
-# Core bugs this suite found, each shown by a strict xfail test in test_chaos.py. A violation with
-# one of these exact signatures is tallied under "known core bugs" instead of failing every scenario
-# that happens to run into it; anything else stays a violation. Remove an entry when its bug is fixed.
-KNOWN_BUGS = {
-    "merge-then-fail": "test_a_transient_error_after_the_merge_is_not_recorded_as_a_failure",
-    "abandoned-claim": "test_a_worker_that_cannot_record_does_not_abandon_its_claim",
-    "stale-integration-base": "test_a_claim_won_after_a_lost_race_starts_from_its_dependencies",
-}
+# Open core bugs, each shown by a strict xfail test in test_chaos.py: signature -> that test's name.
+# A violation the checker tags with one of these signatures is tallied under "known core bugs" instead
+# of failing every scenario that happens to run into it; anything else stays a violation. Add an entry
+# with its xfail test when a bug is found, remove it when the bug is fixed. The signatures the checker
+# can tag: "merge-then-fail" (test_a_transient_error_after_the_merge_is_not_recorded_as_a_failure),
+# "abandoned-claim" (test_a_worker_that_cannot_record_does_not_abandon_its_claim), and
+# "stale-integration-base" (test_a_claim_won_after_a_lost_race_starts_from_its_dependencies): all three
+# were fixed in 39db7aa, so none is tolerated now.
+KNOWN_BUGS: dict[str, str] = {}
 
 
 @dataclass
@@ -385,7 +386,7 @@ class Checker:
         self.stats: dict[str, Any] = {}
 
     def fail(self, rule: str, detail: str, known: str | None = None) -> None:
-        if known and self.inp.tolerate_known_bugs:
+        if known in KNOWN_BUGS and self.inp.tolerate_known_bugs:
             self.known.append(Violation(rule, detail, KNOWN_BUGS[known]))
         else:
             self.violations.append(Violation(rule, detail))

@@ -59,13 +59,13 @@ FULL_SIZE = Size(
 SIZE = FULL_SIZE if FULL else CI
 
 
-# Worker crashes whose cause is a core bug already shown by a strict xfail test in test_chaos.py
-# (like checker.KNOWN_BUGS): tallied under "known core bugs" in the table, not failed again in every
-# scenario that happens to hit them. Any other crash is a violation. Remove an entry when fixed.
-KNOWN_CRASHES = {
-    "test_a_busy_tracking_ref_after_a_successful_push_is_not_an_error": ("in _track", "OSError: failed to"),
-    "test_daemon_survives_a_plan_blocked_by_a_failed_step": ("in print_report", "KeyError: 'step'"),
-}
+# Worker crashes whose cause is an open core bug shown by a strict xfail test in test_chaos.py (like
+# checker.KNOWN_BUGS): xfail test name -> strings its traceback contains. Tallied under "known core
+# bugs" in the table instead of failing every scenario that hits them; any other crash is a violation.
+# Both crashes found so far were fixed in 39db7aa (an OSError escaping GitStore._track, tested by
+# test_a_busy_tracking_ref_after_a_successful_push_is_not_an_error; KeyError 'step' in print_report,
+# tested by test_daemon_survives_a_plan_blocked_by_a_failed_step), so none is tolerated now.
+KNOWN_CRASHES: dict[str, tuple[str, ...]] = {}
 
 
 @dataclass
