@@ -25,7 +25,7 @@ from runner.schedules import ScheduleInputError, build_spec, render
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "schedules"
-SCHEMAS = Path(__file__).resolve().parents[1].parent / "shared" / "schemas"
+SCHEMAS = ROOT / "tests" / "data" / "schemas"
 UPDATE_GOLDEN = os.environ.get("RUNNER_UPDATE_GOLDEN") == "1"
 ON_LINUX = sys.platform.startswith("linux")
 
