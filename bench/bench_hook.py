@@ -26,10 +26,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runner.gitstore import GitStore  # noqa: E402
-from runner.hooks import PushCheck, install_server  # noqa: E402
-from runner.queue import Queue, new_step_file, signer_for  # noqa: E402
-from runner.statemachine import Event  # noqa: E402
+from runner.store.git import GitStore  # noqa: E402
+from runner.hooks.server import PushCheck, install_server  # noqa: E402
+from runner.queue.queue import Queue, new_step_file, signer_for  # noqa: E402
+from runner.core.machine import Event  # noqa: E402
 
 QUEUE = "refs/heads/runner/queue"
 

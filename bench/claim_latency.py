@@ -64,8 +64,8 @@ class Floor:
 
 
 def measure_transport(name: str, repo: Path, url: str, rounds: int) -> dict[str, list[float]]:
-    from runner.leases import holder_info, new_incarnation
-    from runner.queue import open_queue
+    from runner.queue.leases import holder_info, new_incarnation
+    from runner.queue.queue import open_queue
 
     git(repo, "remote", "set-url", "origin", url)
     queue = open_queue(repo)

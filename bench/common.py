@@ -136,7 +136,7 @@ def workspace(name: str) -> Iterator[Path]:
 
 
 def gates_off_toml() -> bytes:
-    from runner.config import DEFAULT_TOML
+    from runner.core.config import DEFAULT_TOML
 
     assert "detect = true" in DEFAULT_TOML
     return DEFAULT_TOML.replace("detect = true", "detect = false").encode()
@@ -148,7 +148,7 @@ def plan_files(n: int, layout: str = "flat", chains: int = 0, group_size: int = 
     layout "flat": plans/steps/<id>.md; "sub": plans/steps/g<NNN>/<id>.md, group_size per folder.
     chains > 1: step i depends on step i-1 inside chains of that length (so 1/chains are ready).
     """
-    from runner.queue import new_step_file
+    from runner.queue.queue import new_step_file
 
     files: dict[str, bytes] = {"runner.toml": gates_off_toml()}
     for i in range(n):
@@ -176,7 +176,7 @@ def clone(remote: str, dest: Path) -> Path:
 
 def seed_queue(repo: Path, files: dict[str, bytes]) -> None:
     """Queue.init, then one plan commit holding every file (pushed when repo has an origin)."""
-    from runner.queue import open_queue
+    from runner.queue.queue import open_queue
 
     queue = open_queue(repo)
     queue.init("bench")
@@ -375,9 +375,9 @@ class PhaseClock:
         self._restore.append((owner, attr, original))
 
     def count_git(self) -> None:
-        """Count and time git subprocesses (runner.gitstore.run_git and the copy runner.worker imported)."""
-        import runner.gitstore
-        import runner.worker
+        """Count and time git subprocesses (runner.gitstore.run_git and the copy runner.worker.tick imported)."""
+        import runner.store.git
+        import runner.worker.tick
 
         original = runner.gitstore.run_git
 
@@ -391,19 +391,19 @@ class PhaseClock:
                     sub = f"worktree {args[1]}"
                 self.git_calls.setdefault(sub, []).append(time.perf_counter() - start)
 
-        for module in (runner.gitstore, runner.worker):
+        for module in (runner.store.git, runner.worker.tick):
             self._restore.append((module, "run_git", module.run_git))
             module.run_git = run_git
 
     def instrument_tick(self) -> None:
         """Wrap the phases of Worker.tick and the git / plan operations inside them."""
-        import runner.executor
-        import runner.worker
-        from runner.gitstore import GitStore
-        from runner.leases import LeaseObserver
-        from runner.plan import Plan
-        from runner.queue import Queue
-        from runner.worker import Heartbeat, Worker
+        import runner.worker.executor
+        import runner.worker.tick
+        from runner.store.git import GitStore
+        from runner.queue.leases import LeaseObserver
+        from runner.core.plan import Plan
+        from runner.queue.queue import Queue
+        from runner.worker.tick import Heartbeat, Worker
 
         for owner, attr, label in (
             (Worker, "prune_stale_worktrees", "prune stale worktrees"),
@@ -416,8 +416,8 @@ class PhaseClock:
             (Heartbeat, "join", "heartbeat thread"),
             (Worker, "prepare", "prepare worktree"),
             (Worker, "command", "write prompt files"),
-            (runner.executor, "run", "run the step"),
-            (runner.worker, "run_gates", "gates"),
+            (runner.worker.executor, "run", "run the step"),
+            (runner.worker.tick, "run_gates", "gates"),
             (Worker, "commit_worktree", "commit worktree"),
             (Worker, "check_fence", "fence check"),
             (Worker, "merge", "merge into integration"),
@@ -438,7 +438,7 @@ class PhaseClock:
             (LeaseObserver, "expired_claims", "lease check (observed.json)"),
         ):
             self.wrap(owner, attr, label)
-        for module in (runner.queue, runner.worker):  # only their sleeps: compare-and-swap backoff
+        for module in (runner.queue.queue, runner.worker.tick):  # only their sleeps: compare-and-swap backoff
             proxy = _TimeProxy()
             self.wrap(proxy, "sleep", "backoff sleep")
             self._restore.append((module, "time", module.time))

@@ -103,8 +103,8 @@ def audit_history(repo_path: Path) -> dict:
     """Check the queue branch history for double claims and out-of-turn records."""
     import pygit2
 
-    from runner.protocol import parse_trailers
-    from runner.stepfile import parse_step
+    from runner.core.codec import parse_trailers
+    from runner.core.stepfile import parse_step
 
     repo = pygit2.Repository(str(repo_path))
     tip = repo.references["refs/heads/runner/queue"].target

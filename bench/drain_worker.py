@@ -34,8 +34,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from common import PhaseClock
-    from runner.queue import open_queue
-    from runner.worker import Worker
+    from runner.queue.queue import open_queue
+    from runner.worker.tick import Worker
 
     clock = PhaseClock()
     clock.instrument_tick()  # where the worker's time goes: backoff sleeps, pushes, fetches, ...

@@ -103,8 +103,8 @@ def attribute(repo: Path, ticks: int) -> dict:
     import psutil
     import pygit2
 
-    from runner.queue import open_queue
-    from runner.worker import Worker
+    from runner.queue.queue import open_queue
+    from runner.worker.tick import Worker
 
     queue = open_queue(repo)  # the same plan, less what the CLI worker drained
     worker = Worker(queue, "m2")
@@ -146,7 +146,7 @@ def attribute(repo: Path, ticks: int) -> dict:
 def run(quick: bool = False) -> dict:
     steps = 2_000 if quick else 10_000
     budget = 20.0 if quick else 150.0
-    _, import_rss = run_python("import runner.cli, runner.worker, runner.queue, pygit2, psutil, yaml")
+    _, import_rss = run_python("import runner.cli, runner.worker.tick, runner.queue.queue, pygit2, psutil, yaml")
     _, bare_rss = run_python("pass")
     with workspace("memory") as base:
         log(f"memory: one `runner worker --once` on a {steps:,}-step plan for up to {budget:.0f} s")

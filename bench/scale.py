@@ -61,10 +61,10 @@ def pack_size(repo: Path, new: str, old: str) -> tuple[int, int]:
 
 
 def measure(base: Path, size: int, layout: str, repeats: int, claims: int, commit_samples: int) -> dict:
-    from runner.leases import holder_info, new_incarnation
-    from runner.model import utc_now
-    from runner.queue import open_queue
-    from runner.statemachine import Event
+    from runner.queue.leases import holder_info, new_incarnation
+    from runner.core.model import utc_now
+    from runner.queue.queue import open_queue
+    from runner.core.machine import Event
 
     build, (repo, _) = timed(make_queue, base, size, layout, False, 10)
     res: dict = {"steps": size, "layout": layout, "create_s": build}
@@ -90,7 +90,7 @@ def measure(base: Path, size: int, layout: str, repeats: int, claims: int, commi
     worker = "scale-w"
     incarnation = new_incarnation(worker)
     holder = holder_info(incarnation)
-    from runner.queue import signer_for
+    from runner.queue.queue import signer_for
 
     signer = signer_for(worker)
     commit_s, claim_s, pack_bytes, pack_objects = [], [], [], []

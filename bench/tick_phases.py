@@ -49,8 +49,8 @@ def raw_baselines(repo: Path, rounds: int, remote: bool) -> dict[str, list[float
 
 
 def measure(mode: str, ticks: int) -> dict:
-    from runner.queue import open_queue
-    from runner.worker import Worker
+    from runner.queue.queue import open_queue
+    from runner.worker.tick import Worker
 
     with workspace(f"tick-{mode}") as base:
         repo, bare = make_queue(base, PLAN_STEPS, remote=(mode == "remote"))

@@ -49,10 +49,10 @@ def handle_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from runner.gitstore import GitError
-        from runner.model import BadInput
-        from runner.queue import LostRace, Skip
-        from runner.statemachine import TransitionError
+        from runner.store.git import GitError
+        from runner.core.model import BadInput
+        from runner.queue.queue import LostRace, Skip
+        from runner.core.machine import TransitionError
 
         try:
             return func(*args, **kwargs)
@@ -71,7 +71,7 @@ def handle_errors(func):
 
 
 def open_queue(repo: Path, remote: Optional[str], branch: str):
-    from runner.queue import open_queue as _open
+    from runner.queue.queue import open_queue as _open
 
     remote_name = None if remote and remote.lower() == "none" else (remote or "auto")
     return _open(repo, remote=remote_name, branch=branch)
@@ -87,7 +87,7 @@ def person(by: Optional[str]) -> str:
 
 
 def check_worker_id(worker: str) -> None:
-    from runner.model import BadInput, worker_id_problem
+    from runner.core.model import BadInput, worker_id_problem
 
     if problem := worker_id_problem(worker):
         raise BadInput(problem)
@@ -139,10 +139,10 @@ def add(
     import json
     import shlex
 
-    from runner.model import BadInput
-    from runner.plan import Plan
-    from runner.queue import new_step_file
-    from runner.stepfile import parse_step
+    from runner.core.model import BadInput
+    from runner.core.plan import Plan
+    from runner.queue.queue import new_step_file
+    from runner.core.stepfile import parse_step
 
     fields: dict = {}
     if depends_on:
@@ -184,7 +184,7 @@ def import_(
     queue_branch: Branch = "runner/queue",
 ) -> None:
     """Import a plan folder onto the queue branch (all or nothing; every problem listed)."""
-    from runner.importer import import_files
+    from runner.queue.importer import import_files
 
     queue = open_queue(repo, remote, queue_branch)
     summary: list[str] = []
@@ -208,8 +208,8 @@ def validate(
     path: Annotated[Optional[Path], typer.Option("--path", help="Validate a plan folder on disk instead of the queue branch.")] = None,
 ) -> None:
     """Check the plan: exit 2 listing every problem (file and reason), 0 when sound."""
-    from runner.model import BadInput
-    from runner.render import print_json
+    from runner.core.model import BadInput
+    from runner.commands.render import print_json
 
     if path is not None:
         from runner.validate import validate_folder
@@ -238,7 +238,7 @@ AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a larg
 
 def print_rows(plan, rows: list[dict], title: str, show_all: bool, summary_of: str) -> None:
     """A rich table for a plan of human size; for a large one, the rows that need attention."""
-    from runner.render import ATTENTION, RICH_ROW_LIMIT, console, plain_table, status_table
+    from runner.commands.render import ATTENTION, RICH_ROW_LIMIT, console, plain_table, status_table
 
     out = console()
     shown = rows
@@ -260,7 +260,7 @@ def print_rows(plan, rows: list[dict], title: str, show_all: bool, summary_of: s
 @handle_errors
 def status(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False, show_all: AllRows = False) -> None:
     """Every step with its status (incl. derived waiting / blocked / invalid), assignee, attempt and age."""
-    from runner.render import all_steps, console, counts_line, print_json, step_row
+    from runner.commands.render import all_steps, console, counts_line, print_json, step_row
 
     snap = _snapshot(repo, remote, queue_branch)
     rows = [step_row(snap.plan, s) for s in all_steps(snap.plan)]
@@ -278,8 +278,8 @@ def status(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch =
 @handle_errors
 def show(step_id: str, repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
     """One step: its fields, derived status, problems and file."""
-    from runner.model import BadInput
-    from runner.render import print_json, step_row
+    from runner.core.model import BadInput
+    from runner.commands.render import print_json, step_row
 
     snap = _snapshot(repo, remote, queue_branch)
     step = snap.plan.find(step_id)
@@ -306,8 +306,8 @@ def ready(
     show_all: AllRows = False,
 ) -> None:
     """Steps a worker (with --tag ...) could claim now, best first."""
-    from runner.model import utc_now
-    from runner.render import print_json, step_row
+    from runner.core.model import utc_now
+    from runner.commands.render import print_json, step_row
 
     snap = _snapshot(repo, remote, queue_branch)
     rows = [] if snap.plan.halted else [step_row(snap.plan, s) for s in snap.plan.ready(utc_now(), tag)]
@@ -321,7 +321,7 @@ def ready(
 
 
 def _event_report(published, json_out: bool) -> None:
-    from runner.render import print_json
+    from runner.commands.render import print_json
 
     change = published.change
     data = {"step": change.step_id, "event": change.event, "attempt": change.attempt, "status": change.updates.get("status"), "commit": published.commit}
@@ -340,7 +340,7 @@ def claim(
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
 ) -> None:
     """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken."""
-    from runner.leases import holder_info, new_incarnation
+    from runner.queue.leases import holder_info, new_incarnation
 
     check_worker_id(worker)
     queue = open_queue(repo, remote, queue_branch)
@@ -353,7 +353,7 @@ def claim(
 
 
 def _holder_event(kind: str, step_id: str, worker: str, repo, remote, queue_branch, json_out, **fields) -> None:
-    from runner.statemachine import Event
+    from runner.core.machine import Event
 
     check_worker_id(worker)
     queue = open_queue(repo, remote, queue_branch)
@@ -364,8 +364,8 @@ def _holder_event(kind: str, step_id: str, worker: str, repo, remote, queue_bran
 @handle_errors
 def heartbeat(step_id: str, worker: WorkerId = ..., repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue") -> None:
     """Renew worker --id's lease on STEP (moves refs/runner/heartbeats/<id>; no queue commit)."""
-    from runner.statemachine import Event, transition
-    from runner.model import BadInput, utc_now
+    from runner.core.machine import Event, transition
+    from runner.core.model import BadInput, utc_now
 
     check_worker_id(worker)
     queue = open_queue(repo, remote, queue_branch)
@@ -405,7 +405,7 @@ def fail_(
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
 ) -> None:
     """Record a failure of STEP: ready again after a backoff, or failed when attempts are spent or --permanent."""
-    from runner.queue import retry_at
+    from runner.queue.queue import retry_at
 
     queue = open_queue(repo, remote, queue_branch)
     step = queue.snapshot().plan.find(step_id)
@@ -417,7 +417,7 @@ def fail_(
 @handle_errors
 def approve(step_id: str, by: By = None, repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
     """Approve a step in review: a result becomes done; a reported deviation goes ahead (ready)."""
-    from runner.statemachine import Event
+    from runner.core.machine import Event
 
     _event_report(open_queue(repo, remote, queue_branch).apply_event(step_id, Event("approve"), person(by)), json_out)
 
@@ -430,7 +430,7 @@ def reject(
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
 ) -> None:
     """Reject a step in review: back to ready with your reason as feedback (or failed with --abort)."""
-    from runner.statemachine import Event
+    from runner.core.machine import Event
 
     event = Event("reject", reason=reason, permanent=abort)
     _event_report(open_queue(repo, remote, queue_branch).apply_event(step_id, event, person(by)), json_out)
@@ -440,7 +440,7 @@ def reject(
 @handle_errors
 def retry(step_id: str, by: By = None, repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
     """Send a failed step back to ready (its attempt count is kept)."""
-    from runner.statemachine import Event
+    from runner.core.machine import Event
 
     _event_report(open_queue(repo, remote, queue_branch).apply_event(step_id, Event("retry"), person(by)), json_out)
 
@@ -452,7 +452,7 @@ def abort(
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
 ) -> None:
     """Stop a step for good (ready, claimed or in review -> failed). A worker running it kills the run and records nothing."""
-    from runner.statemachine import Event
+    from runner.core.machine import Event
 
     _event_report(open_queue(repo, remote, queue_branch).apply_event(step_id, Event("abort", reason=reason), person(by)), json_out)
 
@@ -469,7 +469,7 @@ def halt(reason: Annotated[str, typer.Option(help="Why; shown to every worker.")
 @handle_errors
 def resume(by: By = None, repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue") -> None:
     """Let workers claim again after `runner halt`."""
-    from runner.queue import Skip
+    from runner.queue.queue import Skip
 
     try:
         open_queue(repo, remote, queue_branch).set_halt(None, person(by))
@@ -486,7 +486,7 @@ def resume(by: By = None, repo: Repo = Path("."), remote: Remote = None, queue_b
 @handle_errors
 def workers(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
     """Workers seen through their heartbeat refs: id, host, last beat, step held."""
-    from runner.render import console, print_json
+    from runner.commands.render import console, print_json
 
     snap = _snapshot(repo, remote, queue_branch)
     rows = []
@@ -514,7 +514,7 @@ def log(
     repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False,
 ) -> None:
     """The audit trail: the queue branch's commits and their Runner-* trailers, newest first."""
-    from runner.render import console, print_json
+    from runner.commands.render import console, print_json
 
     entries = open_queue(repo, remote, queue_branch).log(step_id, limit or None)
     if json_out:
@@ -534,7 +534,7 @@ def log(
 @handle_errors
 def graph(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue") -> None:
     """The plan as a Mermaid flowchart, coloured by status."""
-    from runner.render import mermaid
+    from runner.commands.render import mermaid
 
     typer.echo(mermaid(_snapshot(repo, remote, queue_branch).plan), nl=False)
 
@@ -551,7 +551,7 @@ def tick(
     log_file: Annotated[Optional[Path], typer.Option("--log-file", help="Also append the report to this file.")] = None,
 ) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome. Exit 0."""
-    from runner.worker import Worker
+    from runner.worker.tick import Worker
 
     check_worker_id(worker)
     w = Worker(open_queue(repo, remote, queue_branch), worker, tags=tag, log_file=log_file)
@@ -574,7 +574,7 @@ def worker(
     log_file: Annotated[Optional[Path], typer.Option("--log-file", help="Also append reports to this file.")] = None,
 ) -> None:
     """The daemon: loop ticks with jittered sleep. SIGTERM/SIGINT stops claiming and finishes or releases the step."""
-    from runner.worker import Worker
+    from runner.worker.tick import Worker
 
     check_worker_id(worker_id)
     w = Worker(open_queue(repo, remote, queue_branch), worker_id, tags=tag, log_file=log_file, grace=grace)
@@ -586,14 +586,14 @@ def worker(
 @handle_errors
 def doctor(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch = "runner/queue", json_out: Json = False) -> None:
     """Check this machine and repository: git version, queue branch, remote, plan, free resources."""
-    from runner.doctor import run_checks
-    from runner.render import print_json
+    from runner.commands.doctor import run_checks
+    from runner.commands.render import print_json
 
     checks = run_checks(repo, remote, queue_branch)
     if json_out:
         print_json({"checks": checks})
     else:
-        from runner.render import console
+        from runner.commands.render import console
 
         out = console()
         for check in checks:
@@ -604,7 +604,7 @@ def doctor(repo: Repo = Path("."), remote: Remote = None, queue_branch: Branch =
 
 
 def _register_optional() -> None:
-    for module in ("runner.cli_schedule", "runner.cli_hooks"):
+    for module in ("runner.commands.schedule", "runner.commands.hooks"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError:

@@ -84,8 +84,8 @@ def queue_repo(repo: Path) -> Path:
 
 def set_config(repo: Path, extra: str = "", **values) -> None:
     """Edit runner.toml on the queue branch (a plan edit, as a person would commit it)."""
-    from runner.config import DEFAULT_TOML
-    from runner.queue import open_queue
+    from runner.core.config import DEFAULT_TOML
+    from runner.queue.queue import open_queue
 
     text = DEFAULT_TOML
     replacements = {
@@ -112,7 +112,7 @@ def set_config(repo: Path, extra: str = "", **values) -> None:
 
 def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> None:
     """Commit a step file straight onto the queue branch."""
-    from runner.queue import new_step_file, open_queue
+    from runner.queue.queue import new_step_file, open_queue
 
     body = fields.pop("body", "")
     path, data = new_step_file(step_id, title or step_id, fields, body)
@@ -121,7 +121,7 @@ def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> No
 
 def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
     """Every queue commit oldest first, with its trailers."""
-    from runner.protocol import parse_trailers
+    from runner.core.codec import parse_trailers
 
     out = git(repo, "log", "--reverse", "--format=%H%x00%B%x1e", branch)
     entries = []

@@ -403,7 +403,7 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
     call must succeed."""
     import threading
 
-    from runner.gitstore import GitStore
+    from runner.store.git import GitStore
 
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path")
     clone = cluster.hosts[0].clone

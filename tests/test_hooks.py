@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.gitstore import GitStore, PushRefused
-from runner.leases import holder_info
-from runner.model import utc_now
-from runner.protocol import commit_message, handoff_path
-from runner.queue import Queue, new_step_file, signer_for
-from runner.statemachine import Event, transition
-from runner.stepfile import set_fields
+from runner.store.git import GitStore, PushRefused
+from runner.queue.leases import holder_info
+from runner.core.model import utc_now
+from runner.core.codec import commit_message, handoff_path
+from runner.queue.queue import Queue, new_step_file, signer_for
+from runner.core.machine import Event, transition
+from runner.core.stepfile import set_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -128,7 +128,7 @@ def test_install_renders_the_interpreter_and_protects_refs(remote: Path):
     hook = remote / "hooks" / "pre-receive"
     text = hook.read_text()
     assert os.access(hook, os.X_OK)
-    assert f"PYTHON={sys.executable}" in text and "-m runner.hooks pre-receive" in text
+    assert f"PYTHON={sys.executable}" in text and "-m runner.hooks.server pre-receive" in text
     # Repository-wide denyNonFastForwards would refuse a step branch's next attempt: the hook guards the protocol refs.
     assert git(remote, "config", "receive.denyNonFastForwards", check=False) == ""
 
@@ -396,7 +396,7 @@ def test_identities_map_pushers_to_the_workers_they_may_act_as(remote: Path, que
 
 
 def test_the_check_is_also_a_function_and_a_hidden_command(remote: Path, queue: Queue):
-    from runner.hooks import check_push
+    from runner.hooks.server import check_push
 
     snap = queue.snapshot()
     step = snap.plan.find("02-b")

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from conftest import add_step, git, runner, runner_json, set_config
-from runner.pipeline import critical_findings, deviation_reported, plateaued, review_due, Role
+from runner.worker.roles import critical_findings, deviation_reported, plateaued, review_due, Role
 from test_worker import start_worker, statuses, tick, wait_for
 
 STUB = [sys.executable, str(Path(__file__).parent / "stubs" / "role.py")]

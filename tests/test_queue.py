@@ -14,9 +14,9 @@ from conftest import ROOT, add_step, git, make_remote, queue_history, runner, ru
 
 CLAIM_LOOP = """
 import sys
-from runner.queue import open_queue, Skip, LostRace
-from runner.leases import new_incarnation, holder_info
-from runner.statemachine import Event
+from runner.queue.queue import open_queue, Skip, LostRace
+from runner.queue.leases import new_incarnation, holder_info
+from runner.core.machine import Event
 repo, worker = sys.argv[1], sys.argv[2]
 queue = open_queue(repo)
 claimed = []
@@ -64,7 +64,7 @@ def test_race_of_8_processes_on_a_bare_remote_claims_every_step_exactly_once(tmp
     bare, clones = make_remote(tmp_path, clones=4)
     runner(clones[0], "init")
     ids = [f"s{n:03d}" for n in range(40)]
-    from runner.queue import new_step_file, open_queue
+    from runner.queue.queue import new_step_file, open_queue
 
     files = dict(new_step_file(i, f"step {i}", {}, "") for i in ids)
     open_queue(clones[0]).add_files(files, "add steps", "tester")
@@ -76,7 +76,7 @@ def test_race_of_8_processes_on_a_bare_remote_claims_every_step_exactly_once(tmp
 
 def test_race_of_8_processes_sharing_one_repository_without_a_remote(queue_repo):
     ids = [f"s{n:03d}" for n in range(40)]
-    from runner.queue import new_step_file, open_queue
+    from runner.queue.queue import new_step_file, open_queue
 
     open_queue(queue_repo).add_files(dict(new_step_file(i, i, {}, "") for i in ids), "add steps", "tester")
     claimed = race([queue_repo], workers=8)
@@ -137,7 +137,7 @@ def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
     set_config(queue_repo, lease="2s", detect=False)
     add_step(queue_repo, "01-db")
     # The holder "ran" on another host: only the lease can free it.
-    from runner.queue import open_queue
+    from runner.queue.queue import open_queue
 
     queue = open_queue(queue_repo)
     queue.claim("host-a", "host-a.old", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.old"})
@@ -154,7 +154,7 @@ def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
 def test_live_heartbeats_keep_a_claim(queue_repo):
     set_config(queue_repo, lease="2s", detect=False)
     add_step(queue_repo, "01-db")
-    from runner.queue import open_queue
+    from runner.queue.queue import open_queue
 
     queue = open_queue(queue_repo)
     queue.claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.1"})
@@ -166,8 +166,8 @@ def test_live_heartbeats_keep_a_claim(queue_repo):
 
 CLAIM_AND_EXIT = """
 import sys
-from runner.queue import open_queue
-from runner.leases import new_incarnation, holder_info
+from runner.queue.queue import open_queue
+from runner.queue.leases import new_incarnation, holder_info
 incarnation = new_incarnation("host-a")
 open_queue(sys.argv[1]).claim("host-a", incarnation, holder_info(incarnation))
 """
@@ -207,7 +207,7 @@ BAD_FILES = {
 
 
 def test_bad_input_is_listed_never_claimed_and_the_rest_still_runs(queue_repo):
-    from runner.queue import open_queue
+    from runner.queue.queue import open_queue
 
     files = {f"plans/steps/{name}": data for name, data in BAD_FILES.items()}
     files["plans/steps/good.md"] = b"---\ntitle: fine\n---\n"
@@ -291,8 +291,8 @@ def test_version_and_help_are_fast_to_reach(repo):
 
 
 def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
-    from runner.queue import open_queue
-    from runner.statemachine import Event
+    from runner.queue.queue import open_queue
+    from runner.core.machine import Event
 
     for step_id, deps in (("a", []), ("b", ["a"]), ("c", ["b"])):
         add_step(queue_repo, step_id, depends_on=deps)
@@ -313,4 +313,4 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
     queue.add_files({step.path: text.encode()}, "rewire c", "tester")
     warm, fresh = views()
     assert warm == fresh == {"a": "done", "b": "ready", "c": "ready"}
-    assert [s.id for s in queue.snapshot().plan.ready(__import__("runner.model").model.utc_now())] == ["b", "c"]
+    assert [s.id for s in queue.snapshot().plan.ready(__import__("runner.core.model").core.model.utc_now())] == ["b", "c"]

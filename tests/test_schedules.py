@@ -20,7 +20,7 @@ import typer
 from typer.testing import CliRunner
 
 from runner import schedules
-from runner.cli_schedule import register
+from runner.commands.schedule import register
 from runner.schedules import ScheduleInputError, build_spec, render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -619,7 +619,7 @@ def test_cli_bad_input_exits_2_with_a_reason(args: list[str], message: str, cli)
 
 
 def test_cli_module_imports_no_schedule_machinery() -> None:
-    code = "import sys, runner.cli_schedule; print(sorted(m for m in ('runner.schedules', 'plistlib', 'xml.sax.saxutils') if m in sys.modules))"
+    code = "import sys, runner.commands.schedule; print(sorted(m for m in ('runner.schedules', 'plistlib', 'xml.sax.saxutils') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
 

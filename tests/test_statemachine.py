@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from runner.statemachine import Event, TransitionError, apply, transition
+from runner.core.machine import Event, TransitionError, apply, transition
 
 NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 

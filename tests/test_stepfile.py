@@ -1,7 +1,7 @@
 """Step files: exact round trip, minimal diffs, and every kind of bad input."""
 
-from runner.plan import Plan
-from runner.stepfile import automated_checks, manual_checks, parse_step, set_fields, tick_checks
+from runner.core.plan import Plan
+from runner.core.stepfile import automated_checks, manual_checks, parse_step, set_fields, tick_checks
 
 STEP = """---
 step: 03-add-parser          # id = file stem
@@ -115,7 +115,7 @@ def test_plan_reports_unknown_cyclic_and_duplicate_and_the_rest_goes_on():
     assert "dependency cycle: b -> c -> b" in problems
     assert "unknown dependency: nope" in problems
     assert sorted(plan.steps) == ["e", "f"]
-    assert [s.id for s in plan.ready(now=__import__("runner.model").model.utc_now())] == ["e"]
+    assert [s.id for s in plan.ready(now=__import__("runner.core.model").core.model.utc_now())] == ["e"]
     assert plan.derived_status(plan.steps["f"]) == "waiting"
 
 

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
-from runner.gates import parse_verdict, VerdictError, check_required_outputs
+from runner.worker.gates import parse_verdict, VerdictError, check_required_outputs
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

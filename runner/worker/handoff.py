@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.model import BadInput
-from runner.stepfile import dump_flow
+from runner.core.model import BadInput
+from runner.core.stepfile import dump_flow
 
 
 class GateEntry(BaseModel):

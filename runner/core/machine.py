@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from runner.model import format_time
+from runner.core.model import format_time
 
 EVENTS = (
     "claim",

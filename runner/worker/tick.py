@@ -17,15 +17,15 @@ from typing import Any
 import pygit2
 from filelock import FileLock, Timeout
 
-from runner import executor
-from runner.faults import crash_point
-from runner.config import Config
-from runner.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
-from runner.gitstore import FORCE, GitError, GitStore, PushRefused, run_git
-from runner.handoff import GateEntry, HandoffMeta, fence, render_handoff
-from runner.leases import holder_info, new_incarnation
-from runner.model import Step, format_time, step_duration, utc_now
-from runner.pipeline import (
+from runner.worker import executor
+from runner.worker.faults import crash_point
+from runner.core.config import Config
+from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
+from runner.store.git import FORCE, GitError, GitStore, PushRefused, run_git
+from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
+from runner.queue.leases import holder_info, new_incarnation
+from runner.core.model import Step, format_time, step_duration, utc_now
+from runner.worker.roles import (
     FAULT_ORIENT,
     FAULT_REVIEW,
     FAULT_SWEEP,
@@ -39,10 +39,10 @@ from runner.pipeline import (
     review_due,
     roles_for,
 )
-from runner.protocol import handoff_path
-from runner.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, retry_at, signer_for
-from runner.statemachine import Event, TransitionError
-from runner.stepfile import manual_checks, tick_checks
+from runner.core.codec import handoff_path
+from runner.queue.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, retry_at, signer_for
+from runner.core.machine import Event, TransitionError
+from runner.core.stepfile import manual_checks, tick_checks
 
 SENTINELS = ("STEP_COMPLETE", "STEP_BLOCKED", "STEP_REJECTED", "STEP_FAILED", "SKIP")
 CLAIM_CHECK_INTERVAL = 5.0  # seconds between checks that the running step's claim still holds
@@ -733,7 +733,7 @@ class Worker:
         if json_out:
             print(json.dumps(report, default=str), flush=True)
             return
-        from runner.render import console
+        from runner.commands.render import console
 
         out = console()
         if report["sentinel"] == "SKIP":
@@ -763,7 +763,7 @@ class Worker:
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
-            from runner.render import console
+            from runner.commands.render import console
 
             console(stderr=True).print(f"error: another `runner worker --id {self.id}` is already running on this repository (lock {self.lock.lock_file})")
             return 2

@@ -7,8 +7,8 @@ import sys
 from datetime import datetime
 from typing import Any, Iterable
 
-from runner.model import Step, parse_time, utc_now
-from runner.plan import Plan
+from runner.core.model import Step, parse_time, utc_now
+from runner.core.plan import Plan
 
 STATUS_STYLE = {
     "ready": "cyan",

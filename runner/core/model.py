@@ -95,7 +95,7 @@ def format_duration(seconds: float) -> str:
 
 
 def utc_now() -> datetime:
-    from runner.faults import wall_clock
+    from runner.core.clock import wall_clock
 
     return datetime.fromtimestamp(wall_clock(), timezone.utc).replace(microsecond=0)
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.faults import wall_clock
-from runner.model import Step, parse_duration
+from runner.core.clock import wall_clock
+from runner.core.model import Step, parse_duration
 
 
 def host_name() -> str:

@@ -7,7 +7,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.model import BadInput, parse_duration
+from runner.core.model import BadInput, parse_duration
 
 DEFAULT_QUEUE_BRANCH = "runner/queue"
 

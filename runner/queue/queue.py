@@ -12,14 +12,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from runner.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_config
-from runner.gitstore import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
-from runner.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
-from runner.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
-from runner.plan import HALT_FILE, STEPS_DIR, Plan, sort_key
-from runner.protocol import commit_message, is_step_path, one_line, parse_trailers
-from runner.statemachine import Event, transition
-from runner.stepfile import parse_step, render_new_step, set_fields
+from runner.core.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_config
+from runner.store.git import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
+from runner.queue.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
+from runner.core.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
+from runner.core.plan import HALT_FILE, STEPS_DIR, Plan, sort_key
+from runner.core.codec import commit_message, is_step_path, one_line, parse_trailers
+from runner.core.machine import Event, transition
+from runner.core.stepfile import parse_step, render_new_step, set_fields
 
 
 PARSE_CACHE_VERSION = 1  # bump when parse_step's output changes

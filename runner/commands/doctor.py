@@ -29,9 +29,9 @@ def git_version() -> dict[str, Any]:
 
 
 def run_checks(repo: Path, remote: str | None, queue_branch: str) -> list[dict[str, Any]]:
-    from runner.gitstore import GitError
-    from runner.model import BadInput
-    from runner.queue import NotInitialised, open_queue
+    from runner.store.git import GitError
+    from runner.core.model import BadInput
+    from runner.queue.queue import NotInitialised, open_queue
 
     checks = [_check("python", "ok", sys.version.split()[0]), git_version()]
     try:

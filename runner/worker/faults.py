@@ -1,6 +1,6 @@
-"""Fault injection for the reliability suite: crash points and clock skew.
+"""Fault injection for the reliability suite: crash points (clock skew: runner.core.clock).
 
-Both are driven by environment variables so that tests can kill a real worker
+Driven by environment variables so that tests can kill a real worker
 process at an exact point of the protocol, or run it with a skewed clock:
   RUNNER_CRASH_AT=<point>[,<point>...]   SIGKILL this process when it reaches a point
   RUNNER_CLOCK_OFFSET=<seconds>          this process's clock is off by that much
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 
 CRASH_POINTS = (
     "after-claim",  # the claim is on the branch, the step has not started
@@ -25,14 +24,3 @@ def crash_point(name: str) -> None:
     wanted = os.environ.get("RUNNER_CRASH_AT")
     if wanted and name in wanted.split(","):
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def clock_offset() -> float:
-    try:
-        return float(os.environ.get("RUNNER_CLOCK_OFFSET", "0"))
-    except ValueError:
-        return 0.0
-
-
-def wall_clock() -> float:
-    return time.time() + clock_offset()

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.model import STORED_STATUSES, BadInput
-from runner.plan import HANDOFFS_DIR, STEPS_DIR, Plan
-from runner.stepfile import parse_step, set_fields
+from runner.core.model import STORED_STATUSES, BadInput
+from runner.core.plan import HANDOFFS_DIR, STEPS_DIR, Plan
+from runner.core.stepfile import parse_step, set_fields
 
 STATUS_ALIASES = {
     "todo": "ready",
@@ -100,7 +100,7 @@ def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[s
 
 def normalise(data: bytes) -> bytes:
     """Map statuses of other tools to runner's; drop claims that have no live holder."""
-    from runner.stepfile import load_yaml, split_frontmatter
+    from runner.core.stepfile import load_yaml, split_frontmatter
 
     try:
         text = data.decode("utf-8")

@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.config import Config
-from runner.model import Step, parse_duration
+from runner.core.config import Config
+from runner.core.model import Step, parse_duration
 
 ROLE_NAMES = ("orient", "review", "sweep")
 CRITICAL_MARKERS = ("CRITICAL", "\N{LARGE RED CIRCLE}")

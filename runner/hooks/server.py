@@ -24,12 +24,12 @@ from typing import Any, Iterable
 
 import pygit2
 
-from runner.config import DEFAULT_QUEUE_BRANCH, Config, parse_config
-from runner.model import MANAGED_KEYS, BadInput, Step, parse_time
-from runner.plan import HALT_FILE, STEPS_DIR, Plan
-from runner.statemachine import EVENTS, HOLDER_EVENTS, Event, TransitionError, apply, transition
-from runner.protocol import handoff_path, is_step_file, one_line, parse_trailers, step_id_of
-from runner.stepfile import body_of, checklist, parse_step
+from runner.core.config import DEFAULT_QUEUE_BRANCH, Config, parse_config
+from runner.core.model import MANAGED_KEYS, BadInput, Step, parse_time
+from runner.core.plan import HALT_FILE, STEPS_DIR, Plan
+from runner.core.machine import EVENTS, HOLDER_EVENTS, Event, TransitionError, apply, transition
+from runner.core.codec import handoff_path, is_step_file, one_line, parse_trailers, step_id_of
+from runner.core.stepfile import body_of, checklist, parse_step
 
 ZERO = "0" * 40
 PERSON_EVENTS = ("approve", "reject", "retry", "halt", "resume")
@@ -679,7 +679,7 @@ def render_hook(name: str, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> str:
     from runner.resources import data_dir
 
     template = (data_dir("hooks") / name).read_text()
-    runner_home = Path(__file__).absolute().parent.parent
+    runner_home = Path(__file__).absolute().parents[2]  # the folder that holds the runner package
     # sys.executable as it is (a venv's python is a symlink that must stay one).
     return (
         template.replace("@PYTHON@", shlex.quote(sys.executable))
@@ -781,7 +781,7 @@ def uninstall_client(repo: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m runner.hooks pre-receive|pre-commit`: what the installed hook scripts run.
+    """`python -m runner.hooks.server pre-receive|pre-commit`: what the installed hook scripts run.
 
     The same checks as the hidden `runner hook-pre-receive` / `hook-pre-commit`
     commands, without the CLI's start-up (typer alone costs more than the check).
@@ -790,7 +790,7 @@ def main(argv: list[str]) -> int:
         return run_pre_receive(sys.stdin.read(), ".")
     if argv == ["pre-commit"]:
         return run_pre_commit(".")
-    print("usage: python -m runner.hooks pre-receive|pre-commit", file=sys.stderr)
+    print("usage: python -m runner.hooks.server pre-receive|pre-commit", file=sys.stderr)
     return 2
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from runner.model import (
+from runner.core.model import (
     MAX_STEP_BYTES,
     STORED_STATUSES,
     Step,

@@ -27,8 +27,8 @@ def _clone(server: Optional[Path], repo: Optional[Path]) -> Optional[Path]:
 
 
 def _check_targets(server: Optional[Path], clone: Optional[Path]) -> None:
-    from runner.hooks import target_problems
-    from runner.model import BadInput
+    from runner.hooks.server import target_problems
+    from runner.core.model import BadInput
 
     if problems := target_problems(server, clone):
         raise BadInput(problems)
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
 
         An existing hook is kept as <hook>.runner-saved and runs first; uninstall-hooks restores it.
         """
-        from runner.hooks import install_client, install_server
+        from runner.hooks.server import install_client, install_server
 
         clone = _clone(server, repo)
         _check_targets(server, clone)
@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def uninstall_hooks(server: Server = None, repo: Clone = None) -> None:
         """Remove runner's hooks and restore the hooks (and server settings) that were there before."""
-        from runner.hooks import uninstall_client, uninstall_server
+        from runner.hooks.server import uninstall_client, uninstall_server
 
         clone = _clone(server, repo)
         _check_targets(server, clone)
@@ -69,13 +69,13 @@ def register(app: typer.Typer) -> None:
     @app.command("hook-pre-receive", hidden=True)
     def hook_pre_receive() -> None:
         """Run by the installed pre-receive hook: `old new ref` lines on stdin."""
-        from runner.hooks import run_pre_receive
+        from runner.hooks.server import run_pre_receive
 
         raise typer.Exit(run_pre_receive(sys.stdin.read(), "."))
 
     @app.command("hook-pre-commit", hidden=True)
     def hook_pre_commit() -> None:
         """Run by the installed pre-commit hook in a working clone."""
-        from runner.hooks import run_pre_commit
+        from runner.hooks.server import run_pre_commit
 
         raise typer.Exit(run_pre_commit("."))

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from runner.config import Config
-from runner.executor import SHELL_OPERATORS, RunResult
+from runner.core.config import Config
+from runner.worker.executor import SHELL_OPERATORS, RunResult
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 PROJECT_GATES = ("format", "lint", "build", "test")
@@ -167,7 +167,7 @@ def run_gates(
     verifier: list[str] | None = None,
 ) -> tuple[list[GateResult], Verdict | None]:
     """Run every gate in order; after the first failure, later gates are recorded as not run."""
-    from runner.stepfile import automated_checks
+    from runner.core.stepfile import automated_checks
 
     results: list[GateResult] = []
     verdict = None

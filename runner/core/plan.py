@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
 
-from runner.model import Step
+from runner.core.model import Step
 
 STEPS_DIR = "plans/steps"
 HANDOFFS_DIR = "plans/handoffs"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runner.plan import HANDOFFS_DIR, STEPS_DIR
+from runner.core.plan import HANDOFFS_DIR, STEPS_DIR
 
 
 def commit_message(subject: str, trailers: dict[str, Any]) -> str:
