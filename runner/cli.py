@@ -87,7 +87,8 @@ def person(by: Optional[str]) -> str:
 
 
 def check_worker_id(worker: str) -> None:
-    from runner.core.model import BadInput, worker_id_problem
+    from runner.core.ids import worker_id_problem
+    from runner.core.model import BadInput
 
     if problem := worker_id_problem(worker):
         raise BadInput(problem)

@@ -1,4 +1,4 @@
-"""The vocabulary of runner: step ids, statuses, durations, timestamps."""
+"""The vocabulary of runner: steps, statuses, durations, timestamps."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-STEP_ID_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-WORKER_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 STORED_STATUSES = ("ready", "claimed", "review", "done", "failed")
 DERIVED_STATUSES = ("waiting", "blocked", "invalid")
@@ -41,20 +39,6 @@ class BadInput(Exception):
     def __init__(self, problems: list[str] | str):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         super().__init__("\n".join(self.problems))
-
-
-def step_id_problem(step_id: str) -> str | None:
-    if not isinstance(step_id, str) or not STEP_ID_RE.fullmatch(step_id):
-        return f"step id {step_id!r} must match [a-z0-9][a-z0-9._-]{{0,63}}"
-    if ".." in step_id:
-        return f"step id {step_id!r} must not contain '..'"
-    return None
-
-
-def worker_id_problem(worker_id: str) -> str | None:
-    if not isinstance(worker_id, str) or not WORKER_ID_RE.fullmatch(worker_id):
-        return f"worker id {worker_id!r} must match [A-Za-z0-9._-]{{1,64}}"
-    return None
 
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")

@@ -20,8 +20,8 @@ from runner.core.model import (
     Step,
     format_time,
     parse_duration,
-    step_id_problem,
 )
+from runner.core.ids import step_id_problem
 
 MAX_YAML_DEPTH = 20
 

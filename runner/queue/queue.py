@@ -15,7 +15,8 @@ from typing import Any, Callable, Iterable
 from runner.core.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_config
 from runner.store.git import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
 from runner.queue.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
-from runner.core.model import BadInput, Step, format_duration, format_time, step_id_problem, utc_now
+from runner.core.ids import step_id_problem
+from runner.core.model import BadInput, Step, format_duration, format_time, utc_now
 from runner.core.plan import HALT_FILE, STEPS_DIR, Plan, sort_key
 from runner.core.codec import commit_message, is_step_path, one_line, parse_trailers
 from runner.core.machine import Event, transition
