@@ -1,16 +1,39 @@
-"""Find files shipped with runner: in the wheel under runner/_data, or at the
-top level of a source checkout (editable installs)."""
+"""Files shipped inside the runner package (unit templates, git hooks, role prompts),
+read through importlib.resources, and the one template syntax they use: @NAME@.
+
+@NAME@ reads the same in a shell script, a systemd unit, a plist and a task XML, none of
+which give '@' a meaning of their own; a placeholder left unfilled is an error, never
+silently written out.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from importlib import resources
 
-_PACKAGE = Path(__file__).resolve().parent
+PLACEHOLDER_RE = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 
 
-def data_dir(name: str) -> Path:
-    """The folder `name` (systemd, launchd, schtasks, hooks) of the shipped data."""
-    for candidate in (_PACKAGE / "_data" / name, _PACKAGE.parent / name):
+def read_text(package: str, *path: str) -> str:
+    """A text file shipped in `package`, e.g. read_text("runner.hooks", "templates", "pre-receive")."""
+    return resources.files(package).joinpath(*path).read_text(encoding="utf-8")
+
+
+def fill(template: str, values: dict[str, str]) -> str:
+    """Replace each @NAME@ with values[NAME]; every placeholder must have a value."""
+    missing = sorted({name for name in PLACEHOLDER_RE.findall(template) if name not in values})
+    if missing:
+        raise KeyError(f"template placeholders without a value: {', '.join(missing)}")
+    return PLACEHOLDER_RE.sub(lambda match: values[match.group(1)], template)
+
+
+def data_dir(name: str):
+    """Deprecated: the top-level template folders (systemd, launchd, schtasks) until the
+    schedules move into the package."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent
+    for candidate in (package / "_data" / name, package.parent / name):
         if candidate.is_dir():
             return candidate
     raise FileNotFoundError(f"runner data folder {name!r} is missing from this installation")

@@ -676,15 +676,13 @@ SAVED_SUFFIX = ".runner-saved"
 
 
 def render_hook(name: str, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> str:
-    from runner.resources import data_dir
+    from runner.resources import fill, read_text
 
-    template = (data_dir("hooks") / name).read_text()
     runner_home = Path(__file__).absolute().parents[2]  # the folder that holds the runner package
     # sys.executable as it is (a venv's python is a symlink that must stay one).
-    return (
-        template.replace("@PYTHON@", shlex.quote(sys.executable))
-        .replace("@RUNNER_HOME@", shlex.quote(str(runner_home)))
-        .replace("@QUEUE_BRANCH@", shlex.quote(queue_branch))
+    return fill(
+        read_text("runner.hooks", "templates", name),
+        {"PYTHON": shlex.quote(sys.executable), "RUNNER_HOME": shlex.quote(str(runner_home)), "QUEUE_BRANCH": shlex.quote(queue_branch)},
     )
 
 
