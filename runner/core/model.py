@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from runner.core.errors import BadInput  # noqa: F401  (re-exported until every caller imports it from errors)
+
 
 STORED_STATUSES = ("ready", "claimed", "review", "done", "failed")
 DERIVED_STATUSES = ("waiting", "blocked", "invalid")
@@ -31,14 +33,6 @@ MANAGED_KEYS = (
 )
 
 MAX_STEP_BYTES = 1024 * 1024
-
-
-class BadInput(Exception):
-    """Input that runner refuses: exit code 2, every problem listed."""
-
-    def __init__(self, problems: list[str] | str):
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
-        super().__init__("\n".join(self.problems))
 
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
