@@ -26,14 +26,3 @@ def fill(template: str, values: dict[str, str]) -> str:
         raise KeyError(f"template placeholders without a value: {', '.join(missing)}")
     return PLACEHOLDER_RE.sub(lambda match: values[match.group(1)], template)
 
-
-def data_dir(name: str):
-    """Deprecated: the top-level template folders (systemd, launchd, schtasks) until the
-    schedules move into the package."""
-    from pathlib import Path
-
-    package = Path(__file__).resolve().parent
-    for candidate in (package / "_data" / name, package.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError(f"runner data folder {name!r} is missing from this installation")

@@ -1,16 +1,16 @@
 """`runner install-schedule`, `uninstall-schedule` and `schedule-status`.
 
-Thin: options in, runner.schedules does the work (imported inside each
-command so that other commands start fast), results out. Exit codes: 0 done,
-1 an OS command failed (or, for schedule-status, not installed or stale),
-2 bad usage or bad input.
+Thin: options in, runner.schedules does the work (imported inside each command so
+that other commands start fast), results out. Exit codes: 0 done (schedule-status:
+healthy); 1 an OS command failed (schedule-status: not installed, not healthy, or
+the OS could not be asked); 2 bad usage or bad input, every problem listed.
 """
 
-import contextlib
+import functools
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Optional
 
 import typer
 
@@ -28,9 +28,9 @@ class Mode(str, Enum):
 
 OsOption = Annotated[
     Optional[SchedulerName],
-    typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's."),
+    typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.", show_default=False),
 ]
-IdOption = Annotated[str, typer.Option("--id", help="Worker id: 1 to 64 of A-Z a-z 0-9 . _ -")]
+IdOption = Annotated[str, typer.Option("--id", help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.", show_default=False)]
 NoActivateOption = Annotated[
     bool,
     typer.Option(
@@ -42,37 +42,57 @@ NoActivateOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    app.command("install-schedule")(install_schedule)
-    app.command("uninstall-schedule")(uninstall_schedule)
-    app.command("schedule-status")(schedule_status)
+    from runner.commands.common import run_mapped  # runner's errors to exit codes, in one place
+
+    for name, func in (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status)):
+        app.command(name)(functools.wraps(func)(functools.partial(run_mapped, func)))
 
 
 def install_schedule(
     worker_id: IdOption,
     os_name: OsOption = None,
     mode: Annotated[Mode, typer.Option("--mode", help="daemon: keep `runner worker` running; tick: run `runner tick` every --interval seconds.")] = Mode.daemon,
-    interval: Annotated[Optional[int], typer.Option("--interval", help="Seconds between ticks (--mode tick; default 300).")] = None,
-    repo: Annotated[Optional[Path], typer.Option("--repo", help="The worker's repository (default: the current folder).")] = None,
-    env_file: Annotated[Optional[Path], typer.Option("--env-file", help="NAME=value lines for the worker's environment.")] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="Interpreter to run runner with (default: this one, symlinks kept).")] = None,
+    tag: Annotated[list[str], typer.Option("--tag", help="A tag of this worker (repeatable): a step with tags goes only to workers that have all of them.", metavar="TAG", show_default=False)] = [],
+    interval: Annotated[Optional[int], typer.Option("--interval", help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period (default 300).", metavar="SECONDS", show_default=False)] = None,
+    grace: Annotated[Optional[int], typer.Option("--grace", help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over 30 s.", metavar="SECONDS", show_default=False)] = None,
+    remote: Annotated[Optional[str], typer.Option("--remote", help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).", metavar="NAME", show_default=False)] = None,
+    queue_branch: Annotated[Optional[str], typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).", metavar="BRANCH", show_default=False)] = None,
+    repo: Annotated[Optional[Path], typer.Option("--repo", help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it must hold the queue branch.", show_default=False)] = None,
+    target_repo: Annotated[Optional[str], typer.Option("--target-repo", help="With --output or --dry-run: the worker's clone on the computer the files are for.", metavar="PATH", show_default=False)] = None,
+    python: Annotated[Optional[str], typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).", metavar="PATH", show_default=False)] = None,
+    env_file: Annotated[Optional[Path], typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
-    output: Annotated[Optional[Path], typer.Option("--output", help="Write the files into DIR instead of installing them.", metavar="DIR")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).", metavar="DIR", show_default=False)] = None,
     no_activate: NoActivateOption = False,
 ) -> None:
-    """Install an OS schedule that keeps a worker running across reboots and crashes."""
+    """Keep a worker running with the OS's scheduler, across logouts, reboots and crashes.
+
+    The schedule runs `runner worker` (--mode daemon) or `runner tick` (--mode tick) with the
+    options given here, in the clone at --repo. Re-run it to change them; uninstall-schedule
+    removes it; schedule-status asks the OS how it is doing.
+
+    Examples: `runner install-schedule --id host-a --tag gpu --repo ~/plan` ·
+    `runner install-schedule --id host-a --mode tick --interval 600` ·
+    `runner install-schedule --os launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo /Users/me/plan`
+    """
     from runner import schedules
 
-    with _exit_codes():
-        spec = schedules.build_spec(
-            worker_id=worker_id,
-            scheduler=os_name.value if os_name else None,
-            mode=mode.value,
-            interval=interval,
-            repo=repo,
-            python=python,
-            env_file=env_file,
-        )
-        outcome = schedules.install(spec, output_dir=output, dry_run=dry_run, activate=not no_activate)
+    target = schedules.choose_target(
+        scheduler=os_name.value if os_name else None,
+        worker_id=worker_id,
+        mode=mode.value,
+        interval=interval,
+        tags=tag,
+        grace=grace,
+        remote=remote,
+        queue_branch=queue_branch,
+        repo=repo,
+        target_repo=target_repo,
+        python=python,
+        env_file=env_file,
+        files_only=output is not None or dry_run,
+    )
+    outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)
     _print_outcome(outcome)
 
 
@@ -85,8 +105,7 @@ def uninstall_schedule(
     """Stop a worker's OS schedule and remove exactly the files install-schedule wrote."""
     from runner import schedules
 
-    with _exit_codes():
-        outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run, activate=not no_activate)
+    outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run, activate=not no_activate)
     _print_outcome(outcome)
 
 
@@ -95,47 +114,30 @@ def schedule_status(
     os_name: OsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
-    """Is the schedule installed, and do its files match what install would write now? Exit 0 if both."""
+    """How a worker's schedule is doing: installed, enabled, running, failing, drifted.
+
+    Asks the OS (systemctl --user, launchctl print, schtasks /query) and compares the files
+    with what install-schedule would write now. Exit 0 only when healthy; when the OS cannot
+    be asked from here, it says so and exits 1.
+    """
     from runner import schedules
 
-    with _exit_codes():
-        report = schedules.status(os_name.value if os_name else None, worker_id)
+    report = schedules.status(os_name.value if os_name else None, worker_id)
     if as_json:
         typer.echo(json.dumps(report, sort_keys=True))
     else:
         _print_status(report)
-    if not report["up_to_date"]:
+    if not report["healthy"]:
         raise typer.Exit(1)
 
 
-@contextlib.contextmanager
-def _exit_codes() -> Iterator[None]:
-    from runner.schedules import ScheduleInputError, ScheduleRuntimeError
-
-    try:
-        yield
-    except ScheduleInputError as exc:
-        for problem in exc.problems:
-            typer.echo(f"error: {problem}", err=True)
-        raise typer.Exit(2) from None
-    except ScheduleRuntimeError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-
-
-def _as_text(content: bytes) -> str:
-    from runner.schedules import UTF16_BOM
-
-    if content.startswith(UTF16_BOM):
-        return content[len(UTF16_BOM):].decode("utf-16-le")
-    return content.decode("utf-8", errors="replace")
-
-
 def _print_outcome(outcome) -> None:
+    from runner.schedules.base import as_text
+
     echo = typer.echo
     for path, content in outcome.previews:
         echo(f"--- would write {path}")
-        echo(_as_text(content), nl=False)
+        echo(as_text(content), nl=False)
     for path in outcome.written:
         echo(f"wrote {path}")
     for path in outcome.unchanged:
@@ -158,16 +160,21 @@ def _print_outcome(outcome) -> None:
         echo(f"warning: {warning}", err=True)
 
 
+def _yes_no(value) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
+
+
 def _print_status(report: dict) -> None:
     echo = typer.echo
-    name = f"{report['scheduler']} schedule of worker {report['id']}"
-    if not report["installed"]:
-        echo(f"{name}: not installed")
-    else:
-        echo(f"{name}: installed ({report['mode']}), {'up to date' if report['up_to_date'] else 'NOT up to date'}")
+    mode = f" ({report['mode']})" if report["mode"] else ""
+    verdict = "healthy" if report["healthy"] else "NOT healthy" if report["installed"] else "not installed"
+    echo(f"{report['scheduler']} schedule of worker {report['id']}{mode}: {verdict}")
+    if report["installed"]:
+        for name in ("installed", "enabled", "running", "failing", "drifted"):
+            echo(f"  {name:<10} {_yes_no(report[name])}")
+    for question, answer in report["os_answers"].items():
+        echo(f"  os: {question}: {answer}")
     for file in report["files"]:
         echo(f"  {file['state']:<10} {file['path']}")
-    if report["os_state"]:
-        echo(f"  {report['os_state']}")
     for problem in report["problems"]:
         echo(f"problem: {problem}", err=True)
