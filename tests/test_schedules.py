@@ -320,7 +320,7 @@ def xmllint_plist(path: Path) -> tuple[int, str]:
 
 @pytest.mark.parametrize("scheduler", schedules.NAMES)
 @pytest.mark.parametrize("mode", schedules.MODES)
-def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(scheduler: str, mode: str, repo: Path, tmp_path: Path, cli, task_schema) -> None:
+def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(scheduler: str, mode: str, repo: Path, tmp_path: Path, cli, request) -> None:
     out = tmp_path / "out"
     where = ["--repo", str(repo)] if NATIVE and scheduler == NATIVE.name else ELSEWHERE[scheduler]
     result = cli.invoke(["install-schedule", "--os", scheduler, "--id", "host-a", "--mode", mode, "--tag", "gpu", "--output", str(out), *where])
@@ -339,7 +339,7 @@ def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(scheduler: str
             assert xmllint_plist(path) == (0, "")
     else:
         assert " --id host-a --tag gpu --repo " in task_arguments(content)
-        task_schema.validate(str(path))
+        request.getfixturevalue("task_schema").validate(str(path))
 
 
 # --- systemd ---------------------------------------------------------------------

@@ -67,6 +67,11 @@ class OsState:
     problems: list[str] = field(default_factory=list)
 
 
+def has_control_char(value: str) -> bool:
+    """Unit files, plists and task files cannot carry these safely."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in value)
+
+
 def as_text(content: bytes) -> str:
     """A rendered file's text: UTF-16LE after a BOM (task files), else UTF-8."""
     if content.startswith(UTF16_BOM):

@@ -14,7 +14,7 @@ from xml.sax.saxutils import escape
 
 from runner.core.errors import BadInput
 from runner.schedules.base import (
-    Command, OsState, RenderedFile, ScheduleSpec, Scheduler, ask, fill_template, role, stop_timeout, user_name, worker_argv,
+    Command, OsState, RenderedFile, ScheduleSpec, Scheduler, ask, fill_template, has_control_char, role, stop_timeout, user_name, worker_argv,
 )
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -37,10 +37,6 @@ def agent_path(python: str) -> str:
 
 def gui_domain() -> str:
     return f"gui/{os.getuid()}" if hasattr(os, "getuid") else "gui/$(id -u)"
-
-
-def has_control_char(value: str) -> bool:
-    return any(ord(c) < 32 or ord(c) == 127 for c in value)
 
 
 def read_env_file(path: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from runner.core.layout import DEFAULT_QUEUE_BRANCH
 from runner.core.errors import BadInput
 from runner.core.ids import worker_id_problem
 from runner.schedules import registry
-from runner.schedules.base import MODES, ScheduleSpec, Scheduler
+from runner.schedules.base import MODES, ScheduleSpec, Scheduler, has_control_char
 
 DEFAULT_TICK_INTERVAL = 300
 
@@ -27,10 +27,6 @@ class Target:
     assumed: list[str] = field(default_factory=list)
 
 
-def _has_control_char(value: str) -> bool:
-    return any(ord(c) < 32 or ord(c) == 127 for c in value)
-
-
 def _absolute(value: str | os.PathLike, scheduler: Scheduler | None) -> str:
     value = os.path.expanduser(os.fspath(value))
     if scheduler is None or scheduler.paths is os.path:
@@ -41,7 +37,7 @@ def _absolute(value: str | os.PathLike, scheduler: Scheduler | None) -> str:
 def _path_problems(what: str, value: str, scheduler: Scheduler | None) -> list[str]:
     if not value:
         return [f"{what} is empty"]
-    if _has_control_char(value):
+    if has_control_char(value):
         return [f"{what} {value!r} contains a newline or another control character, which unit files, plists and task files cannot carry safely: use a path without them"]
     if not (scheduler.paths if scheduler else os.path).isabs(value):
         return [f"{what} {value!r} is not an absolute path"]
@@ -50,7 +46,7 @@ def _path_problems(what: str, value: str, scheduler: Scheduler | None) -> list[s
 
 def _word_problems(what: str, value: str) -> list[str]:
     """A tag, remote or branch: one word the worker reads as an option's value."""
-    if not value or value != value.strip() or any(c.isspace() for c in value) or _has_control_char(value):
+    if not value or value != value.strip() or any(c.isspace() for c in value) or has_control_char(value):
         return [f"{what} {value!r} must be one word: no spaces, line breaks or control characters"]
     if value.startswith("-"):
         return [f"{what} {value!r} must not start with '-' (it would read as an option)"]
@@ -221,11 +217,8 @@ def repo_problems(repo: str, remote: str | None, branch: str) -> list[str]:
     clone = f"clone the queue's repository there (git clone URL {repo}), or pass --repo with the worker's clone"
     if not os.path.isdir(repo):
         return [f"the repository {repo} does not exist: {clone}"]
-    try:
-        if run_git(repo, "rev-parse", "--git-dir", check=False).returncode != 0:
-            return [f"{repo} is not a git repository: {clone}"]
-    except OSError as exc:
-        return [f"git could not be run to check {repo} ({exc}): install git, which the worker needs too"]
+    if run_git(repo, "rev-parse", "--git-dir", check=False).returncode != 0:
+        return [f"{repo} is not a git repository: {clone}"]
     remotes = run_git(repo, "remote", check=False).stdout.decode(errors="replace").split()
     if remote is not None and remote.lower() != "none" and remote not in remotes:
         return [f"{repo} has no remote named {remote!r} (it has: {', '.join(remotes) or 'none'}): pass --remote with one of them, or add it (git -C {repo} remote add {remote} URL)"]
