@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,12 @@ def _check(name: str, result: str, detail: str) -> dict[str, Any]:
 
 
 def git_version() -> dict[str, Any]:
+    from runner.store import StoreError
+    from runner.store.git import run_git
+
     try:
-        out = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout
-    except OSError:
+        out = run_git(".", "--version").stdout.decode()
+    except StoreError:
         return _check("git", "fail", "git is not installed (install git 2.38 or newer)")
     match = re.search(r"(\d+)\.(\d+)", out)
     version = tuple(int(x) for x in match.groups()) if match else (0, 0)
@@ -28,15 +30,15 @@ def git_version() -> dict[str, Any]:
     return _check("git", "ok", out.strip())
 
 
-def run_checks(repo: Path, remote: str | None, queue_branch: str) -> list[dict[str, Any]]:
-    from runner.store.git import GitError
-    from runner.core.model import BadInput
-    from runner.queue.queue import NotInitialised, open_queue
+def run_checks(target) -> list[dict[str, Any]]:
+    from runner.core.errors import BadInput
+    from runner.queue.snapshot import NotInitialised
+    from runner.store import StoreError
 
     checks = [_check("python", "ok", sys.version.split()[0]), git_version()]
     try:
-        queue = open_queue(repo, remote=None if remote == "none" else (remote or "auto"), branch=queue_branch)
-    except GitError as exc:
+        queue = target.queue()
+    except StoreError as exc:
         return checks + [_check("repository", "fail", str(exc))]
     store = queue.store
     checks.append(_check("repository", "ok", str(store.workdir)))
@@ -44,29 +46,31 @@ def run_checks(repo: Path, remote: str | None, queue_branch: str) -> list[dict[s
         try:
             store.remote_branches()
             checks.append(_check("remote", "ok", f"{store.remote} ({store.remote_url}) answers"))
-        except GitError as exc:
+        except StoreError as exc:
             return checks + [_check("remote", "fail", f"{exc} (check the URL, network and credentials)")]
     else:
         checks.append(_check("remote", "warn", "no remote: workers on this machine share this repository"))
     try:
-        snap = queue.snapshot()
+        snap = queue.snapshot(branches=[queue.integration_branch()])
     except NotInitialised as exc:
         return checks + [_check("queue", "fail", str(exc))]
     except BadInput as exc:
-        return checks + [_check("queue", "fail", "; ".join(exc.problems))]
-    checks.append(_check("queue", "ok", f"{queue_branch} @ {snap.tip[:10]}, {len(snap.plan.steps)} valid steps"))
-    problems = snap.plan.problems
+        return checks + [_check("config", "fail", "; ".join(exc.problems) + " (fix runner.toml on the queue branch)")]
+    checks.append(_check("queue", "ok", f"{target.branch} @ {snap.tip[:10]}, {len(snap.plan.steps)} valid steps"))
+    checks.append(_check("config", "ok", "runner.toml follows the schema"))
+    problems = snap.plan.check(snap.config)
     checks.append(_check("plan", "fail" if problems else "ok", f"{len(problems)} problem(s): runner validate" if problems else "sound"))
-    integration = snap.config.integration_branch
-    store.fetch([integration])
+    integration = snap.config.queue.integration_branch
     checks.append(
         _check("integration", "ok", f"{integration} exists")
-        if store.tip(integration)
+        if snap.tips.get(integration)
         else _check("integration", "fail", f"no {integration} branch: run `runner init`")
     )
     if snap.plan.halted:
         checks.append(_check("halt", "warn", f"queue halted: {snap.plan.halted} (runner resume)"))
-    checks.append(resources(store.runner_dir, snap.config))
+    if queue.reader.malformed_beats:
+        checks.append(_check("heartbeats", "warn", "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items()) + " (delete the ref on the remote)"))
+    checks.append(resources(store.state_dir, snap.config))
     return checks
 
 
@@ -76,6 +80,24 @@ def resources(folder: Path, config) -> dict[str, Any]:
     memory = psutil.virtual_memory().available
     disk = shutil.disk_usage(folder).free
     detail = f"{memory >> 20} MiB memory and {disk >> 20} MiB disk free"
-    if memory < config.min_free_memory or disk < config.min_free_disk:
+    if memory < config.worker.min_free_memory or disk < config.worker.min_free_disk:
         return _check("resources", "fail", detail + " (below the [worker] floor in runner.toml: ticks will skip)")
     return _check("resources", "ok", detail)
+
+
+def doctor(target) -> None:
+    """Check this machine and repository: git, the remote, the queue, runner.toml, the plan, free resources."""
+    import typer
+
+    from runner.commands.render import console, print_json
+
+    checks = run_checks(target)
+    if target.json:
+        print_json({"checks": checks})
+    else:
+        out = console()
+        for check in checks:
+            mark = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check["result"]]
+            out.print(f"{mark}  {check['name']}: {check['detail']}", markup=True)
+    if any(c["result"] == "fail" for c in checks):
+        raise typer.Exit(1)

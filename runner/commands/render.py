@@ -60,6 +60,7 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
         "tags": step.tags if step.valid else [],
         "assignee": step.assignee,
         "attempt": step.attempt if step.valid else None,
+        "failures": step.meta.get("failures"),
         "lease": step.meta.get("lease"),
         "claimed_at": step.meta.get("claimed_at"),
         "not_before": step.meta.get("not_before"),
@@ -149,3 +150,81 @@ def mermaid(plan: Plan) -> str:
 
 def _node_id(step_id: str) -> str:
     return "s_" + "".join(c if c.isalnum() else "_" for c in step_id)
+
+
+def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str, halted: str | None = None) -> None:
+    """A rich table for a plan of human size; for a large one, the rows that need attention.
+    Plain text when the output is not a terminal."""
+    out = console()
+    if halted:
+        out.print(f"[bold red]queue halted:[/] {halted}  (runner resume)")
+    shown = rows
+    if len(rows) > RICH_ROW_LIMIT and not show_all:
+        shown = [r for r in rows if r["status"] in ATTENTION] if summary_of == "status" else rows[:50]
+        shown = shown[:100]
+    if not shown and rows:
+        out.print(f"{title}: no step needs attention")
+    elif len(shown) > RICH_ROW_LIMIT or not sys.stdout.isatty():
+        sys.stdout.write(plain_table(shown, title) + "\n")
+    else:
+        out.print(status_table(plan, shown, title))
+    if len(shown) < len(rows):
+        what = "that need attention" if summary_of == "status" else "first"
+        out.print(f"[dim]{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts[/]")
+    if summary_of == "status":
+        out.print(counts_line(rows) or 'no steps yet: runner add "..." --id 01-first')
+
+
+def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> None:
+    lines = [title]
+    for e in entries:
+        attempt = f" (attempt {e['attempt']})" if e["attempt"] else ""
+        status = f" -> {e['status']}" if e["status"] else ""
+        lines.append(f"{e['time']}  {e['commit'][:10]}  {e['event']:<9} {e['step'] or '':<20} {e['actor'] or ''}{attempt}{status}")
+        if show_runs:
+            if e.get("reason"):
+                lines.append(f"    reason: {' '.join(str(e['reason']).split())[:300]}")
+            for run in e.get("runs") or []:
+                took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
+                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}" + (f" ({run['detail']})" if run.get("detail") else ""))
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def watch(target, every: float) -> None:
+    """`runner status --watch`: counts by status, running steps with worker and elapsed time,
+    the last events; redrawn until Ctrl-C."""
+    import time
+
+    from rich.live import Live
+
+    queue = target.queue()
+
+    def frame():
+        from rich.console import Group
+        from rich.table import Table
+
+        snap = queue.snapshot()
+        rows = [step_row(snap.plan, s) for s in all_steps(snap.plan)]
+        running = Table(title="running", title_justify="left")
+        for column in ("step", "worker", "attempt", "elapsed"):
+            running.add_column(column)
+        for row in rows:
+            if row["status"] == "claimed":
+                running.add_row(row["step"], row["assignee"] or "", str(row["attempt"] or ""), age(parse_time(row["claimed_at"])))
+        events = Table(title="last events", title_justify="left")
+        for column in ("time", "event", "step", "by", "status"):
+            events.add_column(column)
+        for e in queue.log(limit=8):
+            events.add_row(e["time"], e["event"], e["step"] or "", e["actor"] or "", e["status"] or "")
+        head = f"{target.branch} @ {snap.tip[:10]}  " + (counts_line(rows) or "no steps")
+        if snap.plan.halted:
+            head += f"  [bold red]halted:[/] {snap.plan.halted}"
+        return Group(head, running, events)
+
+    try:
+        with Live(frame(), console=console(), refresh_per_second=1, screen=False) as live:
+            while True:
+                time.sleep(every)
+                live.update(frame())
+    except KeyboardInterrupt:
+        return

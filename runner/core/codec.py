@@ -1,48 +1,271 @@
-"""The commit vocabulary of the queue branch, shared by the workers, the server hook and
-the history checker: subjects with `Runner-*` trailers, and where files live.
+"""The commit codec: every queue commit is `encode(event, status)`, and `decode(message)`
+gives back exactly that event. The server hook decodes each pushed commit, replays the
+event and checks that re-encoding it gives the same message byte for byte, so a commit
+cannot say one thing in its subject, another in its trailers.
 
+A message is a subject a person reads, an optional body (the reason, the runs of the
+attempt), and a last paragraph of `Runner-<Key>: <value>` trailers that a program reads.
+Values are bare when they are ids, numbers, times or flags, JSON otherwise (free text
+keeps its line breaks; lists and tables stay one line). Only the last paragraph is read,
+and every body line is indented, so no text a person wrote can pose as a trailer.
+
+Heartbeats (refs/runner/heartbeats/<worker>) have a codec of their own below.
 Kept free of heavy imports: the server hook starts a Python process on every push.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
-from runner.core.plan import HANDOFFS_DIR, STEPS_DIR
+from runner.core.machine import Event, Kind
+from runner.core.model import format_time, parse_time
+
+PREFIX = "Runner-"
+_TRAILER_RE = re.compile(r"Runner-([A-Za-z][A-Za-z-]*): (.*)")
+
+# Event field -> (trailer key, how its value is written). Order = order in the message.
+BARE, JSON, TIME, FLAG, INT = "bare", "json", "time", "flag", "int"
+TRAILERS: tuple[tuple[str, str, str], ...] = (
+    ("kind", "Event", BARE),
+    ("step", "Step", BARE),
+    ("actor", "Actor", BARE),
+    ("by", "By", BARE),
+    ("attempt", "Attempt", INT),
+    ("replaces", "Replaces", INT),
+    ("incarnation", "Incarnation", BARE),
+    ("at", "At", TIME),
+    ("lease", "Lease", BARE),
+    ("holder", "Holder", JSON),
+    ("permanent", "Permanent", FLAG),
+    ("hold", "Hold", FLAG),
+    ("ignore_deps", "Ignore-Deps", FLAG),
+    ("review", "Review", BARE),
+    ("retry_at", "Retry-At", TIME),
+    ("result", "Result", JSON),
+    ("metrics", "Metrics", JSON),
+    ("ticked", "Ticked", JSON),
+    ("reason", "Reason", JSON),
+    ("notes", "Notes", JSON),
+    ("runs", "Runs", JSON),
+)
+STATUS_KEY = "Status"
+_BY_KEY = {key: (name, how) for name, key, how in TRAILERS}
 
 
-def commit_message(subject: str, trailers: dict[str, Any]) -> str:
-    lines = [f"Runner-{key}: {value}" for key, value in trailers.items() if value not in (None, "")]
-    return subject + "\n\n" + "\n".join(lines) + "\n"
+class CodecError(ValueError):
+    """A message that is not a well-formed runner commit."""
 
 
-def parse_trailers(message: str) -> dict[str, str]:
-    trailers = {}
-    for line in message.splitlines():
-        if line.startswith("Runner-") and ": " in line:
-            key, _, value = line.partition(": ")
-            trailers[key[len("Runner-") :]] = value.strip()
-    return trailers
+@dataclass(frozen=True)
+class Decoded:
+    event: Event | None  # None: a commit runner did not write (a person's plan edit with git)
+    status: str | None = None  # the step's status after the event, as the message says
+    trailers: dict[str, str] = field(default_factory=dict)
 
 
-def one_line(text: str | None) -> str:
-    """A reason as it is written into the Runner-Reason trailer."""
-    return " ".join((text or "").split())[:500]
+# --- encoding ---------------------------------------------------------------------------
 
 
-def handoff_path(step_id: str) -> str:
-    return f"{HANDOFFS_DIR}/{step_id}.md"
+def one_line(text: str | None, limit: int = 200) -> str:
+    """Text for a subject line: line breaks folded, cut at `limit`."""
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def is_step_path(path: str) -> bool:
-    """A step file of the queue tree (a path below plans/steps, or a name within it)."""
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".md") and name.lower() != "readme.md"
+def subject_of(event: Event, status: str | None) -> str:
+    arrow = f" -> {status}" if status else ""
+    if event.kind in (Kind.HALT, Kind.RESUME):
+        return f"{event.kind} queue by {event.actor}" + (f": {one_line(event.reason, 120)}" if event.reason else "")
+    if event.kind == Kind.INIT:
+        return "init runner queue"
+    if event.kind == Kind.EDIT:
+        return one_line(event.reason, 200) or f"edit plan by {event.actor}"
+    if event.kind == Kind.TAKEOVER:
+        return f"takeover {event.step} (attempt {event.attempt}, replaces {event.replaces}) by {event.actor}{arrow}"
+    if event.spec.person:
+        return f"{event.kind} {event.step} by {event.actor}{arrow}"
+    return f"{event.kind} {event.step} (attempt {event.attempt}) by {event.actor}{arrow}"
 
 
-def is_step_file(path: str) -> bool:
-    return path.startswith(STEPS_DIR + "/") and is_step_path(path)
+def _indent(text: str) -> str:
+    return "\n".join("    " + line if line.strip() else "" for line in text.rstrip().splitlines())
 
 
-def step_id_of(path: str) -> str:
-    return path.rsplit("/", 1)[-1].removesuffix(".md")
+def body_of(event: Event) -> str:
+    """What a person reads in `git log`: the reason and every run of the attempt."""
+    parts = []
+    if event.reason and event.kind != Kind.EDIT:
+        parts.append("Reason:\n" + _indent(event.reason))
+    if event.runs:
+        lines = []
+        for run in event.runs:
+            took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
+            detail = f": {one_line(run.get('detail'), 160)}" if run.get("detail") else ""
+            lines.append(f"- {one_line(run.get('name'), 80)}: {run.get('result')}{took}{detail}")
+        parts.append("Runs:\n" + _indent("\n".join(lines)))
+    return "\n\n".join(parts)
+
+
+def _value(how: str, value: Any) -> str | None:
+    if how == FLAG:
+        return "true" if value else None
+    if value is None or value == () or value == [] or value == {}:
+        return None
+    if how == TIME:
+        return format_time(value)
+    if how == INT:
+        return str(int(value))
+    if how == JSON:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = str(value)
+    if not text or text != text.strip() or any(ord(c) < 32 for c in text):
+        raise CodecError(f"{text!r} cannot be written as a bare trailer value")
+    return text
+
+
+def encode(event: Event, status: str | None = None) -> str:
+    """The commit message of `event` (and the step's status after it)."""
+    lines = []
+    for name, key, how in TRAILERS:
+        value = getattr(event, name)
+        if name == "ticked" or name == "runs":
+            value = list(value)
+        written = _value(how, value)
+        if written is not None:
+            lines.append(f"{PREFIX}{key}: {written}")
+    if status:
+        lines.append(f"{PREFIX}{STATUS_KEY}: {status}")
+    body = body_of(event)
+    return subject_of(event, status) + "\n\n" + (body + "\n\n" if body else "") + "\n".join(lines) + "\n"
+
+
+# --- decoding ---------------------------------------------------------------------------
+
+
+def trailers_of(message: str) -> dict[str, str]:
+    """The Runner-* trailers of a message's last paragraph (empty when it has none)."""
+    paragraphs = message.rstrip("\n").split("\n\n")
+    if len(paragraphs) < 2:
+        return {}
+    found: dict[str, str] = {}
+    for line in paragraphs[-1].split("\n"):
+        match = _TRAILER_RE.fullmatch(line)
+        if not match:
+            return {} if not found else _bad(f"line {line!r} in the trailer block is not a Runner- trailer")
+        key, value = match.groups()
+        if key in found:
+            _bad(f"trailer Runner-{key} appears twice")
+        found[key] = value
+    return found
+
+
+def _bad(why: str):
+    raise CodecError(why)
+
+
+def _read(how: str, key: str, text: str) -> Any:
+    try:
+        if how == FLAG:
+            if text != "true":
+                raise ValueError("a flag is written as true or left out")
+            return True
+        if how == INT:
+            if not re.fullmatch(r"\d{1,9}", text):
+                raise ValueError("not a whole number")
+            return int(text)
+        if how == TIME:
+            moment = parse_time(text)
+            if moment is None:
+                raise ValueError("not a time")
+            return moment
+        if how == JSON:
+            return json.loads(text)
+        return text
+    except ValueError as exc:
+        raise CodecError(f"Runner-{key}: {text[:60]!r}: {exc}") from None
+
+
+def decode(message: str) -> Decoded:
+    """The event a message records. Raises CodecError when the message is malformed,
+    including when it is not exactly what `encode` writes for that event."""
+    trailers = trailers_of(message)
+    if "Event" not in trailers:
+        if trailers:
+            raise CodecError("Runner- trailers without a Runner-Event")
+        return Decoded(event=None)
+    values: dict[str, Any] = {}
+    status = trailers.get(STATUS_KEY)
+    for key, text in trailers.items():
+        if key == STATUS_KEY:
+            continue
+        if key not in _BY_KEY:
+            raise CodecError(f"unknown trailer Runner-{key}")
+        name, how = _BY_KEY[key]
+        values[name] = _read(how, key, text)
+    try:
+        values["kind"] = Kind(values["kind"])
+    except ValueError:
+        raise CodecError(f"unknown Runner-Event {values['kind']!r}") from None
+    for name in ("ticked", "runs"):
+        if name in values:
+            if not isinstance(values[name], list):
+                raise CodecError(f"Runner-{_key(name)} must be a list")
+            values[name] = tuple(values[name])
+    for name in ("holder", "result", "metrics"):
+        if name in values and not isinstance(values[name], dict):
+            raise CodecError(f"Runner-{_key(name)} must be a table")
+    if "actor" not in values or "at" not in values:
+        raise CodecError("a runner commit names its Runner-Actor and Runner-At")
+    for name in ("reason", "notes"):
+        if name in values and not isinstance(values[name], str):
+            raise CodecError(f"Runner-{_key(name)} must be text")
+    event = Event(**values)
+    if encode(event, status) != _normal(message):
+        raise CodecError("the message is not what runner writes for the event its trailers name (subject or body differ)")
+    return Decoded(event=event, status=status, trailers=trailers)
+
+
+def _key(name: str) -> str:
+    return next(key for field_name, key, _ in TRAILERS if field_name == name)
+
+
+def _normal(message: str) -> str:
+    return message.rstrip("\n") + "\n"
+
+
+def with_runs(event: Event, runs: list[dict[str, Any]]) -> Event:
+    return replace(event, runs=tuple(runs))
+
+
+# --- commits on the step and integration branches ------------------------------------
+
+
+def result_message(step: str, title: str, attempt: int, actor: str) -> str:
+    """The commit of a step's change on runner/steps/<id>."""
+    return f"{step}: {one_line(title, 100)} (attempt {attempt})\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: {attempt}\n{PREFIX}Actor: {actor}\n"
+
+
+def merge_message(step: str, attempt: int, branch: str, actor: str) -> str:
+    """The merge of a step's change into the integration branch."""
+    return f"merge {step} (attempt {attempt}) into {branch}\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: {attempt}\n{PREFIX}Actor: {actor}\n"
+
+
+# --- heartbeats --------------------------------------------------------------------------
+
+
+def encode_beat(worker: str, info: dict[str, Any]) -> str:
+    return f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **info}, sort_keys=True) + "\n"
+
+
+def decode_beat(message: str) -> dict[str, Any] | None:
+    """The facts a heartbeat commit carries, or None when it is not one runner wrote."""
+    _, _, body = message.partition("\n\n")
+    try:
+        info = json.loads(body)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None

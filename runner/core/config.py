@@ -1,147 +1,355 @@
-"""runner.toml: shared configuration, versioned on the queue branch like the steps."""
+"""runner.toml: one typed schema for the whole file, defaults declared once.
+
+Each table is a frozen dataclass whose fields carry their parser and a comment; the
+same declaration parses runner.toml (every problem listed, unknown keys refused),
+checks a step's own `roles:` / `brakes:` / `pipeline:` overrides, and writes the
+commented default file `runner init` commits. `validate`, `doctor`, the pre-commit hook
+and the server hook all call `parse_config`, so a bad value is refused before any
+worker sees it.
+"""
 
 from __future__ import annotations
 
 import shlex
 import tomllib
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable
 
-from runner.core.model import BadInput, parse_duration
+from runner.core.errors import BadInput
+from runner.core.layout import DEFAULT_INTEGRATION_BRANCH, DEFAULT_STEP_BRANCH_PREFIX
+from runner.core.model import parse_duration
 
-DEFAULT_QUEUE_BRANCH = "runner/queue"
+ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate")
 
-DEFAULT_TOML = """\
-# runner configuration. Lives on the queue branch: edit, commit, push.
 
-[queue]
-integration_branch = "runner/integration"   # done steps are merged here (may be "main")
-step_branch_prefix = "runner/steps/"
-prune_merged_step_branches = false
+# --- value parsers: each raises ValueError with what is wrong --------------------------
 
-[leases]
-lease = "1h"              # a claim whose heartbeat has not moved for this long may be taken over
-max_attempts = 3
-backoff = "30s"           # first retry delay; doubles each attempt, +-20% jitter
-backoff_cap = "1h"
 
-[harness]
-# The command a step runs when its file has no `run:` argv. Tokens:
-# {prompt_file} {step_file} {step} {title} {attempt} {cwd} {worker} {feedback} {output}
-command = []
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {value!r}")
+    return value
 
-[gates]
-detect = true             # detect format/lint/build/test from the project when not set here
-format = []
-lint = []
-build = []
-test = []
-verifier = []             # a command whose stdout is a JSON verdict {pass, score, reasons, next_hint}
-max_fix_attempts = 2
 
-[worker]
-keep_worktree_on_failure = false
-min_free_memory = "64MiB"
-min_free_disk = "256MiB"
-grace_period = "30s"
-"""
+def _int(minimum: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"must be a whole number, not {value!r}")
+        if value < minimum:
+            raise ValueError(f"must be {minimum} or more, not {value}")
+        return value
 
-_SIZE_UNITS = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
+    return parse
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"must be a non-empty string, not {value!r}")
+    return value
+
+
+def _duration(value: Any) -> float:
+    return parse_duration(value)
+
+
+def _optional_duration(value: Any) -> float | None:
+    """A duration, or "none" for no limit."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    return parse_duration(value)
+
+
+def _argv(value: Any) -> tuple[str, ...]:
+    """An argv list of strings (a string is split like a shell would, never run by one)."""
+    if value in ("", []):
+        return ()
+    if isinstance(value, str):
+        return tuple(shlex.split(value))
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"must be an argv list of strings, not {value!r}")
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"must be a list of strings, not {value!r}")
 
 
 def parse_size(value: Any) -> int:
-    if isinstance(value, int):
+    units = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     text = str(value).strip().lower().replace(" ", "")
-    for unit in sorted(_SIZE_UNITS, key=len, reverse=True):
-        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
-            return int(float(text[: -len(unit)]) * _SIZE_UNITS[unit])
+    for unit in sorted(units, key=len, reverse=True):
+        number = text[: -len(unit)]
+        if text.endswith(unit) and number.replace(".", "", 1).isdigit():
+            return int(float(number) * units[unit])
     if text.isdigit():
         return int(text)
     raise ValueError(f"not a size: {value!r} (use e.g. 512MiB)")
 
 
-def _argv(value: Any, where: str) -> list[str]:
-    if value in (None, "", []):
-        return []
+def _identities(value: Any) -> dict[str, tuple[str, ...]]:
+    if not isinstance(value, dict):
+        raise ValueError("must be a table: pusher = [worker ids]")
+    found = {}
+    for pusher, ids in value.items():
+        ids = [ids] if isinstance(ids, str) else ids
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError(f"{pusher}: must be a list of worker ids")
+        found[str(pusher)] = tuple(ids)
+    return found
+
+
+def key(default: Any, parse: Callable[[Any], Any], doc: str, toml: str | None = None) -> Any:
+    """A runner.toml key: its default, its parser, its comment, and how the default is written."""
+    written = toml if toml is not None else _toml_literal(default)
+    factory = (lambda: default) if isinstance(default, (dict, list)) else None
+    extra = {"metadata": {"parse": parse, "doc": doc, "toml": written}}
+    return field(default_factory=factory, **extra) if factory else field(default=default, **extra)
+
+
+def _toml_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
     if isinstance(value, str):
-        return shlex.split(value)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise ValueError(f"{where} must be an argv list of strings")
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value)
 
 
-@dataclass
+# --- the tables -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Queue:
+    integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, _text, "done steps are merged here (may be \"main\")")
+    step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, _text, "each step's change is kept on <prefix><step>")
+    requires_approval: bool = key(False, _bool, "every step waits for `runner approve` before it is merged (a step's own value wins)")
+    prune_merged_step_branches: bool = key(False, _bool, "delete a step's branch once its change is merged (the merge keeps the record)")
+
+
+@dataclass(frozen=True)
+class Leases:
+    lease: float = key(3600.0, _duration, "a claim whose heartbeat has not moved for this long may be taken over", '"1h"')
+    max_attempts: int = key(3, _int(1), "failures (a crash counts; a release does not) before a step fails for good")
+    backoff: float = key(30.0, _duration, "first retry delay; doubles each failure, +-20% jitter", '"30s"')
+    backoff_cap: float = key(3600.0, _duration, "the longest retry delay", '"1h"')
+
+
+@dataclass(frozen=True)
+class Harness:
+    command: tuple[str, ...] = key((), _argv, "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]")
+
+
+@dataclass(frozen=True)
+class Gates:
+    detect: bool = key(True, _bool, "detect format/lint/build/test from the project when not set here")
+    format: tuple[str, ...] = key((), _argv, "argv; FORMAT_CMD overrides", "[]")
+    lint: tuple[str, ...] = key((), _argv, "argv; LINT_CMD overrides", "[]")
+    build: tuple[str, ...] = key((), _argv, "argv; BUILD_CMD overrides", "[]")
+    test: tuple[str, ...] = key((), _argv, "argv; TEST_CMD overrides", "[]")
+
+
+@dataclass(frozen=True)
+class Role:
+    command: tuple[str, ...] = key((), _argv, "argv; empty = the role is off", "[]")
+    min_files: int = key(5, _int(0), "review only: review when this many files changed (0 = always)")
+    boundaries: tuple[str, ...] = key((), _strings, "review only: review when a changed path starts with one of these", "[]")
+
+
+@dataclass(frozen=True)
+class Brakes:
+    max_fix_attempts: int = key(2, _int(0), "re-runs of implement with the failed gates as feedback, per attempt")
+    max_review_attempts: int = key(1, _int(0), "rounds of fixing critical review findings, per attempt")
+    score_plateau_window: int = key(3, _int(1), "fail for good when the verifier's score has not improved over this many runs")
+    step_budget: float | None = key(None, _optional_duration, "wall time a step may spend across all its attempts", '"none"')
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    deviation_gate: bool = key(True, _bool, "a major deviation reported by orient waits for a person")
+    halt_on_verifier_fault: bool = key(True, _bool, "a verifier that crashes or prints no verdict halts the queue (false: fails the attempt)")
+
+
+@dataclass(frozen=True)
+class Worker:
+    interval: float = key(30.0, _duration, "the daemon's poll interval when idle (runner worker --interval wins)", '"30s"')
+    step_delay: float = key(0.0, _duration, "a pause after each step", '"0s"')
+    default_timeout: float | None = key(3600.0, _optional_duration, "a step with no `timeout:` runs at most this long (\"none\": no limit)", '"1h"')
+    grace_period: float = key(30.0, _duration, "after SIGTERM, time to finish the running step before it is released", '"30s"')
+    keep_worktree_on_failure: bool = key(False, _bool, "keep the worktree of a failed attempt for a person to look at")
+    min_free_memory: int = key(64 * 1024**2, parse_size, "ticks skip below this much free memory", '"64MiB"')
+    min_free_disk: int = key(256 * 1024**2, parse_size, "ticks skip below this much free disk", '"256MiB"')
+
+
+@dataclass(frozen=True)
+class Hooks:
+    pusher_env: str | None = key(None, _text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
+    people: tuple[str, ...] = key((), _strings, "pushers who are people: only they may approve, reject, retry, abort, halt, resume", "[]")
+    admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
+    identities: dict[str, tuple[str, ...]] = key({}, _identities, "pusher -> the worker ids they may act as", "{}")
+
+
+TABLES: dict[str, type] = {
+    "queue": Queue,
+    "leases": Leases,
+    "harness": Harness,
+    "gates": Gates,
+    "brakes": Brakes,
+    "pipeline": Pipeline,
+    "worker": Worker,
+    "hooks": Hooks,
+}
+STEP_OVERRIDES = ("roles", "brakes", "pipeline")  # tables a step's frontmatter may override
+
+
+@dataclass(frozen=True)
 class Config:
-    integration_branch: str = "runner/integration"
-    step_branch_prefix: str = "runner/steps/"
-    prune_merged_step_branches: bool = False
-    lease: float = 3600.0
-    max_attempts: int = 3
-    backoff: float = 30.0
-    backoff_cap: float = 3600.0
-    harness_command: list[str] = field(default_factory=list)
-    detect_gates: bool = True
-    gate_commands: dict[str, list[str]] = field(default_factory=dict)
-    verifier: list[str] = field(default_factory=list)
-    max_fix_attempts: int = 2
-    keep_worktree_on_failure: bool = False
-    min_free_memory: int = 64 * 1024**2
-    min_free_disk: int = 256 * 1024**2
-    grace_period: float = 30.0
-    raw: dict[str, Any] = field(default_factory=dict)
+    queue: Queue = field(default_factory=Queue)
+    leases: Leases = field(default_factory=Leases)
+    harness: Harness = field(default_factory=Harness)
+    gates: Gates = field(default_factory=Gates)
+    roles: dict[str, Role] = field(default_factory=dict)  # configured roles only
+    brakes: Brakes = field(default_factory=Brakes)
+    pipeline: Pipeline = field(default_factory=Pipeline)
+    worker: Worker = field(default_factory=Worker)
+    hooks: Hooks = field(default_factory=Hooks)
+    text: str = ""  # runner.toml as read
 
     @property
     def heartbeat_interval(self) -> float:
-        return max(self.lease / 3, 0.2)
+        return max(self.leases.lease / 3, 0.2)
+
+    def for_step(self, meta: dict[str, Any]) -> "Config":
+        """This configuration with a step's own `roles:`, `brakes:` and `pipeline:` on top."""
+        if not any(isinstance(meta.get(name), dict) for name in STEP_OVERRIDES):
+            return self
+        return _overlaid(self, meta, "step", [])
+
+
+def _parse_table(cls: type, table: Any, where: str, problems: list[str], base: Any = None) -> Any:
+    base = base if base is not None else cls()
+    if not isinstance(table, dict):
+        problems.append(f"{where} must be a table")
+        return base
+    known = {f.name: f for f in fields(cls)}
+    values = {}
+    for name, value in table.items():
+        spec = known.get(name)
+        if spec is None:
+            problems.append(f"{where}: unknown key {name!r} (known: {', '.join(known)})")
+            continue
+        try:
+            values[name] = spec.metadata["parse"](value)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{where}.{name}: {exc}")
+    return replace(base, **values)
+
+
+def _parse_roles(table: Any, where: str, problems: list[str], base: dict[str, Role]) -> dict[str, Role]:
+    roles = dict(base)
+    if not isinstance(table, dict):
+        problems.append(f"{where} must be a table of roles")
+        return roles
+    for name, role_table in table.items():
+        if name not in ROLE_NAMES:
+            problems.append(f"{where}: unknown role {name!r} (roles: {', '.join(ROLE_NAMES)})")
+            continue
+        if name != "review" and isinstance(role_table, dict):
+            for review_only in ("min_files", "boundaries"):
+                if review_only in role_table:
+                    problems.append(f"{where}: {name}.{review_only}: only [roles.review] takes {review_only}")
+        roles[name] = _parse_table(Role, role_table, where.replace("[roles]", f"[roles.{name}]") if "[roles]" in where else f"{where}.{name}", problems, roles.get(name))
+    return {name: role for name, role in roles.items() if role.command}
+
+
+def _overlaid(config: Config, data: dict[str, Any], source: str, problems: list[str]) -> Config:
+    changes: dict[str, Any] = {}
+    for name, value in data.items():
+        if name == "roles" and (source != "step" or isinstance(value, dict)):
+            changes["roles"] = _parse_roles(value, f"{source}: [roles]" if source != "step" else "roles", problems, config.roles)
+        elif name in TABLES and (source != "step" or name in STEP_OVERRIDES):
+            if source == "step" and not isinstance(value, dict):
+                continue
+            where = f"{source}: [{name}]" if source != "step" else name
+            changes[name] = _parse_table(TABLES[name], value, where, problems, getattr(config, name))
+        elif source != "step":
+            problems.append(f"{source}: unknown table [{name}] (tables: {', '.join([*TABLES, 'roles'])})")
+    return replace(config, **changes)
 
 
 def parse_config(text: str | None, source: str = "runner.toml") -> Config:
+    """The configuration in `text`; BadInput listing every problem."""
     if not text:
         return Config()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"{source}: bad TOML: {exc}") from exc
-    problems: list[str] = []
-    config = Config(raw=data)
-
-    def section(name: str) -> dict[str, Any]:
-        value = data.get(name, {})
-        if not isinstance(value, dict):
-            problems.append(f"{source}: [{name}] must be a table")
-            return {}
-        return value
-
-    def take(table: dict[str, Any], key: str, convert, attr: str) -> None:
-        if key in table:
-            try:
-                setattr(config, attr, convert(table[key]))
-            except (ValueError, TypeError) as exc:
-                problems.append(f"{source}: {key}: {exc}")
-
-    queue, leases, harness, gates, worker = (section(n) for n in ("queue", "leases", "harness", "gates", "worker"))
-    take(queue, "integration_branch", str, "integration_branch")
-    take(queue, "step_branch_prefix", str, "step_branch_prefix")
-    take(queue, "prune_merged_step_branches", bool, "prune_merged_step_branches")
-    take(leases, "lease", parse_duration, "lease")
-    take(leases, "max_attempts", int, "max_attempts")
-    take(leases, "backoff", parse_duration, "backoff")
-    take(leases, "backoff_cap", parse_duration, "backoff_cap")
-    take(harness, "command", lambda v: _argv(v, "harness.command"), "harness_command")
-    take(gates, "detect", bool, "detect_gates")
-    take(gates, "verifier", lambda v: _argv(v, "gates.verifier"), "verifier")
-    take(gates, "max_fix_attempts", int, "max_fix_attempts")
-    for gate in ("format", "lint", "build", "test"):
-        if gate in gates:
-            try:
-                config.gate_commands[gate] = _argv(gates[gate], f"gates.{gate}")
-            except ValueError as exc:
-                problems.append(f"{source}: {exc}")
-    take(worker, "keep_worktree_on_failure", bool, "keep_worktree_on_failure")
-    take(worker, "min_free_memory", parse_size, "min_free_memory")
-    take(worker, "min_free_disk", parse_size, "min_free_disk")
-    take(worker, "grace_period", parse_duration, "grace_period")
+    if isinstance(data.get("gates"), dict) and "verifier" in data["gates"]:
+        problems = [f"{source}: [gates] verifier moved to [roles.verify] command"]
+    else:
+        problems = []
+    if isinstance(data.get("gates"), dict):
+        data = {**data, "gates": {k: v for k, v in data["gates"].items() if k != "verifier"}}
+    config = _overlaid(Config(text=text), data, source, problems)
+    hooks = config.hooks
+    if both := sorted(set(hooks.identities) & (set(hooks.people) | set(hooks.admins))):
+        problems.append(f"{source}: [hooks] {', '.join(both)}: a pusher is a worker key (identities) or a person (people, admins), never both")
+    if hooks.identities and not hooks.pusher_env:
+        problems.append(f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name")
     if problems:
         raise BadInput(problems)
     return config
+
+
+def step_override_problems(meta: dict[str, Any]) -> list[str]:
+    """Problems of a step's own `roles:` / `brakes:` / `pipeline:` tables (the same schema)."""
+    problems: list[str] = []
+    for name in STEP_OVERRIDES:
+        if name in meta and meta[name] is not None:
+            if not isinstance(meta[name], dict):
+                problems.append(f"{name} must be a table, as in runner.toml")
+            else:
+                _overlaid(Config(), {name: meta[name]}, "step", problems)
+    return problems
+
+
+# --- the default file -------------------------------------------------------------------
+
+
+def _table_text(title: str, cls: type, skip: tuple[str, ...] = ()) -> list[str]:
+    lines = [f"[{title}]"]
+    for spec in fields(cls):
+        if spec.name in skip:
+            continue
+        lines.append(f"{spec.name} = {spec.metadata['toml']}  # {spec.metadata['doc']}")
+    return lines + [""]
+
+
+def default_toml() -> str:
+    """The commented runner.toml `runner init` writes, generated from the schema."""
+    lines = ["# runner configuration. Lives on the queue branch: edit, commit, push.", "# Every key, its default and its meaning: docs/protocol.md.", ""]
+    for name, cls in TABLES.items():
+        if name == "hooks":
+            continue  # an empty [hooks] table would read as "hooks configured"
+        lines += _table_text(name, cls)
+    lines += ["# Agent roles (runner init --agent NAME writes them for a coding agent's CLI):"]
+    for role in ROLE_NAMES:
+        skip = () if role == "review" else ("min_files", "boundaries")
+        lines += ["# " + line if line else "" for line in _table_text(f"roles.{role}", Role, skip)]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def schema_rows() -> list[tuple[str, str, str, str]]:
+    """(table, key, default, meaning) for every key: docs/protocol.md is checked against it."""
+    rows = []
+    for name, cls in [*TABLES.items(), ("roles.<role>", Role)]:
+        rows += [(name, spec.name, spec.metadata["toml"], spec.metadata["doc"]) for spec in fields(cls)]
+    return rows
+
+
+DEFAULT_TOML = default_toml()

@@ -1,34 +1,92 @@
-"""The step state machine: one pure function, shared by workers and the server hook.
+"""The step state machine, declared once as data and used by the worker, the CLI and the
+server hook alike. Pure: no git, no clock, no I/O. Everything a decision needs arrives in
+the Event (the actor, the time, the attempt it holds) and the Context (the plan around
+the step). Callers ask `transition` for the result; nobody predicts it.
 
-No git, no clock, no I/O: everything a decision needs arrives in the Event
-(including the observer's judgement that a lease expired, and a retry time the
-caller computed with jitter). The result is the set of frontmatter keys to write.
+    updates = transition(step.meta, event, context)   # the managed keys to write, or TransitionError
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from runner.core.model import format_time
 
-EVENTS = (
-    "claim",
-    "takeover",
-    "heartbeat",
-    "release",
-    "fail",
-    "complete",
-    "deviation",
-    "approve",
-    "reject",
-    "retry",
-    "abort",
-)
 
-# Events that only the holder of the current attempt may record.
-HOLDER_EVENTS = ("heartbeat", "release", "fail", "complete", "deviation")
+class Status(StrEnum):
+    READY = "ready"
+    CLAIMED = "claimed"
+    REVIEW = "review"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Kind(StrEnum):
+    CLAIM = "claim"
+    TAKEOVER = "takeover"
+    RELEASE = "release"
+    FAIL = "fail"
+    COMPLETE = "complete"
+    BLOCK = "block"
+    APPROVE = "approve"
+    REJECT = "reject"
+    RETRY = "retry"
+    ABORT = "abort"
+    # Queue events: they change no step file.
+    HALT = "halt"
+    RESUME = "resume"
+    EDIT = "edit"
+    INIT = "init"
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    holder: bool = False  # only the holder of the current attempt may record it
+    person: bool = False  # only a person may record it (the hook refuses it to worker identities)
+    handoff: bool = False  # its commit writes plans/handoffs/<step>.md
+    starts_attempt: bool = False  # a new attempt number (the fencing token) and a new holder
+    step: bool = True  # it changes one step file
+
+
+KINDS: dict[Kind, KindSpec] = {
+    Kind.CLAIM: KindSpec(starts_attempt=True),
+    Kind.TAKEOVER: KindSpec(starts_attempt=True),
+    Kind.RELEASE: KindSpec(holder=True, handoff=True),
+    Kind.FAIL: KindSpec(holder=True, handoff=True),
+    Kind.COMPLETE: KindSpec(holder=True, handoff=True),
+    Kind.BLOCK: KindSpec(holder=True, handoff=True),
+    Kind.APPROVE: KindSpec(person=True),
+    Kind.REJECT: KindSpec(person=True),
+    Kind.RETRY: KindSpec(person=True),
+    Kind.ABORT: KindSpec(person=True),
+    Kind.HALT: KindSpec(step=False),  # a worker halts the queue on a verifier fault
+    Kind.RESUME: KindSpec(person=True, step=False),
+    Kind.EDIT: KindSpec(person=True, step=False),
+    Kind.INIT: KindSpec(person=True, step=False),
+}
+
+S = Status
+# (status before, event) -> the statuses it may lead to. Every pair not listed is refused.
+TABLE: dict[tuple[Status, Kind], tuple[Status, ...]] = {
+    (S.READY, Kind.CLAIM): (S.CLAIMED,),
+    (S.CLAIMED, Kind.TAKEOVER): (S.CLAIMED, S.FAILED),
+    (S.CLAIMED, Kind.RELEASE): (S.READY,),
+    (S.CLAIMED, Kind.FAIL): (S.READY, S.FAILED),
+    (S.CLAIMED, Kind.COMPLETE): (S.DONE, S.REVIEW),
+    (S.CLAIMED, Kind.BLOCK): (S.REVIEW,),
+    (S.REVIEW, Kind.APPROVE): (S.DONE, S.READY),
+    (S.REVIEW, Kind.REJECT): (S.READY, S.FAILED),
+    (S.FAILED, Kind.RETRY): (S.READY,),
+    (S.READY, Kind.ABORT): (S.FAILED,),
+    (S.CLAIMED, Kind.ABORT): (S.FAILED,),
+    (S.REVIEW, Kind.ABORT): (S.FAILED,),
+}
+
+# What a step in review waits for (the `review` key).
+REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED = "result", "deviation", "blocked"
 
 
 class TransitionError(Exception):
@@ -37,184 +95,262 @@ class TransitionError(Exception):
 
 @dataclass(frozen=True)
 class Event:
-    kind: str
-    attempt: int | None = None  # the fencing token the actor believes it holds
-    incarnation: str | None = None
-    holder: dict[str, Any] = field(default_factory=dict)
-    lease: str | None = None
-    reason: str | None = None
-    result: dict[str, Any] | None = None
-    retry_at: datetime | None = None  # not_before for a retryable failure/release
-    permanent: bool = False
+    """One event of one step (or of the queue), everything it carries. The commit codec
+    writes exactly these fields into a commit message and reads them back."""
+
+    kind: Kind
+    actor: str  # a worker id, or a person's name for person events
+    at: datetime  # written to last_updated (and claimed_at)
+    step: str | None = None
+    attempt: int | None = None  # holder events: the attempt held; claims: the new attempt; else the step's
+    replaces: int | None = None  # takeover: the attempt taken over
+    incarnation: str | None = None  # the worker process that holds (or takes) the claim
+    holder: dict[str, Any] = field(default_factory=dict)  # claim: host, pid, started
+    lease: str | None = None  # claim: the lease it was made under
+    reason: str | None = None  # free text, kept whole
+    permanent: bool = False  # fail / reject: no retry
+    retry_at: datetime | None = None  # fail / release: not before
+    hold: bool = False  # complete, but a person must look (review did not run)
+    review: str | None = None  # block: REVIEW_DEVIATION or REVIEW_BLOCKED
+    result: dict[str, Any] | None = None  # complete: branch, commit; approve: merge
+    metrics: dict[str, Any] | None = None  # scores / spent / last_verdict the holder carries across attempts
+    ticked: tuple[str, ...] = ()  # complete: Automated checks whose boxes it ticks
+    notes: str | None = None  # complete: lines appended to plans/NOTES.md
+    ignore_deps: bool = False  # claim by a person who runs a step before its dependencies
+    by: str | None = None  # the person behind a claim with ignore_deps
+    runs: tuple[dict[str, Any], ...] = ()  # the record of every run of the attempt (not state)
+
+    @property
+    def spec(self) -> KindSpec:
+        return KINDS[self.kind]
+
+
+@dataclass(frozen=True)
+class Context:
+    """The plan around a step, as the caller reads it at the commit the event lands on."""
+
     deps_done: bool = True
     halted: bool = False
-    default_max_attempts: int = 3
-    metrics: dict[str, Any] | None = None  # scores / spent time the holder carries across attempts
-    hold: bool = False  # complete, but a person must look (the automated review did not run)
+    max_attempts: int = 3  # runner.toml [leases] max_attempts: a step's own value wins
+    requires_approval: bool = False  # runner.toml [queue] requires_approval: a step's own value wins
 
 
-def _status(meta: dict[str, Any]) -> str:
-    return meta.get("status") or "ready"
+CARRIED = ("scores", "spent", "last_verdict")  # what a holder carries across attempts for the brakes
 
 
-def _attempt(meta: dict[str, Any]) -> int:
+def status_of(meta: dict[str, Any]) -> Status:
+    return Status(meta.get("status") or "ready")
+
+
+def attempt_of(meta: dict[str, Any]) -> int:
     return int(meta.get("attempt") or 0)
 
 
-def _max_attempts(meta: dict[str, Any], event: Event) -> int:
-    return int(meta.get("max_attempts") or event.default_max_attempts)
+def failures_of(meta: dict[str, Any]) -> int:
+    return int(meta.get("failures") or 0)
 
 
-def _stamp(actor: str, now: datetime) -> dict[str, Any]:
-    return {"last_updated": format_time(now), "last_updated_by": actor}
+def max_attempts_of(meta: dict[str, Any], context: Context) -> int:
+    return int(meta.get("max_attempts") or context.max_attempts)
 
 
-def _clear_claim() -> dict[str, Any]:
+def holds(meta: dict[str, Any], actor: str, attempt: int | None, incarnation: str | None = None) -> str | None:
+    """None when `actor` (and `incarnation`) still holds `attempt` of this step; else why not.
+    The one fence: the worker checks it before every publish, the hook on every holder event."""
+    status = status_of(meta)
+    if status != Status.CLAIMED:
+        return f"the step is {status}, not claimed"
+    if meta.get("assignee") != actor:
+        return f"the step is held by {meta.get('assignee')!r}, not {actor!r}"
+    if attempt is not None and attempt != attempt_of(meta):
+        return f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record anything"
+    held_by = (meta.get("holder") or {}).get("incarnation") if isinstance(meta.get("holder"), dict) else None
+    if incarnation and held_by and incarnation != held_by:
+        return f"the step is held by another incarnation of {actor} ({held_by})"
+    return None
+
+
+def transition(meta: dict[str, Any], event: Event, context: Context = Context()) -> dict[str, Any]:
+    """The managed keys `event` writes into a step whose frontmatter is `meta`."""
+    status = status_of(meta)
+    if not event.spec.step:
+        raise TransitionError(f"{event.kind} is a queue event, not a step event")
+    targets = TABLE.get((status, event.kind))
+    if targets is None:
+        raise TransitionError(f"{event.step or 'the step'} is {status}: a {event.kind} is not allowed (see `runner show`)")
+    if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
+        raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
+    updates = _RULES[event.kind](meta, event, context)
+    updates.setdefault("status", targets[0])
+    assert updates["status"] in targets, (status, event.kind, updates["status"])  # the table is the truth
+    if event.spec.holder and event.metrics:
+        updates.update({k: v for k, v in event.metrics.items() if k in CARRIED})
+    updates.update(last_updated=format_time(event.at), last_updated_by=event.actor)
+    return updates
+
+
+def resulting_status(meta: dict[str, Any], event: Event, context: Context = Context()) -> Status:
+    return Status(transition(meta, event, context)["status"])
+
+
+# --- the rules, one per event kind ----------------------------------------------------
+
+
+def _cleared_claim() -> dict[str, Any]:
     return {"assignee": None, "claimed_at": None, "lease": None, "holder": None}
 
 
-def _new_claim(meta: dict[str, Any], event: Event, actor: str, now: datetime) -> dict[str, Any]:
+def _new_claim(meta: dict[str, Any], event: Event) -> dict[str, Any]:
+    expected = attempt_of(meta) + 1
+    if event.attempt != expected:
+        raise TransitionError(f"a new claim of {event.step} is attempt {expected}, not {event.attempt}")
     holder = dict(event.holder)
     if event.incarnation:
         holder["incarnation"] = event.incarnation
     return {
-        "status": "claimed",
-        "assignee": actor,
-        "claimed_at": format_time(now),
+        "status": Status.CLAIMED,
+        "assignee": event.actor,
+        "claimed_at": format_time(event.at),
         "lease": event.lease,
-        "attempt": _attempt(meta) + 1,
+        "attempt": expected,
         "holder": holder or None,
         "not_before": None,
     }
 
 
-def _check_holder(meta: dict[str, Any], event: Event, actor: str, step_id: str) -> None:
-    if _status(meta) != "claimed":
-        raise TransitionError(f"{step_id} is {_status(meta)}, not claimed: there is nothing to {event.kind}")
-    if meta.get("assignee") != actor:
-        raise TransitionError(f"{step_id} is held by {meta.get('assignee')!r}, not {actor!r}")
-    if event.attempt is not None and event.attempt != _attempt(meta):
-        raise TransitionError(
-            f"{step_id} is at attempt {_attempt(meta)}; attempt {event.attempt} was taken over and may not record anything"
-        )
-    held_by = (meta.get("holder") or {}).get("incarnation")
-    if event.incarnation and held_by and event.incarnation != held_by:
-        raise TransitionError(f"{step_id} is held by another incarnation of {actor} ({held_by})")
+def _claim(meta, event: Event, context: Context) -> dict[str, Any]:
+    if context.halted:
+        raise TransitionError("the queue is halted (runner resume to continue)")
+    if not context.deps_done and not event.ignore_deps:
+        raise TransitionError(f"{event.step} has dependencies that are not done")
+    if event.ignore_deps and not event.by:
+        raise TransitionError("only a person may claim a step before its dependencies are done (--by NAME)")
+    return _new_claim(meta, event)
 
 
-def transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, step_id: str = "step") -> dict[str, Any]:
-    """Apply `event` by `actor` to a step's frontmatter; return the keys to write."""
-    status = _status(meta)
-    kind = event.kind
-    if kind not in EVENTS:
-        raise TransitionError(f"unknown event {kind!r}")
-    if kind in HOLDER_EVENTS:
-        _check_holder(meta, event, actor, step_id)
-    updates = _transition(meta, event, actor, now, step_id, status, kind)
-    if kind in HOLDER_EVENTS and kind != "heartbeat" and event.metrics:
-        updates.update(event.metrics)
+def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
+    if context.halted:
+        raise TransitionError("the queue is halted (runner resume to continue)")
+    if event.replaces != attempt_of(meta):
+        raise TransitionError(f"a takeover must name the attempt it replaces ({attempt_of(meta)}), not {event.replaces}")
+    # A holder that vanished (a crash, a lost host) counts as a failure: a step that kills
+    # its worker ends failed instead of looping.
+    failures = failures_of(meta) + 1
+    lost = f"attempt {attempt_of(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
+    if failures >= max_attempts_of(meta, context):
+        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "last_error": lost + "; attempts spent"}
+    return {**_new_claim(meta, event), "failures": failures, "last_error": lost}
+
+
+def _release(meta, event: Event, context: Context) -> dict[str, Any]:
+    # A hand-back (a person's release, a shutdown, a runner error) spends no attempt.
+    return {
+        "status": Status.READY,
+        **_cleared_claim(),
+        "not_before": format_time(event.retry_at) if event.retry_at else None,
+        "last_error": event.reason,
+    }
+
+
+def _fail(meta, event: Event, context: Context) -> dict[str, Any]:
+    failures = failures_of(meta) + 1
+    limit = max_attempts_of(meta, context)
+    reason = event.reason or "failed"
+    common = {**_cleared_claim(), "failures": failures, "result": event.result, "approved": None}
+    if event.permanent:
+        return {"status": Status.FAILED, **common, "last_error": reason}
+    if failures >= limit:
+        return {"status": Status.FAILED, **common, "last_error": f"{reason} (failure {failures} of {limit}: attempts spent)"}
+    return {
+        "status": Status.READY,
+        **common,
+        "not_before": format_time(event.retry_at) if event.retry_at else None,
+        "last_error": reason,
+    }
+
+
+def needs_person(meta: dict[str, Any], event: Event, context: Context = Context()) -> bool:
+    """Does a complete wait in review for a person (approval required, or a held result)?
+    Then nothing is merged until `runner approve`."""
+    approval = meta.get("requires_approval")
+    if approval is None:
+        approval = context.requires_approval
+    return bool(approval or event.hold)
+
+
+def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
+    common = {**_cleared_claim(), "result": event.result, "approved": None}
+    if needs_person(meta, event, context):
+        # Nothing is merged yet: the result waits on its step branch for a person.
+        return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT, "last_error": event.reason if event.hold else None}
+    if (event.result or {}).get("commit") and not event.result.get("merge"):
+        raise TransitionError(f"a complete of {event.step} that needs no approval must name its merge into the integration branch")
+    return {"status": Status.DONE, **common, "last_error": None}
+
+
+def _block(meta, event: Event, context: Context) -> dict[str, Any]:
+    if event.review not in (REVIEW_DEVIATION, REVIEW_BLOCKED):
+        raise TransitionError(f"a block says why a person must decide: {REVIEW_DEVIATION} or {REVIEW_BLOCKED}")
+    return {
+        "status": Status.REVIEW,
+        **_cleared_claim(),
+        "review": event.review,
+        "approved": None,
+        "last_error": event.reason or "a person must decide before the step goes on",
+    }
+
+
+def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
+    waiting = meta.get("review") or REVIEW_RESULT
+    if waiting != REVIEW_RESULT:
+        # A deviation or a blocked run: go ahead, for the next attempt only.
+        return {"status": Status.READY, "review": None, "approved": True, "last_error": f"approved by {event.actor}: go ahead"}
+    if event.reason:  # the merge into the integration branch conflicted: a re-run on the new base
+        return {"status": Status.READY, "review": None, "last_error": f"approved by {event.actor}, but {event.reason}"}
+    result = meta.get("result") if isinstance(meta.get("result"), dict) else {}
+    merge = (event.result or {}).get("merge")
+    if result.get("commit") and not merge:
+        raise TransitionError("an approval of a result must name its merge into the integration branch")
+    updates = {"status": Status.DONE, "review": None, "last_error": None}
+    if merge:
+        updates["result"] = {**result, "merge": merge}
     return updates
 
 
-def _transition(meta: dict[str, Any], event: Event, actor: str, now: datetime, step_id: str, status: str, kind: str) -> dict[str, Any]:
+def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
+    if not event.reason:
+        raise TransitionError("a rejection needs a reason (it is the feedback for the next attempt)")
+    if event.permanent:
+        return {"status": Status.FAILED, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
+    if (meta.get("review") or REVIEW_RESULT) != REVIEW_RESULT:
+        # The person decided the deviation: their words guide the next implement run.
+        return {"status": Status.READY, "review": None, "approved": True, "last_error": f"decided by {event.actor}: {event.reason}"}
+    return {"status": Status.READY, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
 
-    if kind == "claim":
-        if event.halted:
-            raise TransitionError("the queue is halted (runner resume to continue)")
-        if status != "ready":
-            raise TransitionError(f"{step_id} is {status}, not ready")
-        if not event.deps_done:
-            raise TransitionError(f"{step_id} has dependencies that are not done")
-        return {**_new_claim(meta, event, actor, now), **_stamp(actor, now)}
 
-    if kind == "takeover":
-        if event.halted:
-            raise TransitionError("the queue is halted (runner resume to continue)")
-        if status != "claimed":
-            raise TransitionError(f"{step_id} is {status}: only a claimed step can be taken over")
-        if event.attempt != _attempt(meta):
-            raise TransitionError(f"takeover must name the attempt it replaces ({_attempt(meta)}), not {event.attempt}")
-        lost = f"attempt {_attempt(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
-        if _attempt(meta) >= _max_attempts(meta, event):
-            return {"status": "failed", **_clear_claim(), "last_error": lost + "; attempts spent", **_stamp(actor, now)}
-        return {**_new_claim(meta, event, actor, now), "last_error": lost, **_stamp(actor, now)}
+def _retry(meta, event: Event, context: Context) -> dict[str, Any]:
+    return {"status": Status.READY, **_cleared_claim(), "not_before": None, "failures": 0}
 
-    if kind == "heartbeat":
-        return {}
 
-    if kind == "release":
-        return {
-            "status": "ready",
-            **_clear_claim(),
-            "not_before": format_time(event.retry_at) if event.retry_at else None,
-            "last_error": event.reason,
-            **_stamp(actor, now),
-        }
+def _abort(meta, event: Event, context: Context) -> dict[str, Any]:
+    reason = f"aborted by {event.actor}" + (f": {event.reason}" if event.reason else "")
+    return {"status": Status.FAILED, **_cleared_claim(), "review": None, "last_error": reason}
 
-    if kind == "fail":
-        spent = _attempt(meta) >= _max_attempts(meta, event)
-        if event.permanent or spent:
-            reason = event.reason or "failed"
-            if spent and not event.permanent:
-                reason += f" (attempt {_attempt(meta)} of {_max_attempts(meta, event)}: attempts spent)"
-            return {"status": "failed", **_clear_claim(), "last_error": reason, "result": event.result, **_stamp(actor, now)}
-        return {
-            "status": "ready",
-            **_clear_claim(),
-            "not_before": format_time(event.retry_at) if event.retry_at else None,
-            "last_error": event.reason or "failed",
-            "result": event.result,
-            **_stamp(actor, now),
-        }
 
-    if kind == "complete":
-        to = "review" if meta.get("requires_approval") or event.hold else "done"
-        last_error = event.reason if event.hold else None
-        updates = {"status": to, **_clear_claim(), "result": event.result, "last_error": last_error, **_stamp(actor, now)}
-        if to == "review":
-            updates["review"] = "result"
-        return updates
-
-    if kind == "deviation":
-        return {
-            "status": "review",
-            **_clear_claim(),
-            "review": "deviation",
-            "last_error": event.reason or "orient reported a major deviation from the plan",
-            **_stamp(actor, now),
-        }
-
-    if kind == "approve":
-        if status != "review":
-            raise TransitionError(f"{step_id} is {status}, not in review")
-        if meta.get("review") == "deviation":
-            return {"status": "ready", "review": None, "approved": True, **_stamp(actor, now)}
-        return {"status": "done", "review": None, "approved": True, **_stamp(actor, now)}
-
-    if kind == "reject":
-        if status != "review":
-            raise TransitionError(f"{step_id} is {status}, not in review")
-        if not event.reason:
-            raise TransitionError("a rejection needs a reason (it is the feedback for the next attempt)")
-        to = "failed" if event.permanent else "ready"
-        return {"status": to, "review": None, "last_error": f"rejected by {actor}: {event.reason}", **_stamp(actor, now)}
-
-    if kind == "retry":
-        if status != "failed":
-            raise TransitionError(f"{step_id} is {status}; only a failed step can be retried")
-        return {"status": "ready", **_clear_claim(), "not_before": None, **_stamp(actor, now)}
-
-    if kind == "abort":
-        if status in ("done", "failed"):
-            raise TransitionError(f"{step_id} is {status}: there is nothing to abort")
-        reason = f"aborted by {actor}" + (f": {event.reason}" if event.reason else "")
-        return {"status": "failed", **_clear_claim(), "review": None, "last_error": reason, **_stamp(actor, now)}
-
-    raise TransitionError(f"unhandled event {kind!r}")  # pragma: no cover
+_RULES = {
+    Kind.CLAIM: _claim,
+    Kind.TAKEOVER: _takeover,
+    Kind.RELEASE: _release,
+    Kind.FAIL: _fail,
+    Kind.COMPLETE: _complete,
+    Kind.BLOCK: _block,
+    Kind.APPROVE: _approve,
+    Kind.REJECT: _reject,
+    Kind.RETRY: _retry,
+    Kind.ABORT: _abort,
+}
 
 
 def apply(meta: dict[str, Any], updates: dict[str, Any]) -> dict[str, Any]:
     """The frontmatter after a transition (None values are absent/null)."""
-    merged = dict(meta)
-    merged.update(updates)
-    return merged
+    return {**meta, **updates}

@@ -20,6 +20,7 @@ MANAGED_KEYS = (
     "claimed_at",
     "lease",
     "attempt",
+    "failures",
     "holder",
     "not_before",
     "last_error",
@@ -28,6 +29,7 @@ MANAGED_KEYS = (
     "result",
     "scores",
     "spent",
+    "last_verdict",
     "last_updated",
     "last_updated_by",
 )
@@ -105,6 +107,10 @@ class Step:
     meta: dict[str, Any]
     text: str
     problems: list[str] = field(default_factory=list)
+
+    def copy(self) -> "Step":
+        """A step whose problems list the caller may extend (meta and text are shared, never mutated)."""
+        return Step(id=self.id, path=self.path, meta=self.meta, text=self.text, problems=list(self.problems))
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.meta.get(key, default)

@@ -8,10 +8,6 @@ from typing import Iterable
 
 from runner.core.model import Step
 
-STEPS_DIR = "plans/steps"
-HANDOFFS_DIR = "plans/handoffs"
-HALT_FILE = "plans/HALT"
-
 
 @dataclass
 class Plan:
@@ -44,6 +40,9 @@ class Plan:
             by_status.setdefault(new.status, set()).add(new.id)
             steps[new.id] = new
         return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status)
+
+    def with_halt(self, halted: str | None) -> "Plan":
+        return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status)
 
     def with_status(self, status: str):
         """Steps with this stored status, in claim order (lazily: a claim needs only the first)."""
@@ -86,6 +85,21 @@ class Plan:
     @property
     def problems(self) -> list[str]:
         return [f"{s.path}: {p}" for s in self.invalid for p in s.problems]
+
+    def unrunnable(self, has_harness: bool) -> list[str]:
+        """Steps that would run with nothing to run: no `run:` argv and no [harness] command."""
+        if has_harness:
+            return []
+        return [
+            f"{s.path}: has no `run:` argv and runner.toml has no [harness] command "
+            "(add `run: [...]` to the step, or set [harness] command: runner init --agent NAME writes one)"
+            for s in self.steps.values()
+            if s.status in ("ready", "claimed") and not s.get("run")
+        ]
+
+    def check(self, config) -> list[str]:
+        """Every problem of this plan under `config` (a runner.core.config.Config)."""
+        return self.problems + self.unrunnable(bool(config.harness.command))
 
     def find(self, step_id: str) -> Step | None:
         if step_id in self.steps:

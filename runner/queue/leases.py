@@ -1,11 +1,11 @@
-"""Liveness of claims: heartbeats, incarnations, and leases judged by our own clock.
+"""Liveness of claims: holders, incarnations, heartbeats, and leases judged by this host.
 
-A lease is never judged by comparing another machine's timestamps with ours.
-This host remembers when it first saw each claim's current liveness evidence
-(the holder's heartbeat commit, or the claim itself when no heartbeat exists)
-and calls the lease expired when that evidence has not changed for longer than
-the lease by this host's clock. A holder that ran on this host is dead at once
-when its pid is gone or belongs to another process (pid + start time).
+A lease is never judged by comparing another machine's timestamps with ours, nor by a
+wall-clock difference that a clock step could fake. This host remembers, on its
+monotonic clock, when it first saw each claim's current liveness evidence (the holder's
+heartbeat commit naming the step, or the claim itself) and calls the lease expired when
+that evidence has not changed for longer than the lease. A holder that ran on this host
+is dead at once when its pid is gone or belongs to another process (pid + start time).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from runner.core.clock import wall_clock
+from runner.core.clock import monotonic, wall_clock
 from runner.core.model import Step, parse_duration
 
 
@@ -27,6 +27,17 @@ def host_name() -> str:
     """This host's name in claims. RUNNER_HOST overrides it where hostnames are not unique
     (containers cloned from one image); a holder is judged by pid only on its own host."""
     return os.environ.get("RUNNER_HOST") or socket.gethostname()
+
+
+def boot_id() -> str:
+    """What changes when this host restarts (monotonic readings do not survive a restart)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        import psutil
+
+        return str(int(psutil.boot_time()))
 
 
 def process_start_time(pid: int) -> float | None:
@@ -42,26 +53,20 @@ def new_incarnation(worker: str) -> str:
     return f"{worker}.{secrets.token_hex(4)}"
 
 
-def holder_info(incarnation: str, with_pid: bool = True) -> dict[str, Any]:
+def holder_info(with_pid: bool = True) -> dict[str, Any]:
     if not with_pid:
-        return {"host": host_name(), "incarnation": incarnation}
+        return {"host": host_name()}
     started = process_start_time(os.getpid()) or time.time()
-    return {"host": host_name(), "pid": os.getpid(), "started": round(started, 2), "incarnation": incarnation}
+    return {"host": host_name(), "pid": os.getpid(), "started": round(started, 2)}
 
 
-@dataclass
-class Heartbeat:
+@dataclass(frozen=True)
+class Beat:
+    """A worker's last heartbeat: the commit its ref points at and the facts it carries."""
+
     worker: str
     commit: str
     info: dict[str, Any]
-
-
-def parse_heartbeat(worker: str, commit: str, message: str) -> Heartbeat:
-    try:
-        info = json.loads(message.split("\n\n", 1)[1] if "\n\n" in message else message)
-    except (ValueError, IndexError):
-        info = {}
-    return Heartbeat(worker=worker, commit=commit, info=info if isinstance(info, dict) else {})
 
 
 def local_holder_gone(holder: dict[str, Any]) -> str | None:
@@ -78,35 +83,40 @@ def local_holder_gone(holder: dict[str, Any]) -> str | None:
     return None
 
 
-class LeaseObserver:
-    """This host's memory of when it first saw each claim's liveness evidence."""
+def lease_of(step: Step, default: float) -> float:
+    try:
+        return parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default
+    except ValueError:
+        return default
 
-    def __init__(self, runner_dir: Path, clock=wall_clock):
-        self.path = runner_dir / "observed.json"
+
+class LeaseObserver:
+    """This host's memory of when it first saw each claim's liveness evidence (kept in a
+    file: every tick of every worker on this host shares it)."""
+
+    def __init__(self, state_dir: Path, clock: Callable[[], float] = monotonic):
+        self.path = state_dir / "observed.json"
         self.clock = clock
 
-    def expired_claims(self, claimed: list[Step], heartbeats: dict[str, Heartbeat], default_lease: float) -> dict[str, str]:
+    def expired_claims(self, claimed: list[Step], beats: dict[str, Beat], default_lease: float) -> dict[str, str]:
         """step id -> reason, for claims whose holder is gone or whose lease ran out."""
         if not claimed:
             return {}
         now = self.clock()
-        gone: dict[str, str] = {}
         seen = self._load()
-        keep = {}
+        keep: dict[str, Any] = {}
+        gone: dict[str, str] = {}
         for step in claimed:
             key = f"{step.id}#{step.attempt}"
-            evidence = self._evidence(step, heartbeats)
+            evidence = _evidence(step, beats)
             entry = seen.get(key)
-            if not entry or entry.get("evidence") != evidence:
+            if not isinstance(entry, dict) or entry.get("evidence") != evidence or not isinstance(entry.get("since"), (int, float)):
                 entry = {"evidence": evidence, "since": now}
             keep[key] = entry
-            reason = local_holder_gone(step.holder)
-            if reason:
+            lease = lease_of(step, default_lease)
+            if reason := local_holder_gone(step.holder) or _foreign_stale(step, beats, lease):
                 gone[step.id] = reason
-                continue
-            lease = _lease_of(step, default_lease)
-            quiet = now - entry["since"]
-            if quiet > lease:
+            elif (quiet := now - entry["since"]) > lease:
                 gone[step.id] = f"no heartbeat seen for {quiet:.0f}s (lease {lease:.0f}s)"
         if keep != seen:
             # No lock: two workers writing at once can only lose a fresh sighting, which then
@@ -114,29 +124,41 @@ class LeaseObserver:
             self._save(keep)
         return gone
 
-    @staticmethod
-    def _evidence(step: Step, heartbeats: dict[str, Heartbeat]) -> str:
-        beat = heartbeats.get(step.assignee or "")
-        incarnation = step.holder.get("incarnation")
-        # Only a beat for this very step counts: an idle worker's beats say nothing of a claim it dropped.
-        if beat and beat.info.get("step") == step.id and (not incarnation or beat.info.get("incarnation") == incarnation):
-            return beat.commit
-        return f"claim:{step.attempt}"
-
     def _load(self) -> dict[str, Any]:
         try:
-            return json.loads(self.path.read_text())
+            data = json.loads(self.path.read_text())
         except (OSError, ValueError):
+            return {}  # missing or tampered with: observing starts again (later, never sooner)
+        if not isinstance(data, dict) or data.get("boot") != boot_id() or not isinstance(data.get("seen"), dict):
             return {}
+        return data["seen"]
 
-    def _save(self, data: dict[str, Any]) -> None:
+    def _save(self, seen: dict[str, Any]) -> None:
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.path)
+        try:
+            tmp.write_text(json.dumps({"boot": boot_id(), "seen": seen}))
+            os.replace(tmp, self.path)
+        except OSError:
+            tmp.unlink(missing_ok=True)  # a full disk delays takeovers; it never causes one
 
 
-def _lease_of(step: Step, default: float) -> float:
-    try:
-        return parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default
-    except ValueError:
-        return default
+def _evidence(step: Step, beats: dict[str, Beat]) -> str:
+    beat = beats.get(step.assignee or "")
+    incarnation = step.holder.get("incarnation")
+    # Only a beat for this very attempt counts: an idle worker's beats say nothing of a claim it dropped.
+    if beat and beat.info.get("step") == step.id and beat.info.get("attempt") == step.attempt and (
+        not incarnation or beat.info.get("incarnation") == incarnation
+    ):
+        return beat.commit
+    return f"claim:{step.attempt}"
+
+
+def _foreign_stale(step: Step, beats: dict[str, Beat], lease: float) -> str | None:
+    """A claim another tool wrote (no runner incarnation, no heartbeat ever seen for its
+    assignee) is stale once its own claimed_at is older than the lease."""
+    if step.holder.get("incarnation") or (step.assignee or "") in beats or step.claimed_at is None:
+        return None
+    age = wall_clock() - step.claimed_at.timestamp()
+    if age > lease:
+        return f"claimed by {step.assignee} {age:.0f}s ago by another tool, and no runner heartbeat was ever seen for it"
+    return None

@@ -1,71 +1,72 @@
-"""The queue: read the plan at the branch tip, publish one transition per commit by compare-and-swap."""
+"""The queue: read the plan at the branch tip, publish one event per commit by
+compare-and-swap. Every write (claims, records, merges, approvals, plan edits, heartbeats
+that ride along) goes through `publish` and its one retry policy: build the change on
+the tip we know, publish every ref it moves at once, and on a lost race read again and
+rebuild.
+"""
 
 from __future__ import annotations
 
 import heapq
-import json
-import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from runner.core.config import DEFAULT_QUEUE_BRANCH, DEFAULT_TOML, Config, parse_config
-from runner.store.git import EMPTY_TREE, HEARTBEAT_PREFIX, GitError, GitStore, Signer
-from runner.queue.leases import Heartbeat, LeaseObserver, host_name, parse_heartbeat
-from runner.core.ids import step_id_problem
-from runner.core.model import BadInput, Step, format_duration, format_time, utc_now
-from runner.core.plan import HALT_FILE, STEPS_DIR, Plan, sort_key
-from runner.core.codec import commit_message, is_step_path, one_line, parse_trailers
-from runner.core.machine import Event, transition
-from runner.core.stepfile import parse_step, render_new_step, set_fields
+from runner.core.codec import decode, encode, encode_beat, merge_message, one_line, trailers_of, CodecError
+from runner.core.config import DEFAULT_TOML, Config
+from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
+from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
+from runner.core.layout import (
+    CONFIG_FILE,
+    DEFAULT_QUEUE_BRANCH,
+    EMPTY_TREE,
+    HALT_FILE,
+    NOTES_FILE,
+    ROOT_FILE,
+    branch_ref,
+    heartbeat_ref,
+)
+from runner.core.machine import Context, Event, Kind, Status, TransitionError
+from runner.core.model import Step, format_duration, format_time, utc_now
+from runner.core.plan import sort_key
+from runner.queue.leases import LeaseObserver, host_name
+from runner.queue.snapshot import NotInitialised, Reader, Snapshot
+from runner.store import FORCE, Author, Conflict, Failed, Lost, Merged, RefUpdate, Refused, Store, StoreError, Won
 
-
-PARSE_CACHE_VERSION = 1  # bump when parse_step's output changes
 OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
-PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
 
 
-class NotInitialised(GitError):
-    pass
+class Skip(RunnerError):
+    """Nothing to do this time, with the reason (a tick exits 0; `runner claim` exits 3)."""
+
+    exit_code = EXIT_NOTHING
 
 
-class Skip(Exception):
-    """Nothing to do this time, with the reason (exit 0 for a tick, 3 for `claim`)."""
-
-
-class LostRace(Exception):
+class LostRace(RunnerError):
     """Every compare-and-swap attempt lost to another writer."""
 
 
-class Snapshot:
-    """The queue at one commit. Heartbeats are read only when asked for (listing refs costs
-    time in a repository with thousands of step branches)."""
+class ClaimLost(RunnerError):
+    """The claim went away (taken over, aborted): the holder may not record anything."""
 
-    def __init__(self, tip: str, plan: Plan, config: Config, read_heartbeats: Callable[[], dict[str, Heartbeat]]):
-        self.tip = tip
-        self.plan = plan
-        self.config = config
-        self._read_heartbeats = read_heartbeats
-        self._heartbeats: dict[str, Heartbeat] | None = None
 
-    @property
-    def heartbeats(self) -> dict[str, Heartbeat]:
-        if self._heartbeats is None:
-            self._heartbeats = self._read_heartbeats()
-        return self._heartbeats
+class PushRefused(RunnerError):
+    """The remote's hook refused the push: a protocol violation, never retried."""
 
 
 @dataclass
 class Change:
-    step_id: str
-    event: str
+    """What one publish writes: a queue commit (files + message) and the other refs it moves."""
+
     files: dict[str, bytes | None]
     message: str
+    event: Event | None = None
+    status: str | None = None
     updates: dict[str, Any] = field(default_factory=dict)
-    attempt: int = 0
+    refs: list[RefUpdate] = field(default_factory=list)
+    note: Any = None  # what the builder wants to hand back to its caller (a merge conflict, say)
 
 
 @dataclass
@@ -75,399 +76,385 @@ class Published:
     snapshot: Snapshot  # the snapshot the change was built on
 
 
+def author_for(actor: str) -> Author:
+    return Author(name=actor, email=f"{actor}@{host_name()}".replace(" ", "-"))
+
+
 class Queue:
-    def __init__(self, store: GitStore, branch: str = DEFAULT_QUEUE_BRANCH, max_tries: int = 25):
+    def __init__(self, store: Store, branch: str = DEFAULT_QUEUE_BRANCH, max_tries: int = 25):
         self.store = store
         self.branch = branch
+        self.ref = branch_ref(branch)
         self.max_tries = max_tries
-        self._steps: dict[str, Step] = {}  # blob id -> parsed step (parse each blob once)
-        self._configs: dict[str, Config] = {}
-        self._beats: dict[str, Heartbeat] = {}
-        self.observer = LeaseObserver(store.runner_dir)
+        self.reader = Reader(store, branch)
+        self.observer = LeaseObserver(store.state_dir)
         self.races_lost = 0
         self.published: str | None = None  # the last commit this process published on the queue branch
-        self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree id, plan) of the last snapshot
-        self._cache_path = store.runner_dir / "parsed-steps.json"
-        self._cache_loaded = False
-        self._parsed_new = 0
 
-    # --- reading ---------------------------------------------------------------
+    # --- reading ---------------------------------------------------------------------
 
-    def fetch(self, extra_branches: Iterable[str] = ()) -> None:
-        self.store.fetch([self.branch, *extra_branches], heartbeats=True)
+    def fetch(self, branches: Iterable[str] = ()) -> None:
+        self.store.fetch([self.branch, *branches], heartbeats=True)
 
-    def snapshot(self, fetch: bool = True, also_fetch: Iterable[str] = ()) -> Snapshot:
+    def snapshot(self, fetch: bool = True, branches: Iterable[str] = ()) -> Snapshot:
+        branches = list(branches)
         if fetch:
-            self.fetch(also_fetch)
+            self.fetch(branches)
         tip = self.store.tip(self.branch)
         if self.published and tip != self.published and (tip is None or self.store.is_ancestor(tip, self.published)):
             tip = self.published  # our own push landed but the tracking ref could not be updated (busy)
         if tip is None:
             where = f"remote {self.store.remote}" if self.store.remote else "this repository"
             raise NotInitialised(f"no queue branch {self.branch!r} in {where}: run `runner init` first")
-        return self.snapshot_at(tip)
+        return self.reader.snapshot_at(tip, branches)
 
-    def snapshot_at(self, tip: str) -> Snapshot:
-        halt = self.store.file_at(tip, HALT_FILE)
-        halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
-        steps_tree = self.store.tree_id(tip, STEPS_DIR)
-        plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
-        # Every transition leaves its old blob in the parse cache: a long-running worker rebuilds
-        # (and so prunes) now and then instead of growing for ever.
-        self._last = (steps_tree, plan) if len(self._steps) < 2 * len(plan.steps) + 1000 else None
-        return Snapshot(tip=tip, plan=plan, config=self.config_at(tip), read_heartbeats=self.heartbeats)
+    def snapshot_at(self, tip: str, branches: Iterable[str] = ()) -> Snapshot:
+        return self.reader.snapshot_at(tip, list(branches))
 
-    def _updated_plan(self, steps_tree: str | None, halted: str | None) -> Plan | None:
-        """The last plan with only the changed step files re-read: a claim costs the same at
-        10,000 steps as at 100 (transitions never change a plan's shape)."""
-        if self._last is None or steps_tree is None or self._last[0] is None:
-            return None
-        last_tree, last_plan = self._last
-        if last_tree == steps_tree:
-            return Plan(steps=last_plan.steps, invalid=last_plan.invalid, halted=halted, order=last_plan.order, by_status=last_plan.by_status)
-        changes = self.store.changed_blobs(last_tree, steps_tree)
-        if changes is None or any(oid is None or kind != "M" or not is_step_path(path) for path, oid, kind in changes):
-            return None
-        return last_plan.updated([self._parse(f"{STEPS_DIR}/{path}", oid) for path, oid, _ in changes], halted)
+    @staticmethod
+    def context(snap: Snapshot, step: Step) -> Context:
+        return context_for(snap.config, snap.plan.deps_done(step), bool(snap.plan.halted))
 
-    def _built_plan(self, tip: str, halted: str | None) -> Plan:
-        self._load_parse_cache()
-        entries = [(path, oid) for path, oid in self.store.tree_files(tip, STEPS_DIR) if is_step_path(path)]
-        steps = [self._parse(path, oid) for path, oid in entries]
-        if len(self._steps) > 2 * len(entries) + 1000:
-            keep = {f"{path}\0{oid}" for path, oid in entries}
-            self._steps = {key: step for key, step in self._steps.items() if key in keep}
-        if self._parsed_new >= PARSE_CACHE_MIN:
-            self._save_parse_cache([f"{path}\0{oid}" for path, oid in entries])
-        return Plan.build(steps, halted=halted)
+    # --- publishing: the one retry policy -----------------------------------------------
 
-    def _load_parse_cache(self) -> None:
-        """Parsed step files survive the process (keyed by path and blob id): a fresh `runner
-        status` need not parse thousands of YAML frontmatters again."""
-        if self._cache_loaded:
-            return
-        self._cache_loaded = True
-        try:
-            data = json.loads(self._cache_path.read_text())
-        except (OSError, ValueError):
-            return
-        if data.get("version") != PARSE_CACHE_VERSION:
-            return
-        for key, (step_id, path, meta, text, problems) in data.get("steps", {}).items():
-            self._steps.setdefault(key, Step(id=step_id, path=path, meta=meta, text=text, problems=problems))
-
-    def _save_parse_cache(self, keys: list[str]) -> None:
-        self._parsed_new = 0
-        steps = {k: [s.id, s.path, s.meta, s.text, s.problems] for k in keys if (s := self._steps.get(k)) and len(s.text) < 65536}
-        tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
-        try:
-            tmp.write_text(json.dumps({"version": PARSE_CACHE_VERSION, "steps": steps}))
-            os.replace(tmp, self._cache_path)
-        except (OSError, TypeError, ValueError):
-            tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it
-
-    def _parse(self, path: str, oid: str) -> Step:
-        key = f"{path}\0{oid}"
-        cached = self._steps.get(key)
-        if cached is None:
-            self._parsed_new += 1
-            if oid.endswith("@link"):
-                stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-                cached = Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
-            else:
-                cached = parse_step(path, self.store.blob(oid))
-            self._steps[key] = cached
-        return Step(id=cached.id, path=cached.path, meta=cached.meta, text=cached.text, problems=list(cached.problems))
-
-    def config_at(self, tip: str) -> Config:
-        data = self.store.file_at(tip, "runner.toml")
-        key = data.decode(errors="replace") if data is not None else ""
-        if key not in self._configs:
-            self._configs[key] = parse_config(key)
-        return self._configs[key]
-
-    def heartbeats(self) -> dict[str, Heartbeat]:
-        beats = {}
-        for worker, commit in self.store.refs_under(self.store.heartbeat_refs_prefix()).items():
-            beat = self._beats.get(commit)
-            if beat is None:
-                if len(self._beats) > 10_000:
-                    self._beats.clear()
-                beat = parse_heartbeat(worker, commit, self.store.commit(commit).message)
-                self._beats[commit] = beat
-            beats[worker] = beat
-        return beats
-
-    # --- publishing --------------------------------------------------------------
-
-    def publish(
-        self, build: Callable[[Snapshot], Change], signer: Signer, snapshot: Snapshot | None = None, max_tries: int | None = None
-    ) -> Published:
-        """Build a change on the tip and compare-and-swap it in; rebuild on the new tip after a lost race."""
-        snap = snapshot or self.snapshot()
-        tries = max_tries or self.max_tries
+    def publish(self, build: Callable[[Snapshot], Change], actor: str, snapshot: Snapshot | None = None,
+                tries: int | None = None, branches: Iterable[str] = ()) -> Published:
+        """Build a change on the tip and publish it with every ref it moves, all or none; on a
+        lost race read the queue (and `branches`) again and rebuild."""
+        branches = list(branches)
+        snap = snapshot or self.snapshot(branches=branches)
+        author = author_for(actor)
+        tries = tries or self.max_tries
         for attempt in range(tries):
             change = build(snap)
-            commit = self.store.make_commit([snap.tip], change.files, change.message, signer)
-            if self.store.publish(self.branch, commit, snap.tip):
+            commit = self.store.make_commit([snap.tip], change.files, change.message, author)
+            outcome = self.store.publish([RefUpdate(self.ref, commit, snap.tip), *change.refs])
+            if isinstance(outcome, Won):
                 self.published = commit
-                return Published(commit=commit, change=change, snapshot=snap)
+                return Published(commit, change, snap)
+            if isinstance(outcome, Refused):
+                raise PushRefused(str(outcome))
+            if isinstance(outcome, Failed):
+                raise StoreError(str(outcome))
             self.races_lost += 1
             time.sleep(_backoff(attempt, remote=bool(self.store.remote)))
-            snap = self.snapshot()
+            snap = self.snapshot(branches=branches)
         raise LostRace(f"lost {tries} compare-and-swap races in a row on {self.branch}; giving up this time")
 
-    def transition_change(
-        self,
-        snap: Snapshot,
-        step_id: str,
-        event: Event,
-        actor: str,
-        now: datetime | None = None,
-        extra_files: dict[str, bytes | None] | None = None,
-        edit_text: Callable[[str], str] | None = None,
-    ) -> Change:
-        step = snap.plan.find(step_id)
+    def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None, refs: Iterable[RefUpdate] = ()) -> Change:
+        """The commit of one step event on this snapshot (TransitionError when refused)."""
+        step = snap.plan.find(event.step or "")
         if step is None:
-            raise BadInput(f"no step {step_id!r} on {self.branch} (see `runner status`)")
+            raise BadInput(f"no step {event.step!r} on {self.branch} (see `runner status`)")
         if not step.valid:
             raise BadInput(f"{step.path} is invalid and cannot change state: {'; '.join(step.problems)}")
-        event = _with_plan_context(event, snap, step)
-        updates = transition(step.meta, event, actor, now or utc_now(), step_id)
-        text = set_fields(step.text, updates)
-        if edit_text:
-            text = edit_text(text)
-        attempt = int(updates.get("attempt", step.attempt) or 0)
-        if event.kind == "takeover":
-            attempt = int(updates.get("attempt") or step.attempt)
-        subject = f"{event.kind} {step_id} (attempt {attempt}) by {actor}"
-        if event.kind in ("approve", "reject", "retry", "abort"):
-            subject = f"{event.kind} {step_id} by {actor}"
-        trailers = {
-            "Event": event.kind,
-            "Step": step_id,
-            "Worker": actor,
-            "Attempt": attempt,
-            "Replaces": event.attempt if event.kind == "takeover" else None,
-            "Incarnation": event.incarnation,
-            "Status": updates.get("status"),
-            "Reason": one_line(event.reason) if event.reason else None,
-        }
-        files = {step.path: text.encode("utf-8"), **(extra_files or {})}
-        return Change(step_id, event.kind, files, commit_message(subject, trailers), updates, attempt)
+        written = write_step_event(step, event, self.context(snap, step))
+        files: dict[str, bytes | None] = {step.path: written.text.encode("utf-8")}
+        if handoff is not None and event.spec.handoff:
+            files[f"plans/handoffs/{step.id}.md"] = handoff
+        if (notes := notes_after(self.store.file_at(snap.tip, NOTES_FILE), event)) is not None:
+            files[NOTES_FILE] = notes
+        assert set(files) <= allowed_paths(event, step.path)
+        return Change(files, written.message, event, written.status, written.updates, list(refs))
 
-    def apply_event(self, step_id: str, event: Event, actor: str, **kwargs) -> Published:
-        signer = signer_for(actor)
+    def event(self, step_id: str, kind: Kind, actor: str, **fields: Any) -> Published:
+        """A person's or holder's event on one step, as the CLI records it."""
+
+        def build(snap: Snapshot) -> Change:
+            step = snap.plan.find(step_id)
+            attempt = step.attempt if step is not None and step.valid else None
+            return self.step_change(snap, Event(kind, actor, utc_now(), step=step_id, attempt=attempt, **fields))
+
         # An outcome costs work to redo: keep trying far longer than a claim would.
-        return self.publish(lambda snap: self.transition_change(snap, step_id, event, actor, **kwargs), signer, max_tries=OUTCOME_TRIES)
+        return self.publish(build, actor, tries=OUTCOME_TRIES)
 
-    # --- claiming ----------------------------------------------------------------
+    # --- merging into the integration branch ---------------------------------------------
 
-    def claim(
-        self,
-        worker: str,
-        incarnation: str,
-        holder: dict[str, Any],
-        tags: Iterable[str] = (),
-        step_id: str | None = None,
-        snapshot: Snapshot | None = None,
-    ) -> Published:
-        """Claim the best step this worker may take (or `step_id`). Raises Skip when there is none."""
+    def merge_update(self, snap: Snapshot, result: str, step: str, attempt: int, actor: str) -> tuple[Merged | Conflict, RefUpdate | None]:
+        """Merge a step's result into the integration branch as this snapshot saw it: the merge
+        and the compare-and-swap that publishes it (None when it conflicts)."""
+        branch = snap.config.queue.integration_branch
+        tip = snap.tips.get(branch)
+        if tip is None:
+            raise StoreError(f"no integration branch {branch!r}: run `runner init`")
+        merged = self.store.merge(tip, result, merge_message(step, attempt, branch, actor), author_for(actor))
+        if isinstance(merged, Conflict):
+            return merged, None
+        return merged, RefUpdate(branch_ref(branch), merged.commit, tip)
+
+    def step_branch_update(self, config: Config, step: str, commit: str | None, done: bool) -> RefUpdate:
+        ref = branch_ref(config.queue.step_branch_prefix + step)
+        if done and config.queue.prune_merged_step_branches:
+            return RefUpdate(ref, None, FORCE)  # the merge on the integration branch keeps the record
+        return RefUpdate(ref, commit, FORCE)
+
+    def approve(self, step_id: str, person: str) -> Published:
+        """A person's approval: a result waiting in review is merged and recorded done in one
+        publish; a merge that conflicts sends the step back to ready with the conflict."""
+
+        def build(snap: Snapshot) -> Change:
+            step = snap.plan.find(step_id)
+            result = (step.meta.get("result") or {}) if step is not None and step.valid else {}
+            waiting = step is not None and step.status == Status.REVIEW and (step.meta.get("review") or "result") == "result"
+            base = Event(Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None)
+            if not (waiting and isinstance(result, dict) and result.get("commit")):
+                return self.step_change(snap, base)
+            merged, update = self.merge_update(snap, result["commit"], step_id, step.attempt, person)
+            if update is None:
+                conflict = f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: re-run on the new base"
+                return self.step_change(snap, replace(base, reason=conflict))
+            event = replace(base, result={"merge": merged.commit})
+            prune = self.step_branch_update(snap.config, step_id, result["commit"], done=True)
+            return self.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))
+
+        return self.publish(build, person, tries=OUTCOME_TRIES, branches=[self.integration_branch()])
+
+    def integration_branch(self) -> str:
+        tip = self.store.tip(self.branch)
+        return self.reader.config_at(tip).queue.integration_branch if tip else "runner/integration"
+
+    # --- claiming ------------------------------------------------------------------------
+
+    def claim(self, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (), step_id: str | None = None,
+              snapshot: Snapshot | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
+              ignore_deps: bool = False) -> Published:
+        """Claim the best step this worker may take (or `step_id`); Skip when there is none.
+        The worker's heartbeat rides in the same push when `beat` is given."""
         tags = list(tags)
+        tries = []
 
         def build(snap: Snapshot) -> Change:
             if snap.plan.halted:
                 raise Skip(f"queue halted: {snap.plan.halted}")
-            lease = format_duration(snap.config.lease)
             now = utc_now()
-            for step, kind, reason in self.candidates(snap, worker, incarnation, tags, now):
-                if step_id and step.id != step_id:
-                    continue
+            spread = bool(tries)  # after a lost race, racers spread over the next best steps
+            tries.append(1)
+            for step, kind, reason in self.candidates(snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
+                lease = str(step.meta.get("lease") or format_duration(snap.config.leases.lease)) if kind == Kind.TAKEOVER else format_duration(snap.config.leases.lease)
                 event = Event(
-                    kind=kind,
-                    attempt=step.attempt if kind == "takeover" else None,
-                    incarnation=incarnation,
-                    holder=holder,
-                    lease=str(step.meta.get("lease") or lease) if kind == "takeover" else lease,
-                    reason=reason,
-                    default_max_attempts=snap.config.max_attempts,
+                    kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
+                    incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
                 )
-                return self.transition_change(snap, step.id, event, worker, now)
+                refs = [self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})] if beat is not None else []
+                return self.step_change(snap, event, refs=refs)
             raise Skip(self.why_nothing(snap, tags, step_id))
 
-        return self.publish(build, signer_for(worker), snapshot)
+        return self.publish(build, by or worker, snapshot)
 
-    def candidates(self, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime):
-        """(step, 'claim' | 'takeover', reason) best first."""
+    def candidates(self, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime,
+                   step_id: str | None = None, ignore_deps: bool = False, spread: bool = False):
+        """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
         plan = snap.plan
-        # Observe every claim (the observation file is shared by all workers on this host),
-        # then keep those this worker may take over.
+        if step_id is not None:
+            step = plan.steps.get(step_id)
+            if step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step)):
+                if not step.tags or set(step.tags) <= set(tags):
+                    yield step, Kind.CLAIM, None
+                    return
         claimed = list(plan.with_status("claimed"))
-        expired = self.observer.expired_claims(claimed, snap.heartbeats, snap.config.lease) if claimed else {}
+        # Observe every claim (the observations are shared by all workers on this host), then
+        # keep those this worker may take over.
+        expired = self.observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}
         for step in claimed:
             if step.holder.get("incarnation") == incarnation:
-                # A worker claims only between steps: a claim of its own incarnation now was dropped
-                # by an earlier tick that could not record (the remote was down, say).
+                # A worker claims only between steps: a claim of its own incarnation now was
+                # dropped by an earlier tick that could not record (the remote was down, say).
                 expired[step.id] = "abandoned by an earlier tick of this worker"
         takeovers = sorted(
-            (
-                (plan.steps[step_id], "takeover", reason)
-                for step_id, reason in expired.items()
-                if not plan.steps[step_id].tags or set(plan.steps[step_id].tags) <= set(tags)
-            ),
+            ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
+             if (step_id is None or sid == step_id) and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
             key=lambda item: sort_key(item[0]),
         )
-        max_backoff = snap.config.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
-        ready = ((step, "claim", None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
-        return heapq.merge(ready, takeovers, key=lambda item: sort_key(item[0]))  # lazy: a claim needs the first
+        if step_id is not None:
+            yield from takeovers
+            return
+        max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
+        ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
+        yield from heapq.merge(_spread(ready) if spread else ready, takeovers, key=lambda item: sort_key(item[0]))
 
     def why_nothing(self, snap: Snapshot, tags: list[str], step_id: str | None) -> str:
         plan = snap.plan
+        now = utc_now()
         if step_id:
             step = plan.find(step_id)
             if step is None:
                 return f"no step {step_id!r}"
             status = plan.derived_status(step)
-            if status == "ready" and step.not_before and step.not_before > utc_now():
+            if status == "ready" and step.not_before and step.not_before > now:
                 return f"{step_id} backs off until {format_time(step.not_before)}"
             if status == "ready" and step.tags and not set(step.tags) <= set(tags):
                 return f"{step_id} needs tags {step.tags}"
+            if status == "waiting":
+                return f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a person may run it anyway: --ignore-deps --by NAME)"
             return f"{step_id} is {status}"
         counts: dict[str, int] = {}
         for step in [*plan.steps.values(), *plan.invalid]:
             status = plan.derived_status(step)
             counts[status] = counts.get(status, 0) + 1
-        backing_off = [s for s in plan.ready(utc_now(), tags, include_backoff=True) if s.not_before and s.not_before > utc_now()]
+        backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if s.not_before and s.not_before > now]
         summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
         if backing_off:
             summary += f"; {len(backing_off)} backing off"
         return f"nothing ready ({summary})"
 
-    # --- heartbeats ------------------------------------------------------------
+    # --- heartbeats ----------------------------------------------------------------------
+
+    def beat_update(self, worker: str, info: dict[str, Any]) -> RefUpdate:
+        """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
+        previous = self.store.heartbeats().get(worker)
+        body = {"host": host_name(), "at": format_time(utc_now()), **info}
+        commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body), author_for(worker), base_tree=EMPTY_TREE)
+        return RefUpdate(heartbeat_ref(worker), commit, previous)
 
     def beat(self, worker: str, info: dict[str, Any]) -> str:
-        """Move this worker's heartbeat ref: a commit chained on its previous beat."""
-        ref = HEARTBEAT_PREFIX + worker
-        signer = signer_for(worker)
-        body = json.dumps({"worker": worker, "host": host_name(), "at": format_time(utc_now()), **info}, sort_keys=True)
+        """Move this worker's heartbeat ref on its own (an idle worker, a long step)."""
         for _ in range(3):
-            previous = self.store.ref_target(self.store.heartbeat_refs_prefix() + worker)
-            commit = self.store.make_commit(
-                [previous] if previous else [], {}, f"heartbeat {worker}\n\n{body}\n", signer, base_tree=EMPTY_TREE
-            )
-            if self.store.publish_ref(ref, commit, previous):
-                return commit
-            self.store.fetch([], heartbeats=True)
+            update = self.beat_update(worker, info)
+            outcome = self.store.publish([update])
+            if isinstance(outcome, Won):
+                return update.new or ""
+            if isinstance(outcome, Refused):
+                raise PushRefused(str(outcome))
+            if isinstance(outcome, Failed):
+                raise StoreError(str(outcome))
+            self.store.fetch([], heartbeats=True)  # ours moved (or vanished): chain on what is there
         raise LostRace(f"could not move the heartbeat ref of {worker}")
 
-    # --- plan editing ---------------------------------------------------------------
+    def forget_workers(self, beats: dict[str, str]) -> None:
+        """Delete the heartbeat refs of workers that are gone (worker -> the beat we saw)."""
+        if not beats:
+            return
+        outcome = self.store.publish([RefUpdate(heartbeat_ref(worker), None, commit) for worker, commit in beats.items()])
+        if isinstance(outcome, Refused):
+            raise PushRefused(str(outcome))
+        if not isinstance(outcome, Won):
+            raise LostRace(f"a worker beat again while it was being pruned ({outcome}); run it again")
 
-    def init(self, actor: str) -> tuple[bool, str]:
+    # --- the plan as people edit it -------------------------------------------------------
+
+    def init(self, actor: str, files: dict[str, bytes] | None = None) -> tuple[bool, str]:
         """Create the queue branch (and the integration branch). (created?, message)"""
-        if self.store.remote:
-            self.store.fetch([self.branch])
+        self.store.fetch([self.branch])
         tip = self.store.tip(self.branch)
         messages = []
         if tip is None:
             files = {
-                "runner.toml": DEFAULT_TOML.encode(),
-                "plans/root.md": b"# Plan\n\nWhat this plan is for, and what every step should know.\n",
-                "plans/NOTES.md": b"# Notes\n\nDurable facts learned while running the plan.\n",
+                CONFIG_FILE: DEFAULT_TOML.encode(),
+                ROOT_FILE: b"# Plan\n\nWhat this plan is for, and what every step should know.\n",
+                NOTES_FILE: b"# Notes\n\nDurable facts learned while running the plan.\n",
+                **(files or {}),
             }
-            commit = self.store.make_commit([], files, commit_message("init runner queue", {"Event": "init"}), signer_for(actor))
-            if not self.store.publish(self.branch, commit, None):
-                raise LostRace("another process initialised the queue at the same time")
+            message = encode(Event(Kind.INIT, actor, utc_now()))
+            commit = self.store.make_commit([], files, message, author_for(actor))
+            outcome = self.store.publish([RefUpdate(self.ref, commit, None)])
+            if not isinstance(outcome, Won):
+                raise LostRace(f"could not create {self.branch}: {outcome or 'another process created it at the same time'}")
+            self.published = commit
             messages.append(f"created queue branch {self.branch}")
         else:
             messages.append(f"queue branch {self.branch} already exists")
-        config = self.config_at(self.store.tip(self.branch))
+        config = self.reader.config_at(self.store.tip(self.branch) or self.published)
         messages.append(self.ensure_integration(config, actor))
         return tip is None, "; ".join(messages)
 
     def ensure_integration(self, config: Config, actor: str) -> str:
-        branch = config.integration_branch
-        if self.store.remote:
-            self.store.fetch([branch])
+        branch = config.queue.integration_branch
+        self.store.fetch([branch])
         if self.store.tip(branch):
             return f"integration branch {branch} exists"
-        head = None
-        try:
-            if not self.store.repo.head_is_unborn:
-                head = str(self.store.repo.head.target)
-        except GitError:
-            head = None
+        head = self.store.local_head()
         if head is None:
-            head = self.store.make_commit([], {}, "start of integration\n", signer_for(actor), base_tree=EMPTY_TREE)
-        self.store.publish(branch, head, None)
+            head = self.store.make_commit([], {}, "start of integration\n", author_for(actor), base_tree=EMPTY_TREE)
+        outcome = self.store.publish([RefUpdate(branch_ref(branch), head, None)])
+        if isinstance(outcome, Refused):
+            raise PushRefused(str(outcome))
         return f"created integration branch {branch} at {head[:10]}"
 
-    def add_files(self, files: dict[str, bytes | None], subject: str, actor: str, check: Callable[[Snapshot], None] | None = None) -> Published:
-        """A person's plan edit (new steps, an import): validated against the plan it lands on."""
+    def edit(self, files: Callable[[Snapshot], dict[str, bytes | None]], summary: str, actor: str) -> Published:
+        """A person's plan edit (new steps, an import, runner.toml): `files(snapshot)` builds and
+        checks the files against the plan they land on (BadInput), again after a lost race."""
 
         def build(snap: Snapshot) -> Change:
-            if check:
-                check(snap)
-            return Change(step_id="", event="edit", files=files, message=subject + "\n")
+            return Change(files(snap), encode(Event(Kind.EDIT, actor, utc_now(), reason=summary)))
 
-        return self.publish(build, signer_for(actor))
+        return self.publish(build, actor)
 
     def set_halt(self, reason: str | None, actor: str) -> Published:
         def build(snap: Snapshot) -> Change:
             if reason is None and not snap.plan.halted:
                 raise Skip("the queue is not halted")
-            kind = "halt" if reason is not None else "resume"
-            content = (reason.strip() + "\n").encode() if reason is not None else None
-            subject = f"{kind} queue by {actor}" + (f": {one_line(reason)}" if reason else "")
-            return Change("", kind, {HALT_FILE: content}, commit_message(subject, {"Event": kind, "Worker": actor, "Reason": one_line(reason) if reason else None}))
+            event = Event(Kind.HALT if reason is not None else Kind.RESUME, actor, utc_now(), reason=reason)
+            return Change({HALT_FILE: halt_file(event)}, encode(event), event)
 
-        return self.publish(build, signer_for(actor))
+        return self.publish(build, actor)
 
-    # --- audit ---------------------------------------------------------------------
+    # --- the audit trail -------------------------------------------------------------------
 
     def log(self, step_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         tip = self.snapshot().tip
         entries = []
-        for commit in self.store.walk(tip):
-            trailers = parse_trailers(commit.message)
-            if step_id and trailers.get("Step") != step_id and not _touches_step(self.store, commit, step_id):
+        for info in self.store.log(tip):
+            entry = log_entry(info.id, info.message, info.author, info.time)
+            if step_id and entry["step"] != step_id and not any(p.endswith(f"/{step_id}.md") for p in self.store.changed_paths(info.id)):
                 continue
-            entries.append(
-                {
-                    "commit": str(commit.id),
-                    "time": format_time(datetime.fromtimestamp(commit.commit_time).astimezone()),
-                    "author": commit.author.name,
-                    "event": trailers.get("Event", "edit"),
-                    "step": trailers.get("Step"),
-                    "worker": trailers.get("Worker"),
-                    "attempt": int(trailers["Attempt"]) if trailers.get("Attempt", "").isdigit() else None,
-                    "status": trailers.get("Status"),
-                    "subject": commit.message.split("\n", 1)[0],
-                }
-            )
+            entries.append(entry)
             if limit and len(entries) >= limit:
                 break
         return entries
 
 
-def _touches_step(store: GitStore, commit, step_id: str) -> bool:
-    if not commit.parents:
-        return False
-    diff = commit.tree.diff_to_tree(commit.parents[0].tree)
-    return any(
-        (d.delta.new_file.path or "").endswith(f"/{step_id}.md") or (d.delta.old_file.path or "").endswith(f"/{step_id}.md")
-        for d in diff
-    )
+def log_entry(commit: str, message: str, author: str, when: int) -> dict[str, Any]:
+    """One commit of the queue branch as `runner log` shows it, with the runs it recorded."""
+    try:
+        decoded = decode(message)
+        event = decoded.event
+    except CodecError:
+        event, decoded = None, None
+    trailers = decoded.trailers if decoded else trailers_of_quietly(message)
+    return {
+        "commit": commit,
+        "time": format_time(datetime.fromtimestamp(when).astimezone()),
+        "author": author,
+        "event": str(event.kind) if event else trailers.get("Event", "edit"),
+        "step": event.step if event else trailers.get("Step"),
+        "actor": event.actor if event else trailers.get("Actor", trailers.get("Worker", author)),
+        "attempt": event.attempt if event else (int(trailers["Attempt"]) if trailers.get("Attempt", "").isdigit() else None),
+        "status": decoded.status if decoded else trailers.get("Status"),
+        "reason": event.reason if event and event.kind != Kind.EDIT else None,
+        "runs": list(event.runs) if event else [],
+        "subject": message.split("\n", 1)[0],
+    }
 
 
-def _with_plan_context(event: Event, snap: Snapshot, step: Step) -> Event:
-    from dataclasses import replace
+def trailers_of_quietly(message: str) -> dict[str, str]:
+    try:
+        return trailers_of(message)
+    except CodecError:
+        return {}
 
-    return replace(
-        event,
-        deps_done=snap.plan.deps_done(step),
-        halted=bool(snap.plan.halted),
-        default_max_attempts=snap.config.max_attempts,
-    )
+
+def _spread(ready: Iterable[tuple[Step, Kind, str | None]]):
+    """After a lost race, racers that would all take the same best step again spread over
+    the next few steps of the same priority instead."""
+    ready = iter(ready)
+    first = next(ready, None)
+    if first is None:
+        return
+    group = [first]
+    for item in ready:
+        if item[0].priority != first[0].priority or len(group) >= 8:
+            rest = item
+            break
+        group.append(item)
+    else:
+        rest = None
+    start = random.randrange(len(group)) if len(group) > 1 else 0
+    # heapq.merge needs sorted input: the spread group keeps its sort keys, only the first pick moves.
+    yield group[start]
+    yield from (item for index, item in enumerate(group) if index != start)
+    if rest is not None:
+        yield rest
+        yield from ready
 
 
 def _backoff(attempt: int, remote: bool) -> float:
@@ -476,25 +463,11 @@ def _backoff(attempt: int, remote: bool) -> float:
     return random.uniform(0, min(1.0, base * (2**attempt)))
 
 
-def retry_delay(config: Config, attempt: int) -> float:
-    """Delay before a failed attempt may run again: exponential from config.backoff, +-20 % jitter."""
-    delay = min(config.backoff_cap, config.backoff * (2 ** max(attempt - 1, 0)))
+def retry_delay(config: Config, failures: int) -> float:
+    """Delay before a failed step may run again: exponential from [leases] backoff, +-20 % jitter."""
+    delay = min(config.leases.backoff_cap, config.leases.backoff * (2 ** max(failures - 1, 0)))
     return delay * random.uniform(0.8, 1.2)
 
 
-def retry_at(config: Config, attempt: int) -> datetime:
-    return utc_now() + timedelta(seconds=retry_delay(config, attempt))
-
-
-def signer_for(actor: str) -> Signer:
-    return Signer(name=actor, email=f"{actor}@{host_name()}".replace(" ", "-"))
-
-
-def new_step_file(step_id: str, title: str, fields: dict[str, Any], body: str) -> tuple[str, bytes]:
-    if problem := step_id_problem(step_id):
-        raise BadInput(problem)
-    return f"{STEPS_DIR}/{step_id}.md", render_new_step(step_id, title, fields, body).encode()
-
-
-def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:
-    return Queue(GitStore(repo, remote=remote), branch=branch)
+def retry_at(config: Config, failures: int) -> datetime:
+    return utc_now() + timedelta(seconds=retry_delay(config, failures))

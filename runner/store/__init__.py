@@ -1,2 +1,137 @@
 """Where the queue lives: refs, trees, blobs and commits, an atomic multi-ref
-compare-and-swap, fetch and worktrees. Knows bytes and refs, never steps."""
+compare-and-swap, fetch and worktrees. Knows bytes and refs, never steps.
+
+`Store` is the interface; `runner.store.git.GitStore` implements it over pygit2 and the
+git CLI (a remote reached by path, git daemon, ssh or a forge, or none), and
+`runner.store.memory.MemoryStore` in memory for fast policy tests.
+
+Publishing moves several refs at once or none of them, each on a compare-and-swap of
+its old value, and says what happened as a value, never as an error string to match:
+
+    Won()                 every ref moved
+    Lost(ref)             another writer moved a ref first: read again and rebuild
+    Refused(reasons)      the remote's hook declined: a protocol violation, never retried
+    Failed(error)         anything else (network, disk): nothing is known to have moved
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Protocol
+
+FORCE = "+"  # the expected old value of a ref only its writer moves (a step branch): overwrite
+ABSENT = None  # the expected old value of a ref that must not exist yet
+
+
+@dataclass(frozen=True)
+class Author:
+    name: str
+    email: str
+
+
+@dataclass(frozen=True)
+class RefUpdate:
+    ref: str
+    new: str | None  # None deletes the ref
+    old: str | None  # the value it must have now: an id, ABSENT, or FORCE
+
+
+@dataclass(frozen=True)
+class Won:
+    pass
+
+
+@dataclass(frozen=True)
+class Lost:
+    ref: str = ""
+
+
+@dataclass(frozen=True)
+class Refused:
+    reasons: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "the remote refused the push: " + "; ".join(self.reasons)
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: str = ""
+
+    def __str__(self) -> str:
+        return self.error
+
+
+Outcome = Won | Lost | Refused | Failed
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    id: str
+    parents: tuple[str, ...]
+    tree: str
+    message: str
+    author: str
+    time: int  # seconds since the epoch, as the committer wrote it
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    oid: str
+    link: bool = False
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    oid: str | None  # the new blob, None when deleted
+    kind: str  # "A" added, "M" modified, "D" deleted, "T" type changed
+    link: bool = False
+
+
+@dataclass(frozen=True)
+class Merged:
+    commit: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    paths: tuple[str, ...] = field(default_factory=tuple)
+
+
+class StoreError(Exception):
+    """The store failed for a reason other than losing a race (a run-time failure)."""
+
+
+class Store(Protocol):
+    remote: str | None  # the remote's name, None when the queue is local
+    state_dir: Path  # this host's private state for this repository (caches, logs, worktrees)
+
+    # -- reading: our view (remote-tracking refs when there is a remote) --
+    def tip(self, branch: str) -> str | None: ...
+    def heartbeats(self) -> dict[str, str]: ...  # worker id -> commit of its last beat
+    def read(self, oid: str) -> bytes: ...
+    def file_at(self, commit: str, path: str) -> bytes | None: ...
+    def tree_id(self, commit: str, path: str = "") -> str | None: ...
+    def list_files(self, commit: str, prefix: str) -> list[FileEntry]: ...
+    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]: ...
+    def commit(self, oid: str) -> CommitInfo: ...
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
+    def log(self, tip: str) -> Iterator[CommitInfo]: ...  # first parents, newest first
+    def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
+
+    # -- writing objects --
+    def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str: ...
+    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
+
+    # -- moving refs, all or none --
+    def publish(self, updates: list[RefUpdate]) -> Outcome: ...
+    def fetch(self, branches: list[str], heartbeats: bool = False) -> None: ...
+
+    # -- worktrees --
+    def add_worktree(self, path: Path, commit: str) -> None: ...
+    def remove_worktree(self, path: Path) -> None: ...
+    def prune_worktrees(self) -> None: ...
+    def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]: ...  # (tree, changed paths)

@@ -1,9 +1,9 @@
-"""Every git call runner makes, in one place.
+"""GitStore: the Store over a real git repository. Every git call runner makes is here.
 
-The hot path (reading trees and blobs, building commits without an index or a
-working tree, local compare-and-swap of refs) uses pygit2. What needs the
-user's own git (fetch and push with their credentials and ssh config,
-worktrees) drives the git CLI, never through a shell.
+The hot path (reading trees and blobs, building commits without an index or a working
+tree, local ref transactions) uses pygit2. What needs the user's own git (fetch and push
+with their credentials and ssh config, worktrees) drives the git CLI, never through a
+shell, with git's automatic gc and maintenance off (`runner gc` does that on purpose).
 """
 
 from __future__ import annotations
@@ -12,26 +12,36 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pygit2
 
-# libgit2 caches up to 256 MiB of objects by default; a worker draining a large plan
-# reads each step blob once or twice, so a small cache costs nothing and bounds memory.
+from runner.core.layout import HEARTBEAT_PREFIX
+from runner.store import (
+    ABSENT,
+    FORCE,
+    Author,
+    Change,
+    CommitInfo,
+    Conflict,
+    Failed,
+    FileEntry,
+    Lost,
+    Merged,
+    Outcome,
+    RefUpdate,
+    Refused,
+    StoreError,
+    Won,
+)
+from runner.store import locks
+
+# libgit2 caches up to 256 MiB of objects by default; the trees a claim rewrites are what
+# must stay cached, a long-running worker's memory must not grow with the plan.
 pygit2.settings.cache_max_size(32 * 1024 * 1024)
 
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
-HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
-FORCE = "+"  # as the expected old value of a push: overwrite (a step branch only its holder writes)
-
-
-class GitError(Exception):
-    """git failed for a reason other than losing a race."""
-
-
-class PushRefused(GitError):
-    """The remote's hook refused the push: a protocol violation, not a lost race."""
+QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
 
 
 def _git_env() -> dict[str, str]:
@@ -40,22 +50,17 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        ["git", *args], cwd=str(cwd), env=_git_env(), input=input, capture_output=True, timeout=600
-    )
+def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run git (argv, never a shell). The one way runner starts a git process."""
+    try:
+        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(), input=input, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot run git: {exc.strerror} (install git 2.38 or newer)") from exc
     if check and proc.returncode != 0:
-        raise GitError(f"git {' '.join(args[:3])} failed: {proc.stderr.decode(errors='replace').strip()}")
+        raise StoreError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
     return proc
-
-
-@dataclass
-class Signer:
-    name: str
-    email: str
-
-    def signature(self) -> pygit2.Signature:
-        return pygit2.Signature(self.name, self.email)
 
 
 class GitStore:
@@ -64,110 +69,147 @@ class GitStore:
     def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
         try:
             found = pygit2.discover_repository(str(path))
-        except Exception:
+        except pygit2.GitError:
             found = None
         if not found:
-            raise GitError(f"{Path(path).resolve()} is not inside a git repository (run `git init` first)")
+            raise StoreError(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
         self.repo = pygit2.Repository(found)
-        self.git_dir = Path(self._common_dir(Path(self.repo.path)))
+        self.git_dir = Path(_common_dir(Path(self.repo.path)))
         self.workdir = Path(self.repo.workdir) if self.repo.workdir else self.git_dir
-        self.runner_dir = self.git_dir / "runner"
-        self.runner_dir.mkdir(exist_ok=True)
+        self.state_dir = self.git_dir / "runner"
+        self.state_dir.mkdir(exist_ok=True)
         names = list(self.repo.remotes.names())
         if remote == "auto":
             remote = "origin" if "origin" in names else None
         elif remote is not None and remote not in names:
-            raise GitError(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'})")
+            raise StoreError(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for local only)")
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
 
-    @staticmethod
-    def _common_dir(git_dir: Path) -> str:
-        common = git_dir / "commondir"
-        if common.is_file():
-            return str((git_dir / common.read_text().strip()).resolve())
-        return str(git_dir.resolve())
+    @classmethod
+    def receiving(cls, path: str | Path) -> "GitStore":
+        """The server's repository during pre-receive: the pushed objects sit in a quarantine
+        folder that git names in the environment, and libgit2 does not read it by itself."""
+        store = cls(path, remote=None)
+        folders = [os.environ.get("GIT_OBJECT_DIRECTORY", ""), *os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)]
+        for folder in folders:
+            if folder and os.path.isdir(folder):
+                store.repo.odb.add_disk_alternate(os.path.abspath(folder))
+        return store
 
-    # --- refs ---------------------------------------------------------------
+    def private(self) -> "GitStore":
+        """Another handle on the same repository (pygit2 objects are not shared across threads)."""
+        return GitStore(self.git_dir, remote=self.remote)
 
-    def branch_ref(self, branch: str) -> str:
-        """The local ref that holds our view of `branch` (a remote-tracking ref with a remote)."""
-        if self.remote:
-            return f"refs/remotes/{self.remote}/{branch}"
-        return f"refs/heads/{branch}"
+    # --- refs -------------------------------------------------------------------
 
-    def heartbeat_refs_prefix(self) -> str:
-        if self.remote:
-            return f"refs/runner/remotes/{self.remote}/heartbeats/"
-        return HEARTBEAT_PREFIX
+    def view_ref(self, ref: str) -> str:
+        """The local ref that holds our view of a ref of the queue's home (tracking refs with a remote)."""
+        if not self.remote:
+            return ref
+        if ref.startswith("refs/heads/"):
+            return f"refs/remotes/{self.remote}/{ref[len('refs/heads/'):]}"
+        if ref.startswith(HEARTBEAT_PREFIX):
+            return f"refs/runner/remotes/{self.remote}/heartbeats/{ref[len(HEARTBEAT_PREFIX):]}"
+        return ref
 
-    def ref_target(self, ref: str) -> str | None:
+    def ref(self, ref: str) -> str | None:
         try:
-            return str(self.repo.references[ref].target)
-        except (KeyError, pygit2.InvalidSpecError):
+            reference = self.repo.references.get(ref)
+        except (pygit2.InvalidSpecError, ValueError):
+            return None
+        if reference is None:
+            return None
+        try:
+            return str(reference.resolve().target)
+        except (KeyError, pygit2.GitError):
             return None
 
     def tip(self, branch: str) -> str | None:
-        return self.ref_target(self.branch_ref(branch))
+        return self.ref(self.view_ref("refs/heads/" + branch))
 
-    def refs_under(self, prefix: str) -> dict[str, str]:
+    def heartbeats(self) -> dict[str, str]:
+        prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
         found = {}
         for name in self.repo.references:
-            if name.startswith(prefix):
-                target = self.ref_target(name)
-                if target:
-                    found[name[len(prefix) :]] = target
+            if name.startswith(prefix) and (target := self.ref(name)):
+                found[name[len(prefix):]] = target
         return found
 
-    def local_cas(self, ref: str, new: str, old: str | None) -> bool:
-        """Compare-and-swap a local ref. False when another writer got there first."""
+    def local_head(self) -> str | None:
+        """The commit this clone has checked out, if any (where a new integration branch starts)."""
         try:
-            if old is None:
-                self.repo.references.create(ref, new, force=False)
-            else:
-                current = self.repo.references.get(ref)
-                if current is None or str(current.target) != old:
-                    return False
-                current.set_target(new, "runner")
-            return True
-        except (pygit2.GitError, pygit2.AlreadyExistsError, ValueError, OSError) as exc:
-            if _is_race(str(exc)):
-                return False
-            raise GitError(f"updating {ref}: {exc}") from exc
+            return None if self.repo.head_is_unborn else str(self.repo.head.target)
+        except pygit2.GitError:
+            return None
 
-    def set_ref(self, ref: str, new: str) -> None:
-        self.repo.references.create(ref, new, force=True)
+    # --- objects ------------------------------------------------------------------
 
-    def set_own_ref(self, ref: str, new: str) -> None:
-        """Overwrite a ref only the current holder writes (a step branch). A lock file there was
-        left by a holder killed mid-write (a live one on this host would still hold the claim)."""
+    def read(self, oid: str) -> bytes:
+        obj = self.repo.get(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise StoreError(f"{oid} is not a blob")
+        return obj.data
+
+    def _commit(self, oid: str) -> pygit2.Commit:
+        obj = self.repo.get(oid)
+        if not isinstance(obj, pygit2.Commit):
+            raise StoreError(f"{oid} is not a commit")
+        return obj
+
+    def commit(self, oid: str) -> CommitInfo:
+        commit = self._commit(oid)
+        return CommitInfo(
+            id=str(commit.id),
+            parents=tuple(str(p) for p in commit.parent_ids),
+            tree=str(commit.tree_id),
+            message=commit.message,
+            author=commit.author.name,
+            time=commit.commit_time,
+        )
+
+    def object_type(self, oid: str) -> str | None:
+        obj = self.repo.get(oid)
+        return obj.type_str if obj is not None else None
+
+    def _entry(self, commit: str, path: str):
+        tree = self._commit(commit).tree
+        if not path:
+            return tree
         try:
-            self.set_ref(ref, new)
-        except (pygit2.GitError, OSError):
-            lock = self.git_dir / (ref + ".lock")
-            if not lock.exists():
-                raise
-            lock.unlink(missing_ok=True)
-            self.set_ref(ref, new)
-
-    # --- objects --------------------------------------------------------------
-
-    def blob(self, oid: str) -> bytes:
-        return self.repo[oid].data
-
-    def commit(self, oid: str) -> pygit2.Commit:
-        return self.repo[oid]
-
-    def tree_files(self, commit_oid: str, prefix: str) -> list[tuple[str, str]]:
-        """(path, blob id) of every blob under `prefix` at a commit, recursively."""
-        tree = self.repo[commit_oid].tree
-        try:
-            node = tree[prefix] if prefix else tree
+            return tree[path]
         except KeyError:
-            return []
+            return None
+
+    def file_at(self, commit: str | None, path: str) -> bytes | None:
+        if commit is None:
+            return None
+        entry = self._entry(commit, path)
+        return entry.data if isinstance(entry, pygit2.Blob) else None
+
+    def entry_at(self, commit: str, path: str) -> FileEntry | None:
+        """The blob at `path` of a commit, if a blob is there."""
+        tree = self._commit(commit).tree
+        try:
+            entry = tree[path]
+        except KeyError:
+            return None
+        if entry.type_str != "blob":
+            return None
+        return FileEntry(path, str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_LINK)
+
+    def raw_message(self, oid: str) -> bytes:
+        return self._commit(oid).raw_message
+
+    def tree_id(self, commit: str, path: str = "") -> str | None:
+        entry = self._entry(commit, path)
+        return str(entry.id) if isinstance(entry, pygit2.Tree) else None
+
+    def list_files(self, commit: str, prefix: str) -> list[FileEntry]:
+        node = self._entry(commit, prefix)
         if not isinstance(node, pygit2.Tree):
             return []
-        found: list[tuple[str, str]] = []
+        found: list[FileEntry] = []
         stack = [(prefix, node)]
         while stack:
             base, current = stack.pop()
@@ -176,53 +218,81 @@ class GitStore:
                 if entry.type_str == "tree":
                     stack.append((path, self.repo[entry.id]))
                 elif entry.type_str == "blob":
-                    found.append((path, str(entry.id) + ("@link" if entry.filemode == pygit2.GIT_FILEMODE_LINK else "")))
+                    found.append(FileEntry(path, str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_LINK))
         return found
 
-    def tree_id(self, commit_oid: str, path: str) -> str | None:
-        try:
-            entry = self.repo[commit_oid].tree[path]
-        except KeyError:
-            return None
-        return str(entry.id) if isinstance(entry, pygit2.Tree) else None
-
-    def changed_blobs(self, old_tree: str, new_tree: str) -> list[tuple[str, str | None, str]] | None:
-        """(path, new blob id or None if deleted, change) between two trees, in C: unchanged
-        subtrees are skipped by id. None when a change is not a plain blob edit."""
+    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
+        """What changed between two trees, in C: unchanged subtrees are skipped by id."""
         changes = []
         for delta in self.repo[old_tree].diff_to_tree(self.repo[new_tree]).deltas:
             kind = delta.status_char()
-            if kind not in ("M", "A", "D") or delta.new_file.mode == pygit2.GIT_FILEMODE_LINK:
-                return None
-            changes.append((delta.new_file.path, None if kind == "D" else str(delta.new_file.id), kind))
+            path = delta.new_file.path or delta.old_file.path
+            oid = None if kind == "D" else str(delta.new_file.id)
+            changes.append(Change(path, oid, kind, delta.new_file.mode == pygit2.GIT_FILEMODE_LINK))
         return changes
 
-    def file_at(self, commit_oid: str | None, path: str) -> bytes | None:
-        if commit_oid is None:
-            return None
-        try:
-            entry = self.repo[commit_oid].tree[path]
-        except KeyError:
-            return None
-        return entry.data if isinstance(entry, pygit2.Blob) else None
+    def changed_paths(self, commit: str) -> list[str]:
+        info = self._commit(commit)
+        if not info.parents:
+            return [e.path for e in self.list_files(commit, "")]
+        return [c.path for c in self.diff_trees(str(info.parents[0].tree_id), str(info.tree_id))]
 
-    def make_commit(
-        self, parents: list[str], changes: dict[str, bytes | None], message: str, signer: Signer, base_tree: str | None = None
-    ) -> str:
-        """A commit of `changes` (path -> content, None deletes) on top of parents[0]'s tree."""
-        if base_tree is None:
-            base_tree = str(self.repo[parents[0]].tree.id) if parents else None
-        tree = self._write_tree(base_tree, changes)
-        sig = signer.signature()
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        try:
+            return ancestor == descendant or self.repo.descendant_of(descendant, ancestor)
+        except (pygit2.GitError, KeyError, ValueError):
+            return False
+
+    def commits_between(self, old: str | None, new: str) -> list[CommitInfo]:
+        """Every commit reachable from `new` and not from `old` (all parents), oldest first."""
+        walker = self.repo.walk(new, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE)
+        if old:
+            walker.hide(old)
+        return [self.commit(str(c.id)) for c in walker]
+
+    def reflog(self, ref: str) -> list[tuple[str, str, int]]:
+        """(old, new, time) of a ref's recorded updates, newest first (empty without a reflog)."""
+        try:
+            reference = self.repo.references.get(ref)
+            entries = list(reference.log()) if reference is not None else []
+        except (pygit2.GitError, KeyError, ValueError):
+            return []
+        return [(str(e.oid_old), str(e.oid_new), e.committer.time) for e in entries]
+
+    def gitlinks(self, tree: str) -> list[str]:
+        """Paths of submodule entries (gitlinks) anywhere in a tree."""
+        found, stack = [], [("", self.repo[tree])]
+        while stack:
+            base, node = stack.pop()
+            for entry in node:
+                path = f"{base}/{entry.name}" if base else entry.name
+                if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
+                    found.append(path)
+                elif entry.type_str == "tree":
+                    stack.append((path, self.repo[entry.id]))
+        return found
+
+    def log(self, tip: str) -> Iterator[CommitInfo]:
+        walker = self.repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL)
+        walker.simplify_first_parent()
+        for commit in walker:
+            yield self.commit(str(commit.id))
+
+    def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
+        """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
+        if base_tree is None and parents:
+            base_tree = str(self._commit(parents[0]).tree_id)
+        tree = self._write_tree(base_tree, files)
+        sig = pygit2.Signature(author.name, author.email)
         return str(self.repo.create_commit(None, sig, sig, message, tree, parents))
 
-    def _write_tree(self, base: str | None, changes: dict[str, bytes | None]) -> pygit2.Oid:
-        grouped: dict[str, dict[str, bytes | None]] = {}
+    def _write_tree(self, base: str | None, files: dict[str, bytes | None]) -> pygit2.Oid:
         here: dict[str, bytes | None] = {}
-        for path, data in changes.items():
+        below: dict[str, dict[str, bytes | None]] = {}
+        for path, data in files.items():
             head, _, rest = path.partition("/")
             if rest:
-                grouped.setdefault(head, {})[rest] = data
+                below.setdefault(head, {})[rest] = data
             else:
                 here[head] = data
         base_tree = self.repo[base] if base else None
@@ -233,10 +303,8 @@ class GitStore:
                     builder.remove(name)
             else:
                 builder.insert(name, self.repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
-        for name, sub in grouped.items():
-            sub_base = None
-            if base_tree is not None and name in base_tree and base_tree[name].type_str == "tree":
-                sub_base = str(base_tree[name].id)
+        for name, sub in below.items():
+            sub_base = str(base_tree[name].id) if base_tree is not None and name in base_tree and base_tree[name].type_str == "tree" else None
             sub_tree = self._write_tree(sub_base, sub)
             if len(self.repo[sub_tree]) == 0:
                 if base_tree is not None and name in base_tree:
@@ -245,143 +313,219 @@ class GitStore:
                 builder.insert(name, sub_tree, pygit2.GIT_FILEMODE_TREE)
         return builder.write()
 
-    def merge_commits(self, ours: str, theirs: str) -> tuple[str | None, list[str]]:
-        """Merge two commits in memory: (tree id, []) or (None, conflicting paths)."""
+    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
+        """A merge commit of `theirs` into `ours`, built in memory (a fast-forward when possible)."""
+        if self.is_ancestor(ours, theirs):
+            return Merged(theirs)
         index = self.repo.merge_commits(ours, theirs)
         if index.conflicts is not None:
-            paths = sorted({(e[1] or e[2] or e[0]).path for e in index.conflicts})
-            return None, paths
-        return str(index.write_tree(self.repo)), []
+            return Conflict(tuple(sorted({(e[1] or e[2] or e[0]).path for e in index.conflicts})))
+        tree = index.write_tree(self.repo)
+        sig = pygit2.Signature(author.name, author.email)
+        return Merged(str(self.repo.create_commit(None, sig, sig, message, tree, [ours, theirs])))
 
-    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
-        return ancestor == descendant or self.repo.descendant_of(descendant, ancestor)
+    # --- publishing: all refs or none ---------------------------------------------------
 
-    def walk(self, tip: str):
-        """Commits from tip back to the root, newest first (first parent only)."""
-        walker = self.repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL)
-        walker.simplify_first_parent()
-        return walker
+    def publish(self, updates: list[RefUpdate]) -> Outcome:
+        outcome = self._push(updates) if self.remote else self._transaction(updates)
+        if isinstance(outcome, Won) and self.remote:
+            for update in updates:
+                self._track(update.ref, update.new)
+        return outcome
 
-    # --- the remote -------------------------------------------------------------
+    def _transaction(self, updates: list[RefUpdate]) -> Outcome:
+        """One local ref transaction: every ref locked, checked, then written."""
+        for attempt in range(2):
+            try:
+                with self.repo.transaction() as txn:
+                    for update in updates:
+                        txn.lock_ref(update.ref)
+                    for update in updates:
+                        current = self.ref(update.ref)
+                        if update.old != FORCE and current != update.old:
+                            raise _Moved(update.ref)
+                    for update in updates:
+                        if update.new is None:
+                            if self.ref(update.ref) is not None:
+                                txn.remove(update.ref)
+                        else:
+                            txn.set_target(update.ref, update.new, message="runner")
+                return Won()
+            except _Moved as moved:
+                return Lost(moved.ref)
+            except (pygit2.GitError, OSError, ValueError) as exc:
+                if attempt == 0 and locks.clear_stale(str(exc), self.git_dir, self.workdir):
+                    continue
+                if locks.lock_path(str(exc)):
+                    return Lost(updates[0].ref)  # another process holds the ref's lock this instant
+                return Failed(f"updating {', '.join(u.ref for u in updates)}: {exc}")
+        return Failed("a stale lock file could not be removed")
+
+    def _push(self, updates: list[RefUpdate]) -> Outcome:
+        args = ["push", "--porcelain", "--atomic", "--no-verify"]
+        for u in updates:
+            if u.old != FORCE:
+                args.append(f"--force-with-lease={u.ref}:{u.old or ''}")
+        args.append(self.remote_url)
+        args += [f"{'+' if u.old == FORCE else ''}{u.new or ''}:{u.ref}" for u in updates]
+        try:
+            proc = run_git(self.git_dir, *args, check=False, timeout=300)
+        except StoreError as exc:
+            return self._landed_or(updates, Failed(str(exc)))
+        if proc.returncode == 0:
+            return Won()
+        outcome = _push_outcome(proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
+        return self._landed_or(updates, outcome) if isinstance(outcome, Failed) else outcome
+
+    def _landed_or(self, updates: list[RefUpdate], outcome: Outcome) -> Outcome:
+        """A push whose answer was lost may have landed: look at the remote before deciding."""
+        try:
+            there = self.remote_refs([u.ref for u in updates])
+        except StoreError:
+            return outcome
+        if all(there.get(u.ref) == u.new for u in updates):
+            return Won()
+        return outcome
+
+    def remote_refs(self, refs: list[str]) -> dict[str, str]:
+        proc = run_git(self.git_dir, "ls-remote", self.remote_url, *refs, timeout=120)
+        found = {}
+        for line in proc.stdout.decode().splitlines():
+            oid, _, name = line.partition("\t")
+            found[name] = oid
+        return found
+
+    def remote_branches(self) -> dict[str, str]:
+        return {ref.removeprefix("refs/heads/"): oid for ref, oid in self.remote_refs(["refs/heads/*"]).items()}
+
+    def _track(self, ref: str, new: str | None) -> None:
+        """Mirror a ref we just pushed into our view, so the next read needs no fetch."""
+        local = self.view_ref(ref)
+        if local == ref:
+            return
+        try:
+            if new is None:
+                if self.repo.references.get(local) is not None:
+                    self.repo.references.delete(local)
+            else:
+                self.repo.references.create(local, new, force=True)
+        except (pygit2.GitError, OSError, KeyError) as exc:
+            locks.clear_stale(str(exc), self.git_dir, self.workdir)  # the next fetch brings it
+
+    # --- fetching ---------------------------------------------------------------------
 
     def fetch(self, branches: list[str], heartbeats: bool = False) -> None:
-        """Fetch branches (and heartbeat refs) into our remote-tracking refs."""
+        """Bring our view of `branches` (and every heartbeat ref) up to date in one round trip.
+        A branch the remote does not have yet is not an error."""
         if not self.remote:
             return
-        specs = [f"+refs/heads/{b}:refs/remotes/{self.remote}/{b}" for b in branches]
+        # A refspec with a '*' matches nothing without failing: a branch not there yet is fine.
+        specs = [f"+refs/heads/{b}*:refs/remotes/{self.remote}/{b}*" for b in dict.fromkeys(branches)]
         if heartbeats:
-            specs.append(f"+{HEARTBEAT_PREFIX}*:{self.heartbeat_refs_prefix()}*")
+            specs.append(f"+{HEARTBEAT_PREFIX}*:{self.view_ref(HEARTBEAT_PREFIX + 'x')[:-1]}*")
         for attempt in range(5):
             proc = run_git(self.git_dir, "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", self.remote_url, *specs, check=False)
             if proc.returncode == 0:
                 return
             err = proc.stderr.decode(errors="replace")
-            if "couldn't find remote ref" in err:
-                present = self.remote_branches()
-                missing = [b for b in branches if b not in present]
-                if missing:
-                    kept = [s for s in specs if not any(s.startswith(f"+refs/heads/{b}:") for b in missing)]
-                    if kept and kept != specs:
-                        specs = kept
-                        continue
-                    return
-            if not _is_race(err) and "worktrees/" not in err:
-                # (a neighbour's half-made worktree can upset fetch's checks for a moment)
-                raise GitError(f"git fetch from {self.remote_url} failed: {err.strip()}")
+            if locks.clear_stale(err, self.git_dir, self.workdir):
+                continue
+            if not locks.lock_path(err) and "worktrees/" not in err:
+                raise StoreError(f"git fetch from {self.remote_url} failed: {err.strip()}")
             time.sleep(0.02 * (attempt + 1))
         # Another process sharing this clone keeps updating the same tracking refs: its view is
         # as fresh as ours would be, and a stale view is safe because every publish is a CAS.
 
-    def remote_branches(self) -> dict[str, str]:
-        proc = run_git(self.git_dir, "ls-remote", "--heads", self.remote_url)
-        found = {}
-        for line in proc.stdout.decode().splitlines():
-            oid, _, ref = line.partition("\t")
-            found[ref.removeprefix("refs/heads/")] = oid
-        return found
+    # --- worktrees ----------------------------------------------------------------------
 
-    def push(self, updates: list[tuple[str, str, str | None]]) -> bool:
-        """Atomically compare-and-swap refs on the remote: [(ref, new, expected old, None, or FORCE)].
-
-        True when every ref moved; False when we lost a race (the remote moved on).
-        Raises PushRefused when the remote's hook declined, GitError for anything else.
-        """
-        args = ["push", "--porcelain", "--atomic", "--no-verify"]
-        for ref, _, old in updates:
-            if old != FORCE:
-                args.append(f"--force-with-lease={ref}:{old or ''}")
-        args.append(self.remote_url)
-        args += [f"{'+' if old == FORCE else ''}{new}:{ref}" for ref, new, old in updates]
-        proc = run_git(self.git_dir, *args, check=False)
-        out = proc.stdout.decode(errors="replace")
-        err = proc.stderr.decode(errors="replace")
-        if proc.returncode == 0:
-            for ref, new, _ in updates:
-                self._track(ref, new)
-            return True
-        if "[remote rejected]" in out and _is_race(out + err) and "hook declined" not in out + err:
-            return False  # the remote's own ref lock: another push landed between our lease check and update
-        if "[remote rejected]" in out or "hook declined" in err:
-            reasons = [line[len("remote: ") :].strip() for line in err.splitlines() if line.startswith("remote: ")]
-            reasons = [r for r in reasons if r] or [line for line in out.splitlines() if "remote rejected" in line]
-            raise PushRefused("the remote refused the push: " + "; ".join(reasons))
-        if re.search(r"\[rejected\]|stale info|fetch first|non-fast-forward|atomic push failed", out + err):
-            return False
-        raise GitError(f"git push to {self.remote_url} failed: {err.strip() or out.strip()}")
-
-
-    def _track(self, ref: str, new: str) -> None:
-        """Mirror a ref we just pushed into our remote-tracking namespace."""
-        if ref.startswith("refs/heads/"):
-            local = f"refs/remotes/{self.remote}/{ref[len('refs/heads/'):]}"
-        elif ref.startswith(HEARTBEAT_PREFIX):
-            local = self.heartbeat_refs_prefix() + ref[len(HEARTBEAT_PREFIX) :]
-        else:
-            return
-        try:
-            self.set_ref(local, new)
-        except (pygit2.GitError, OSError):
-            pass  # another process is updating the same tracking ref; a later fetch fixes it
-
-    def publish(self, branch: str, new: str, old: str | None) -> bool:
-        """Compare-and-swap a branch: push with a lease, or update-ref locally."""
-        ref = f"refs/heads/{branch}"
-        if self.remote:
-            return self.push([(ref, new, old)])
-        return self.local_cas(ref, new, old)
-
-    def publish_ref(self, ref: str, new: str, old: str | None) -> bool:
-        if self.remote:
-            return self.push([(ref, new, old)])
-        return self.local_cas(ref, new, old)
-
-    # --- worktrees --------------------------------------------------------------
-
-    def worktree_lock(self):
+    def _worktree_lock(self):
         """Worktree administration is not safe to run concurrently in one repository (a prune
         can delete another process's half-made worktree): workers on this host take turns."""
         from filelock import FileLock
 
-        return FileLock(str(self.runner_dir / "worktrees.lock"))
+        return FileLock(str(self.state_dir / "worktrees.lock"))
 
-    def add_worktree(self, path: Path, start: str) -> None:
-        """A detached worktree: no branch is checked out, so a stale worktree of a
-        crashed holder can never block the next attempt of the same step."""
-        with self.worktree_lock():
-            run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), start)
+    def add_worktree(self, path: Path, commit: str) -> None:
+        """A detached worktree: no branch is checked out, so a stale worktree of a crashed
+        holder can never block the next attempt of the same step."""
+        with self._worktree_lock():
+            run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), commit)
 
     def remove_worktree(self, path: Path) -> None:
-        with self.worktree_lock():
+        with self._worktree_lock():
             run_git(self.git_dir, "worktree", "remove", "--force", str(path), check=False)
 
     def prune_worktrees(self) -> None:
-        with self.worktree_lock():
+        with self._worktree_lock():
             run_git(self.git_dir, "worktree", "prune", check=False)
 
+    def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]:
+        """Stage everything in a worktree (git's own rules: .gitignore, attributes); the tree
+        it makes and the paths that differ from `base`."""
+        run_git(path, "add", "-A")
+        index = pygit2.Repository(str(path)).index
+        index.read()
+        tree = str(index.write_tree())
+        changed = self.diff_trees(str(self._commit(base).tree_id), tree)
+        return tree, sorted({c.path for c in changed})
 
-def _is_race(message: str) -> bool:
-    message = message.lower()
-    return any(
-        needle in message
-        for needle in ("lock", "does not match", "already exists", "expected", "but expected", "is at", "modified")
-    )
+    def diff_text(self, path: Path, base: str) -> bytes:
+        run_git(path, "add", "-A")
+        return run_git(path, "diff", "--cached", "--binary", base).stdout
+
+
+class _Moved(Exception):
+    def __init__(self, ref: str):
+        super().__init__(ref)
+        self.ref = ref
+
+
+_PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
+
+
+def _push_outcome(out: str, err: str) -> Outcome:
+    """Read `git push --porcelain`'s per-ref lines: which ref failed, and why."""
+    lost, refused, failed = [], False, []
+    for line in out.splitlines():
+        match = _PORCELAIN_RE.match(line)
+        if not match or match["flag"] != "!":
+            continue
+        ref = match["spec"].rpartition(":")[2]
+        summary = match["summary"]
+        if summary.startswith("[rejected]"):
+            if "atomic push failed" not in summary:
+                lost.append(ref)  # stale info, fetch first, non-fast-forward: another writer was first
+        elif summary.startswith("[remote rejected]"):
+            if "hook declined" in summary:
+                refused = True
+            elif "lock" in summary or "failed to update ref" in summary or "transaction failed" in summary:
+                # The remote's own ref transaction found a ref moved or locked between its lease
+                # check and its update: another push landed at that moment.
+                lost.append(ref)
+            elif "atomic push failed" not in summary:
+                failed.append(f"{ref}: {summary}")
+        else:
+            failed.append(f"{ref}: {summary}")
+    if refused:
+        reasons = [line[len("remote: "):].strip() for line in err.splitlines() if line.startswith("remote: ")]
+        return Refused(tuple(r for r in reasons if r) or ("the remote's hook declined the push",))
+    if lost and not failed:
+        return Lost(lost[0])
+    return Failed("git push failed: " + ("; ".join(failed) or err.strip() or "no answer"))
+
+
+def _common_dir(git_dir: Path) -> str:
+    common = git_dir / "commondir"
+    if common.is_file():
+        return str((git_dir / common.read_text().strip()).resolve())
+    return str(git_dir.resolve())
+
+
+def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
+    """(every file in the index being committed, the paths the commit adds or changes).
+    `git commit -a` and `git commit PATH` stage into a temporary index named by GIT_INDEX_FILE."""
+    names = run_git(store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT").stdout.decode("utf-8", errors="replace")
+    index_file = os.environ.get("GIT_INDEX_FILE")
+    index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
+    entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
+    return entries, {name for name in names.split("\0") if name}

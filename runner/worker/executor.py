@@ -1,11 +1,14 @@
 """Run one command: argv only (never a shell), in a worktree, output to a log file,
-killed with its whole process tree on timeout or when the claim is lost."""
+killed with its whole process tree on timeout, when the claim is lost, or when its worker
+dies: the command gets a parent-death signal, and its session is recorded so that a
+takeover on the same host kills what a killed worker left running before it starts."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ class RunResult:
     timed_out: bool = False
     cancelled: bool = False
     error: str | None = None  # the command could not start
+    output: str = ""  # what it printed on stdout (or wrote to its {output} file)
 
     @property
     def ok(self) -> bool:
@@ -52,6 +56,42 @@ def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> l
                 arg = arg.replace(placeholder, value() if callable(value) else value)
         out.append(arg)
     return out
+
+
+def _prctl():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl() if sys.platform.startswith("linux") else None  # resolved before any fork
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the worker that started it dies."""
+    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def kill_session(sid: int, started: float | None = None) -> int:
+    """Kill every process of session `sid` (what a dead worker's step left running).
+    `started`: the session leader's start time, so a reused pid is never mistaken for it."""
+    import psutil
+
+    killed = 0
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        try:
+            if os.getsid(proc.pid) != sid:
+                continue
+            if proc.pid == sid and started is not None and abs(proc.info["create_time"] - started) > 1.0:
+                return 0  # the pid was reused by an unrelated session leader
+            proc.kill()
+            killed += 1
+        except (ProcessLookupError, PermissionError, psutil.Error, OSError):
+            continue
+    return killed
 
 
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
@@ -89,8 +129,10 @@ def run(
     timeout: float | None,
     cancel: threading.Event | None = None,
     stdout_path: Path | None = None,
+    session_file: Path | None = None,
 ) -> RunResult:
-    """Run argv to completion; stdout+stderr append to log_path (stdout alone to stdout_path if given)."""
+    """Run argv to completion; stdout+stderr append to log_path (stdout alone to stdout_path if
+    given). While it runs, `session_file` names its session for a takeover on this host."""
     started = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
@@ -99,7 +141,8 @@ def run(
         out = open(stdout_path, "wb") if stdout_path else log
         try:
             proc = subprocess.Popen(
-                argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log, start_new_session=True
+                argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log, start_new_session=True,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None,
             )
         except (OSError, ValueError) as exc:
             if stdout_path:
@@ -107,11 +150,41 @@ def run(
             message = f"could not start {argv[0]!r}: {exc.strerror if isinstance(exc, OSError) else exc}"
             log.write((message + "\n").encode())
             return RunResult(argv, None, time.monotonic() - started, error=message)
+        if session_file is not None:
+            _record_session(session_file, proc.pid)
         try:
             return _wait(proc, argv, started, timeout, cancel)
         finally:
             if stdout_path:
                 out.close()
+            if session_file is not None:
+                session_file.unlink(missing_ok=True)
+
+
+def _record_session(path: Path, pid: int) -> None:
+    import json
+
+    import psutil
+
+    try:
+        started = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started = None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"sid": pid, "started": started}))
+
+
+def kill_recorded_session(path: Path) -> int:
+    """Kill the session a dead holder's command ran in (its record in `path`), then forget it."""
+    import json
+
+    try:
+        record = json.loads(path.read_text())
+        killed = kill_session(int(record["sid"]), record.get("started"))
+    except (OSError, ValueError, KeyError, TypeError):
+        killed = 0
+    path.unlink(missing_ok=True)
+    return killed
 
 
 def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: threading.Event | None) -> RunResult:

@@ -1,9 +1,8 @@
 """Fault injection for the reliability suite: crash points (clock skew: runner.core.clock).
 
-Driven by environment variables so that tests can kill a real worker
-process at an exact point of the protocol, or run it with a skewed clock:
+Driven by environment variables so that tests can kill a real worker process at an
+exact point of the protocol:
   RUNNER_CRASH_AT=<point>[,<point>...]   SIGKILL this process when it reaches a point
-  RUNNER_CLOCK_OFFSET=<seconds>          this process's clock is off by that much
 """
 
 from __future__ import annotations
@@ -13,14 +12,15 @@ import signal
 
 CRASH_POINTS = (
     "after-claim",  # the claim is on the branch, the step has not started
-    "after-step",  # the step's command finished, gates not run, nothing recorded
-    "before-record",  # the outcome commit is built, not yet published
-    "before-merge",  # the step's commit exists, the integration branch has not moved
-    "after-merge",  # merged into integration, outcome not yet recorded
+    "after-step",  # the step's pipeline finished, nothing recorded
+    "before-record",  # the outcome (and its merge) is about to be published
+    "after-record",  # the outcome and its merge are published
 )
+# Merge and record are one publish now: the old names stand for the same moments.
+ALIASES = {"before-merge": "before-record", "after-merge": "after-record"}
 
 
 def crash_point(name: str) -> None:
     wanted = os.environ.get("RUNNER_CRASH_AT")
-    if wanted and name in wanted.split(","):
+    if wanted and name in {ALIASES.get(point.strip(), point.strip()) for point in wanted.split(",")}:
         os.kill(os.getpid(), signal.SIGKILL)

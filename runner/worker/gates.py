@@ -1,4 +1,8 @@
-"""Gates: the checks a step's result must pass, each recorded pass / fail / not run."""
+"""Gates: the checks a step's result must pass after a clean implement run, in order,
+each recorded pass / fail / not run: required outputs, the step's Automated Verification
+and Automated QA commands, then format, lint, build and test. A gate that did not run is
+reported as not run, never as passed.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,18 @@ import json
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from runner.core.config import Config
+from runner.core.stepfile import checklist
 from runner.worker.executor import SHELL_OPERATORS, RunResult
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
 PROJECT_GATES = ("format", "lint", "build", "test")
+CHECK_SECTIONS = {"Automated Verification": "check", "Automated QA": "qa"}
 
 
 @dataclass
@@ -23,24 +30,17 @@ class GateResult:
     result: str  # pass | fail | not run
     detail: str = ""
     command: list[str] | None = None
+    seconds: float | None = None
+    section: str | None = None  # "check" or "qa" for a checklist item
+    label: str | None = None  # the checklist item as written
 
     def as_dict(self) -> dict[str, Any]:
-        data = {"name": self.name, "result": self.result, "detail": self.detail}
+        data: dict[str, Any] = {"name": self.name, "result": self.result, "detail": self.detail}
         if self.command:
             data["command"] = self.command
+        if self.seconds is not None:
+            data["seconds"] = round(self.seconds, 2)
         return data
-
-
-@dataclass
-class Verdict:
-    passed: bool
-    score: float | None = None
-    reasons: list[str] = field(default_factory=list)
-    next_hint: str | None = None
-
-
-class VerdictError(ValueError):
-    pass
 
 
 def check_required_outputs(worktree: Path, outputs: list[str]) -> GateResult:
@@ -85,144 +85,96 @@ def split_command(text: str) -> tuple[list[str] | None, str | None]:
     return argv, None
 
 
+def _have(tool: str) -> bool:
+    return shutil.which(tool) is not None
+
+
 def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
-    """Format/lint/build/test commands guessed from the project's files."""
+    """Format/lint/build/test commands guessed from the project's files; a formatter only
+    when its tool is installed."""
+    found: dict[str, list[str]] = {}
     if (worktree / "Cargo.toml").exists():
-        return {"build": ["cargo", "build"], "test": ["cargo", "test"]}
-    if (worktree / "go.mod").exists():
-        return {"build": ["go", "build", "./..."], "test": ["go", "test", "./..."]}
-    if (worktree / "package.json").exists():
+        found = {"build": ["cargo", "build"], "test": ["cargo", "test"]}
+        if _have("cargo"):
+            found["format"] = ["cargo", "fmt", "--check"]
+    elif (worktree / "go.mod").exists():
+        found = {"build": ["go", "build", "./..."], "test": ["go", "test", "./..."]}
+        if _have("gofmt"):
+            # gofmt -l lists the files it would change and exits 0 either way: an empty list passes.
+            found["format"] = ["sh", "-c", 'test -z "$(gofmt -l .)"']
+    elif (worktree / "package.json").exists():
         try:
             scripts = json.loads((worktree / "package.json").read_text()).get("scripts", {})
-        except (ValueError, OSError):
+        except (ValueError, OSError, AttributeError):
             scripts = {}
-        found = {}
-        for gate, script in (("lint", "lint"), ("build", "build"), ("test", "test")):
-            if script in scripts:
+        for gate, script in (("format", "format"), ("lint", "lint"), ("build", "build"), ("test", "test")):
+            if isinstance(scripts, dict) and script in scripts:
                 found[gate] = ["npm", "run", script]
-        return found
-    if (worktree / "pyproject.toml").exists() or (worktree / "pytest.ini").exists() or (worktree / "setup.py").exists():
+        if "format" not in found and _have("prettier"):
+            found["format"] = ["prettier", "--check", "."]
+    elif (worktree / "pyproject.toml").exists() or (worktree / "pytest.ini").exists() or (worktree / "setup.py").exists():
         if (worktree / "tests").is_dir() or (worktree / "pytest.ini").exists():
-            return {"test": ["python3", "-m", "pytest", "-q"]}
-        return {}
-    if (worktree / "Makefile").exists():
+            found["test"] = ["python3", "-m", "pytest", "-q"]
+        if _have("ruff"):
+            found["format"] = ["ruff", "format", "--check", "."]
+        elif _have("black"):
+            found["format"] = ["black", "--check", "."]
+    elif (worktree / "Makefile").exists():
         text = (worktree / "Makefile").read_text(errors="replace")
         found = {"build": ["make"]}
         if re.search(r"^test:", text, re.M):
             found["test"] = ["make", "test"]
-        return found
-    return {}
+    return found
 
 
 def project_gate_commands(config: Config, worktree: Path, env: dict[str, str] | None = None) -> dict[str, list[str]]:
     """runner.toml's gates, overridden by FORMAT_CMD/LINT_CMD/BUILD_CMD/TEST_CMD, else detected."""
     env = os.environ if env is None else env
-    commands = {gate: list(cmd) for gate, cmd in config.gate_commands.items() if cmd}
+    configured = {gate: list(getattr(config.gates, gate)) for gate in PROJECT_GATES if getattr(config.gates, gate)}
+    commands = dict(configured)
     for gate in PROJECT_GATES:
         override = env.get(f"{gate.upper()}_CMD")
         if override is not None:
             commands[gate] = shlex.split(override)
-    if config.detect_gates:
+    if config.gates.detect:
         for gate, cmd in detect_project_gates(worktree).items():
-            if gate not in commands and gate not in config.gate_commands:
-                commands[gate] = cmd
+            commands.setdefault(gate, cmd)
     return {gate: commands[gate] for gate in PROJECT_GATES if commands.get(gate)}
 
 
-def parse_verdict(stdout: str) -> Verdict:
-    """A JSON verdict {pass, score, reasons, next_hint}: raw, fenced in ```json, or after comment lines."""
-    text = stdout.strip()
-    fenced = re.search(r"```(?:json)?\s*\n(.*?)\n\s*```", text, re.S)
-    if fenced:
-        text = fenced.group(1).strip()
-    else:
-        lines = [line for line in text.splitlines() if not line.lstrip().startswith(("#", "//"))]
-        text = "\n".join(lines).strip()
-    if not text:
-        raise VerdictError("the verifier printed no JSON verdict")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise VerdictError(f"the verifier's output is not a JSON verdict ({exc.msg} at line {exc.lineno}): {text[:120]!r}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("pass"), bool):
-        raise VerdictError('a verdict must be a JSON object with a boolean "pass"')
-    score = data.get("score")
-    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
-        raise VerdictError('"score" must be a number')
-    reasons = data.get("reasons") or []
-    if isinstance(reasons, str):
-        reasons = [reasons]
-    if not isinstance(reasons, list):
-        raise VerdictError('"reasons" must be a list of strings')
-    hint = data.get("next_hint")
-    return Verdict(passed=data["pass"], score=score, reasons=[str(r) for r in reasons], next_hint=str(hint) if hint else None)
+def checklist_items(step_text: str) -> list[tuple[str, str, str | None]]:
+    """(section, label, command) of every Automated Verification and Automated QA item."""
+    return [(kind, label, command) for section, kind in CHECK_SECTIONS.items() for _, _, label, command in checklist(step_text, section)]
 
 
-def run_gates(
-    worktree: Path,
-    step_text: str,
-    required_outputs: list[str],
-    config: Config,
-    run_command: Callable[[str, list[str], Path | None], RunResult],
-    verifier: list[str] | None = None,
-) -> tuple[list[GateResult], Verdict | None]:
+def run_gates(worktree: Path, step_text: str, required_outputs: list[str], config: Config,
+              run_command: Callable[[str, list[str]], RunResult]) -> list[GateResult]:
     """Run every gate in order; after the first failure, later gates are recorded as not run."""
-    from runner.core.stepfile import automated_checks
-
-    results: list[GateResult] = []
-    verdict = None
+    results: list[GateResult] = [check_required_outputs(worktree, required_outputs)]
 
     def failed() -> bool:
         return any(r.result == FAIL for r in results)
 
-    outputs = check_required_outputs(worktree, required_outputs)
-    results.append(outputs)
-    for index, text in enumerate(automated_checks(step_text)):
-        name = f"check: {text}"
-        if failed():
-            results.append(GateResult(name, NOT_RUN, "an earlier gate failed"))
-            continue
-        argv, problem = split_command(text)
-        if argv is None:
-            results.append(GateResult(name, FAIL, problem))
-            continue
-        outcome = run_command(f"check-{index + 1}", argv, None)
-        results.append(GateResult(name, PASS if outcome.ok else FAIL, outcome.describe(), argv))
-    commands = project_gate_commands(config, worktree)
-    for gate in PROJECT_GATES:
-        if gate not in commands:
-            results.append(GateResult(gate, NOT_RUN, "not configured"))
+    for index, (kind, label, text) in enumerate(checklist_items(step_text)):
+        name = f"{'check' if kind == 'check' else 'qa'}: {text or label}"
+        if text is None:
+            results.append(GateResult(name, NOT_RUN, "no `command` in the item", section=kind, label=label))
         elif failed():
-            results.append(GateResult(gate, NOT_RUN, "an earlier gate failed", commands[gate]))
+            results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label))
         else:
-            outcome = run_command(gate, commands[gate], None)
-            results.append(GateResult(gate, PASS if outcome.ok else FAIL, outcome.describe(), commands[gate]))
-    verifier = verifier if verifier is not None else config.verifier
-    if not verifier:
-        results.append(GateResult("verifier", NOT_RUN, "not configured"))
-    elif failed():
-        results.append(GateResult("verifier", NOT_RUN, "an earlier gate failed", verifier))
-    else:
-        stdout_path = worktree.parent / f".{worktree.name}.verdict"
-        outcome = run_command("verifier", verifier, stdout_path)
-        try:
-            text = stdout_path.read_text(errors="replace")
-        except OSError:
-            text = ""
-        finally:
-            stdout_path.unlink(missing_ok=True)
-        if not outcome.ok:
-            results.append(GateResult("verifier", FAIL, f"verifier did not run cleanly: {outcome.describe()}", verifier))
+            argv, problem = split_command(text)
+            if argv is None:
+                results.append(GateResult(name, FAIL, problem or "", section=kind, label=label))
+                continue
+            outcome = run_command(f"{kind}-{index + 1}", argv)
+            results.append(GateResult(name, PASS if outcome.ok else FAIL, outcome.describe(), argv, outcome.duration, kind, label))
+    for gate, command in project_gate_commands(config, worktree).items():
+        if failed():
+            results.append(GateResult(gate, NOT_RUN, "an earlier gate failed", command))
         else:
-            try:
-                verdict = parse_verdict(text)
-                detail = "; ".join(verdict.reasons) or ("passed" if verdict.passed else "failed")
-                if verdict.score is not None:
-                    detail = f"score {verdict.score}: {detail}"
-                results.append(GateResult("verifier", PASS if verdict.passed else FAIL, detail, verifier))
-            except VerdictError as exc:
-                results.append(GateResult("verifier", FAIL, str(exc), verifier))
-    return results, verdict
+            outcome = run_command(gate, command)
+            results.append(GateResult(gate, PASS if outcome.ok else FAIL, outcome.describe(), command, outcome.duration))
+    return results
 
 
 def gate_failure_feedback(results: list[GateResult]) -> str:

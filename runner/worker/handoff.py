@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from runner.core.model import BadInput
+from runner.core.errors import BadInput
 from runner.core.stepfile import dump_flow
 
 
@@ -20,7 +20,7 @@ class HandoffMeta(BaseModel):
     step: str
     attempt: int = Field(ge=1)
     worker: str
-    outcome: Literal["done", "review", "ready", "failed", "released"]
+    outcome: Literal["done", "review", "ready", "failed"]
     gates: list[GateEntry]
     files_changed: list[str]
     duration_s: float = Field(ge=0)
@@ -29,6 +29,8 @@ class HandoffMeta(BaseModel):
     reason: str | None = None
     overrides: list[str] = []
     faults: list[str] = []
+    verdict: dict | None = None
+    qa_doc: str | None = None
 
 
 def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:

@@ -1,8 +1,7 @@
-"""The step pipeline's roles and brakes: orient, review and sweep are external commands
-(any agent CLI can fill any role); runner only reads what they print.
-
-Flow per tick (driven by the worker): orient -> deviation gate -> implement ->
-gates -> fix loop -> sweep -> review (when due) -> handoff -> outcome.
+"""What runner reads from the roles' output: orient's deviation line, implement's final
+sentinel line, review's CRITICAL findings, the verifier's JSON verdict; and the small
+rules around them (when a review is due, when scores plateau, the override switches).
+Any agent CLI can fill any role; runner only reads what it prints.
 """
 
 from __future__ import annotations
@@ -13,83 +12,25 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from runner.core.config import Config
-from runner.core.model import Step, parse_duration
+from runner.core.config import Role
 
-ROLE_NAMES = ("orient", "review", "sweep")
 CRITICAL_MARKERS = ("CRITICAL", "\N{LARGE RED CIRCLE}")
-FAULT_REVIEW = "PIPELINE-FAULT: independent review did not run"
-FAULT_SWEEP = "PIPELINE-FAULT: edge-case sweep did not run"
-FAULT_ORIENT = "PIPELINE-FAULT: orient did not run"
-
-
-@dataclass
-class Role:
-    name: str
-    command: list[str]
-    min_files: int = 0
-    boundaries: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Brakes:
-    max_fix_attempts: int = 2
-    max_review_attempts: int = 1
-    score_plateau_window: int = 3
-    step_budget: float | None = None  # seconds of wall time across all attempts
-    deviation_gate: bool = True
-
-
-def _merged(config_table: dict[str, Any], step_table: Any) -> dict[str, Any]:
-    merged = dict(config_table or {})
-    if isinstance(step_table, dict):
-        merged.update(step_table)
-    return merged
-
-
-def roles_for(config: Config, step: Step) -> dict[str, Role]:
-    """Configured roles: runner.toml [roles.<name>], overridden per step by frontmatter `roles: {<name>: {...}}`."""
-    found = {}
-    configured = config.raw.get("roles", {}) if isinstance(config.raw.get("roles"), dict) else {}
-    overrides = step.meta.get("roles") if isinstance(step.meta.get("roles"), dict) else {}
-    for name in ROLE_NAMES:
-        table = _merged(configured.get(name, {}), overrides.get(name))
-        command = table.get("command")
-        if isinstance(command, list) and command and all(isinstance(a, str) for a in command):
-            found[name] = Role(
-                name=name,
-                command=list(command),
-                min_files=int(table.get("min_files", 0) or 0),
-                boundaries=[str(b) for b in table.get("boundaries", []) or []],
-            )
-    return found
-
-
-def brakes_for(config: Config, step: Step) -> Brakes:
-    table = _merged(config.raw.get("brakes", {}), step.meta.get("brakes"))
-    pipeline = _merged(config.raw.get("pipeline", {}), step.meta.get("pipeline"))
-    budget = table.get("step_budget")
-    return Brakes(
-        max_fix_attempts=int(table.get("max_fix_attempts", config.max_fix_attempts)),
-        max_review_attempts=int(table.get("max_review_attempts", 1)),
-        score_plateau_window=int(table.get("score_plateau_window", 3)),
-        step_budget=parse_duration(budget) if budget else None,
-        deviation_gate=bool(pipeline.get("deviation_gate", True)),
-    )
+# The switches step-runner users already know, and runner's own names for them.
+SWITCHES = {"autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"), "skip_review": ("RUNNER_SKIP_REVIEW", "STEP_SKIP_REVIEW")}
 
 
 def deviation_reported(output: str) -> str | None:
-    """The orient role's verdict that the plan is stale: a `deviation: major` line or a JSON field."""
+    """Orient's verdict that the plan is stale: a `deviation: major` line or a JSON field."""
     for line in output.splitlines():
         if re.match(r"^\s*deviation\s*:\s*major\b", line, re.I):
             return line.strip()
-    for candidate in _json_objects(output):
+    for candidate in json_objects(output):
         if str(candidate.get("deviation", "")).lower() == "major":
             return str(candidate.get("reason") or candidate.get("summary") or "deviation: major")
     return None
 
 
-def _json_objects(output: str) -> list[dict[str, Any]]:
+def json_objects(output: str) -> list[dict[str, Any]]:
     found = []
     for text in [output.strip(), *re.findall(r"```(?:json)?\s*\n(.*?)\n\s*```", output, re.S)]:
         try:
@@ -101,19 +42,29 @@ def _json_objects(output: str) -> list[dict[str, Any]]:
     return found
 
 
+def final_sentinel(output: str) -> tuple[str, str] | None:
+    """implement's last non-empty line when it is `STEP_BLOCKED: why` or `STEP_FAILED: why`."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if lines:
+        match = re.fullmatch(r"(STEP_BLOCKED|STEP_FAILED)\s*:\s*(.+)", lines[-1])
+        if match:
+            return match.group(1), match.group(2)
+    return None
+
+
 def critical_findings(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines() if line.lstrip().startswith(CRITICAL_MARKERS)]
 
 
 def review_due(role: Role, files_changed: list[str]) -> str | None:
-    """Why the reviewer must look (a large change or one crossing a boundary), or None."""
-    if role.min_files and len(files_changed) >= role.min_files:
+    """Why the independent review must look (a large change, or one crossing a boundary), or None."""
+    if role.min_files == 0:
+        return "always (min_files = 0)"
+    if len(files_changed) >= role.min_files:
         return f"{len(files_changed)} files changed (min_files {role.min_files})"
     crossed = sorted({b for b in role.boundaries for f in files_changed if f.startswith(b)})
     if crossed:
         return f"crosses {', '.join(crossed)}"
-    if not role.min_files and not role.boundaries:
-        return "always (no min_files or boundaries set)"
     return None
 
 
@@ -124,5 +75,73 @@ def plateaued(scores: list[float], window: int) -> bool:
     return max(scores[-window:]) <= max(scores[:-window])
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def switch(name: str) -> str | None:
+    """Which environment variable turned an override switch on (RUNNER_* or its STEP_* alias)."""
+    for variable in SWITCHES[name]:
+        if os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on"):
+            return variable
+    return None
+
+
+# --- verdicts -------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    score: float
+    reasons: list[str] = field(default_factory=list)
+    next_hint: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"pass": self.passed, "score": self.score, "reasons": self.reasons}
+        if self.next_hint:
+            data["next_hint"] = self.next_hint
+        return data
+
+    def feedback(self) -> str:
+        lines = [f"The verifier did not pass the result (score {self.score})."]
+        lines += [f"- {reason}" for reason in self.reasons]
+        if self.next_hint:
+            lines.append(f"Next: {self.next_hint}")
+        return "\n".join(lines)
+
+
+class VerdictError(ValueError):
+    pass
+
+
+VERDICT_KEYS = {"pass", "score", "reasons", "next_hint"}
+
+
+def parse_verdict(stdout: str) -> Verdict:
+    """A strict JSON verdict {pass: bool, score: 0.0-1.0, reasons: [str], next_hint: str}:
+    raw, fenced in ```json, or after comment lines. Anything else is unparseable."""
+    text = stdout.strip()
+    fenced = re.search(r"```(?:json)?\s*\n(.*?)\n\s*```", text, re.S)
+    if fenced:
+        text = fenced.group(1).strip()
+    else:
+        text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", "//"))).strip()
+    if not text:
+        raise VerdictError("the verifier printed no JSON verdict")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise VerdictError(f"the verifier's output is not a JSON verdict ({exc.msg} at line {exc.lineno}): {text[:120]!r}") from None
+    if not isinstance(data, dict):
+        raise VerdictError("a verdict is a JSON object")
+    if unknown := sorted(set(data) - VERDICT_KEYS):
+        raise VerdictError(f"a verdict has only pass, score, reasons, next_hint; not {', '.join(unknown)}")
+    if not isinstance(data.get("pass"), bool):
+        raise VerdictError('a verdict needs "pass": true or false')
+    score = data.get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not 0.0 <= score <= 1.0:
+        raise VerdictError('a verdict needs "score": a number from 0.0 to 1.0')
+    reasons = data.get("reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise VerdictError('"reasons" must be a list of strings')
+    hint = data.get("next_hint")
+    if hint is not None and not isinstance(hint, str):
+        raise VerdictError('"next_hint" must be a string')
+    return Verdict(passed=data["pass"], score=float(score), reasons=reasons, next_hint=hint or None)

@@ -1,180 +1,88 @@
-"""The worker: a tick claims a step, runs it in its own worktree, verifies it and records
-the outcome; the daemon loops ticks until told to stop."""
+"""One tick: claim a step (the heartbeat rides in the same push), run its pipeline in a
+fresh worktree, record the outcome with its merge in one publish, clean up. On the happy
+path a tick with a remote costs one fetch and two pushes.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import random
 import shutil
-import signal
 import threading
 import time
-from dataclasses import dataclass, field
+import traceback
 from pathlib import Path
 from typing import Any
 
-import pygit2
 from filelock import FileLock, Timeout
 
-from runner.worker import executor
-from runner.worker.faults import crash_point
 from runner.core.config import Config
-from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, Verdict, gate_failure_feedback, run_gates
-from runner.store.git import FORCE, GitError, GitStore, PushRefused, run_git
-from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
-from runner.queue.leases import holder_info, new_incarnation
-from runner.core.model import Step, format_time, step_duration, utc_now
-from runner.worker.roles import (
-    FAULT_ORIENT,
-    FAULT_REVIEW,
-    FAULT_SWEEP,
-    Brakes,
-    Role,
-    brakes_for,
-    critical_findings,
-    deviation_reported,
-    env_flag,
-    plateaued,
-    review_due,
-    roles_for,
-)
-from runner.core.codec import handoff_path
-from runner.queue.queue import OUTCOME_TRIES, LostRace, Published, Queue, Skip, Snapshot, retry_at, signer_for
-from runner.core.machine import Event, TransitionError
-from runner.core.stepfile import manual_checks, tick_checks
-
-SENTINELS = ("STEP_COMPLETE", "STEP_BLOCKED", "STEP_REJECTED", "STEP_FAILED", "SKIP")
-CLAIM_CHECK_INTERVAL = 5.0  # seconds between checks that the running step's claim still holds
-IDLE_OUTCOMES = ("skip", "error", "lost", "blocked")  # the daemon sleeps before its next tick
-
-
-class ClaimLost(Exception):
-    pass
-
-
-@dataclass
-class Attempt:
-    """Everything one tick knows about the step it holds."""
-
-    step: Step
-    attempt: int
-    config: Config
-    worktree: Path
-    base: str  # integration tip the worktree started from
-    log_path: Path
-    started: float = field(default_factory=time.monotonic)
-    gates: list[GateResult] = field(default_factory=list)
-    verdict: Verdict | None = None
-    feedback: str = ""
-    runs: int = 0
-    result_commit: str | None = None
-    brakes: Brakes = field(default_factory=Brakes)
-    roles: list[GateResult] = field(default_factory=list)  # orient / sweep / review, as they ran
-    faults: list[str] = field(default_factory=list)  # PIPELINE-FAULT lines
-    overrides: list[str] = field(default_factory=list)  # RUNNER_AUTOAPPROVE / RUNNER_SKIP_REVIEW uses
-    notes: dict[str, str] = field(default_factory=dict)  # role outputs for the handoff
-    findings: str = ""
-    scores: list[float] = field(default_factory=list)
-    spent_before: float = 0.0  # wall time of earlier attempts (step_budget)
-    deviation: str | None = None  # orient found the plan stale: a person decides
-    stop: str | None = None  # a brake fired (plateau, budget): failed for good
-    failure: str | None = None  # failed for a reason other than a gate (e.g. review findings remain)
-    hold: str | None = None  # done, but a person must look (PIPELINE-FAULT of the review)
-    completed: Event | None = None  # set once the merge landed: the outcome to record, come what may
-    files: list[str] = field(default_factory=list)
-
-    def spent(self) -> float:
-        return self.spent_before + (time.monotonic() - self.started)
-
-    def set_role(self, result: GateResult) -> None:
-        self.roles = [r for r in self.roles if r.name != result.name] + [result]
-
-    def metrics(self) -> dict[str, Any] | None:
-        metrics: dict[str, Any] = {}
-        if self.scores:
-            metrics["scores"] = self.scores[-20:]
-        if self.brakes.step_budget is not None:
-            metrics["spent"] = round(self.spent(), 1)
-        return metrics or None
-
-
-class Heartbeat(threading.Thread):
-    """Moves the worker's heartbeat ref every lease/3 and watches for the claim being lost."""
-
-    def __init__(self, worker: "Worker", step_id: str, attempt: int, interval: float):
-        super().__init__(daemon=True, name=f"heartbeat-{step_id}")
-        self.worker = worker
-        self.step_id = step_id
-        self.attempt = attempt
-        self.interval = interval
-        self.stop = threading.Event()
-        self.lost = threading.Event()
-        self.error: str | None = None
-
-    def run(self) -> None:
-        queue = self.worker.private_queue()  # pygit2 objects are not shared across threads
-        queue.published = self.worker.queue.published  # the claim, even if the tracking ref lags
-        try:  # the first beat names the step at once (for `runner workers`), off the tick's critical path
-            self.worker.beat(queue, self.step_id, self.attempt)
-        except Exception as exc:
-            self.error = f"heartbeat failed: {exc}"
-        last_beat = time.monotonic()
-        # The claim is checked more often than the heartbeat moves, so an abort stops the run quickly.
-        while not self.stop.wait(min(self.interval, CLAIM_CHECK_INTERVAL)):
-            try:
-                if time.monotonic() - last_beat >= self.interval:
-                    self.worker.beat(queue, self.step_id, self.attempt)
-                    last_beat = time.monotonic()
-                snap = queue.snapshot()
-                step = snap.plan.steps.get(self.step_id)
-                if step is None or step.status != "claimed" or step.attempt != self.attempt or step.assignee != self.worker.id:
-                    self.error = f"claim of {self.step_id} attempt {self.attempt} was lost"
-                    self.lost.set()
-                    return
-            except Exception as exc:  # a flaky remote must not kill the run; the lease decides
-                self.error = f"heartbeat failed: {exc}"
+from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
+from runner.core.machine import Kind
+from runner.core.model import format_time, utc_now
+from runner.queue.leases import holder_info, local_holder_gone, new_incarnation
+from runner.queue.queue import ClaimLost, LostRace, PushRefused, Queue, Skip
+from runner.queue.snapshot import NotInitialised, Snapshot
+from runner.store import StoreError
+from runner.worker import executor, report
+from runner.worker.actions import WorktreeActions
+from runner.worker.faults import crash_point
+from runner.worker.heartbeat import Heartbeat
+from runner.worker.pipeline import ClaimLostDuringRun, Outcome, State, run_pipeline
+from runner.worker.record import Recorder, qa_doc
 
 
 class Worker:
-    def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None, grace: float | None = None):
+    def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None,
+                 grace: float | None = None, only_step: str | None = None):
         self.queue = queue
         self.store = queue.store
         self.id = worker_id
         self.tags = list(tags or [])
         self.log_file = log_file
-        self.incarnation = new_incarnation(worker_id)
-        self.holder = holder_info(self.incarnation)
         self.grace = grace
+        self.only_step = only_step  # `runner tick --step`: this step or nothing
+        self.incarnation = new_incarnation(worker_id)
+        self.holder = holder_info()
         self.stopping = threading.Event()  # first signal: claim nothing more
         self.cancel = threading.Event()  # grace spent or second signal: stop the running step
-        self.dirs = {name: self.store.runner_dir / name for name in ("worktrees", "logs", "prompts", "locks")}
+        self.dirs = {name: self.store.state_dir / name for name in ("worktrees", "logs", "attempts", "locks", "sessions")}
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
         self.own_worktrees = self.dirs["worktrees"] / worker_id  # only this id's ticks (under its lock) use it
-        self.integration_branch = "runner/integration"  # fetched with the queue; corrected from runner.toml
-        self.last_beat = 0.0
-        self.last_skip: str | None = None
+        self.integration_branch = DEFAULT_INTEGRATION_BRANCH  # corrected from runner.toml after the first read
+        self.started = format_time(utc_now())
+        self.ticks = 0
+        self.last: dict[str, Any] = {}  # the last step this worker ran and how it ended
+        self.lease = 0.0
 
-    def private_queue(self) -> Queue:
-        return Queue(GitStore(self.store.git_dir, remote=self.store.remote), branch=self.queue.branch)
+    # --- what the heartbeat says -----------------------------------------------------------
 
-    def beat(self, queue: Queue, step_id: str | None, attempt: int | None, state: str = "running") -> None:
-        queue.beat(self.id, {"step": step_id, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(), "state": state})
-        self.last_beat = time.monotonic()
-
-    # --- logging -------------------------------------------------------------------
+    def facts(self, state: str, step: str | None = None, attempt: int | None = None) -> dict[str, Any]:
+        return {
+            "state": state,
+            "step": step,
+            "attempt": attempt,
+            "incarnation": self.incarnation,
+            "pid": os.getpid(),
+            "started": self.started,
+            "process_started": self.holder.get("started"),
+            "lease": self.lease,
+            "ticks": self.ticks,
+            "last": self.last or None,
+        }
 
     def log(self, kind: str, message: str) -> None:
         line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
-        with open(self.dirs["logs"] / f"worker-{self.id}.log", "a") as handle:
-            handle.write(line)
-        if self.log_file:
-            with open(self.log_file, "a") as handle:
-                handle.write(line)
+        for path in (self.dirs["logs"] / f"worker-{self.id}.log", self.log_file):
+            if path is not None:
+                try:
+                    with open(path, "a") as handle:
+                        handle.write(line)
+                except OSError:
+                    pass  # a full disk must not stop the tick from giving its step back
 
-    # --- one tick ------------------------------------------------------------------
+    # --- one tick ------------------------------------------------------------------------------
 
     def tick(self) -> dict[str, Any]:
         try:
@@ -184,543 +92,205 @@ class Worker:
         try:
             return self._tick()
         finally:
+            self.ticks += 1
             self.lock.release()
 
-    def skip(self, reason: str, kind: str = "SKIP") -> dict[str, Any]:
+    def skip(self, reason: str, kind: str = "SKIP", outcome: str = "skip") -> dict[str, Any]:
         self.log(kind, reason)
-        return {"sentinel": "SKIP", "outcome": "skip", "reason": reason, "worker": self.id}
+        return report.skip(self.id, reason, outcome)
 
     def _tick(self) -> dict[str, Any]:
         if self.stopping.is_set():
             return self.skip("worker is stopping")
         self.prune_stale_worktrees()
         try:
-            snap = self.queue.snapshot(also_fetch=[self.integration_branch])
-        except GitError as exc:
+            snap = self.queue.snapshot(branches=[self.integration_branch])
+            if snap.config.queue.integration_branch != self.integration_branch:
+                self.integration_branch = snap.config.queue.integration_branch
+                snap = self.queue.snapshot(branches=[self.integration_branch])
+        except NotInitialised as exc:
+            return self.skip(str(exc), outcome="no-queue")
+        except StoreError as exc:
             self.log("ERROR", str(exc))
-            return {"sentinel": "SKIP", "outcome": "error", "reason": str(exc), "worker": self.id}
+            return report.skip(self.id, str(exc), outcome="error")
+        self.lease = snap.config.leases.lease
         if snap.plan.halted:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
-        if floor := self.resource_floor(snap.config):
+        if floor := resource_floor(snap.config, self.store.state_dir):
             return self.skip(floor)
+        held = snap.plan.steps.get(self.only_step or "")
+        if held is not None and held.status == "claimed" and held.assignee == self.id:
+            # `runner claim STEP --id X` (a person's override, say), then `runner tick --id X --step STEP`.
+            self.incarnation = held.holder.get("incarnation") or self.incarnation
+            return self.work(held.id, held.attempt, Kind.CLAIM, None, snap.tip, snap)
         try:
-            published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, snapshot=snap)
+            published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
+                                         snapshot=snap, beat=self.facts("running"))
         except Skip as exc:
-            blocked = [s.id for s in snap.plan.steps.values() if snap.plan.derived_status(s) == "blocked"]
-            if blocked and not any(snap.plan.derived_status(s) in ("ready", "claimed", "waiting") for s in snap.plan.steps.values()):
-                reason = f"dependencies not satisfiable: {', '.join(sorted(blocked))} wait on failed steps"
-                self.log("SKIP", reason)
-                return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "steps": sorted(blocked)}
-            return self.skip(str(exc))
+            return self.nothing_to_claim(snap, str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
-        return self.work(published)
+        event = published.change.event
+        if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
+            self.log("TICK", f"{event.step} -> failed: {published.change.updates.get('last_error')}")
+            return {"sentinel": "STEP_FAILED", "outcome": "failed", "step": event.step, "attempt": event.attempt, "worker": self.id,
+                    "reason": published.change.updates.get("last_error"), "will_retry": False}
+        return self.work(event.step, event.attempt, event.kind, event.replaces, published.commit, published.snapshot)
 
-    def resource_floor(self, config: Config) -> str | None:
-        import psutil
+    def nothing_to_claim(self, snap: Snapshot, why: str) -> dict[str, Any]:
+        plan = snap.plan
+        if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
+            reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
+            self.log("SKIP", reason)
+            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "step": step.id}
+        statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
+        blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
+        if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
+            reason = f"dependencies not satisfiable: {', '.join(blocked)} wait on failed steps"
+            self.log("SKIP", reason)
+            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "steps": blocked}
+        return self.skip(why)
 
-        free_memory = psutil.virtual_memory().available
-        if free_memory < config.min_free_memory:
-            return f"resource floor not met: {free_memory >> 20} MiB memory free, {config.min_free_memory >> 20} MiB required"
-        free_disk = shutil.disk_usage(self.store.runner_dir).free
-        if free_disk < config.min_free_disk:
-            return f"resource floor not met: {free_disk >> 20} MiB disk free, {config.min_free_disk >> 20} MiB required"
-        return None
-
-    def work(self, published: Published) -> dict[str, Any]:
-        step_id = published.change.step_id
-        attempt_no = published.change.attempt
-        snap = self.queue.snapshot_at(published.commit)
+    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str, before: Snapshot) -> dict[str, Any]:
+        """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was claimed on)."""
+        snap = self.queue.snapshot_at(claim, [self.integration_branch])
+        snap.tips.update(before.tips)
         step = snap.plan.steps[step_id]
-        if step.status != "claimed":  # a takeover that found the attempts spent recorded `failed`
-            return self.report_only(step, attempt_no, "STEP_FAILED", "failed", step.meta.get("last_error") or "attempts spent")
-        self.log("TICK", f"claimed {step_id} attempt {attempt_no}")
+        self.log("TICK", f"claimed {step_id} attempt {attempt}")
+        if kind == Kind.TAKEOVER:
+            self.kill_leftovers(step_id, replaces or 0, before)
         crash_point("after-claim")
-        heartbeat = Heartbeat(self, step_id, attempt_no, snap.config.heartbeat_interval)
+        heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation, snap.config.heartbeat_interval,
+                              lambda: self.facts("running", step_id, attempt), self.log)
         heartbeat.start()
-        run: Attempt | None = None
+        attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
+        worktree = self.own_worktrees / f"{step_id}-a{attempt}"
+        config = snap.config.for_step(step.meta)
+        state = State(step=step, attempt=attempt, config=config, feedback=str(step.meta.get("last_error") or ""),
+                      scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
+                      spent_before=float(step.get("spent", 0) or 0))
+        log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
+        started = time.monotonic()
         try:
-            run = self.prepare(step, attempt_no, snap.config)
-            self.execute(run, heartbeat)
+            base = snap.tips.get(self.integration_branch)
+            if base is None:
+                raise StoreError(f"no integration branch {self.integration_branch!r}: run `runner init`")
+            self.fresh(worktree)
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            self.store.add_worktree(worktree, base)
+            actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
+                                      lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel, heartbeat.lost,
+                                      self.stopping, self.dirs["sessions"], config.worker.default_timeout)
+            outcome = run_pipeline(state, actions)
+            crash_point("after-step")
+            heartbeat.stop.set()
+            heartbeat.join(timeout=10)
             if heartbeat.lost.is_set():
-                raise ClaimLost(heartbeat.error or "claim lost")
-            return self.finish(run, heartbeat)
-        except ClaimLost as exc:
-            self.log("LOST", f"{step_id} attempt {attempt_no}: {exc}; nothing recorded")
-            return self.lost_report(step_id, attempt_no, str(exc))
-        except Exception as exc:  # record what we can: the step goes back with the error
-            self.log("ERROR", f"{step_id} attempt {attempt_no}: {exc!r}")
-            if run is not None and run.completed is not None:
-                # The merge landed: the step is done, only its record failed. Never record that
-                # as a failure (the next attempt would merge it again): keep the claim alive and retry.
-                return self.record_done_patiently(run, heartbeat)
-            return self.record_failure(step, attempt_no, run, f"runner error: {exc}", heartbeat)
+                raise ClaimLost(heartbeat.error or "the claim was lost")
+            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started)
+        except (ClaimLost, ClaimLostDuringRun) as exc:
+            self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
+            return self.lost_report(step_id, attempt, str(exc))
+        except Exception as exc:  # a fault of runner itself: give the step back, spending nothing
+            return self.internal_error(state, exc, log_path, time.monotonic() - started)
         finally:
             heartbeat.stop.set()
-            heartbeat.join(timeout=5)
-            if run is not None:
-                self.cleanup(run)
+            heartbeat.join(timeout=10)
+            self.cleanup(worktree, state)
 
-    # --- preparing and running ----------------------------------------------------------
+    # --- recording ---------------------------------------------------------------------------
 
-    def prepare(self, step: Step, attempt_no: int, config: Config) -> Attempt:
-        integration = config.integration_branch
-        self.integration_branch = integration
-        # Fetched after the claim: the claim may have been won on a newer queue tip than the
-        # tick started from, whose dependencies' merges the integration branch must then hold.
-        self.store.fetch([integration])
-        base = self.store.tip(integration)
-        if base is None:
-            raise GitError(f"no integration branch {integration!r}: run `runner init`")
-        worktree = self.own_worktrees / f"{step.id}-a{attempt_no}"
-        if worktree.exists():
-            self.store.remove_worktree(worktree)
-            shutil.rmtree(worktree, ignore_errors=True)
-        self.store.add_worktree(worktree, base)
-        log_path = self.dirs["logs"] / "steps" / f"{step.id}-a{attempt_no}.log"
-        scores = [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
-        return Attempt(
-            step=step, attempt=attempt_no, config=config, worktree=worktree, base=base, log_path=log_path,
-            feedback=step.meta.get("last_error") or "", scores=scores, spent_before=float(step.get("spent", 0) or 0),
+    def recorder(self) -> Recorder:
+        return Recorder(self.queue, self.id, self.incarnation, lambda: self.facts("idle"))
+
+    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float) -> dict[str, Any]:
+        result, files = (None, [])
+        if outcome.kind != Kind.RELEASE:
+            result, files = self.commit_worktree(state, worktree, base)
+        notes_file = attempt_dir / "notes.md"
+        notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
+        crash_point("before-record")
+        snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
+        published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap)
+        crash_point("after-record")
+        event, status = published.change.event, published.change.status
+        self.last = {"step": state.step.id, "attempt": state.attempt, "outcome": status}
+        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status}" + (f": {event.reason}" if event.reason else ""))
+        if outcome.halt:
+            self.halt(outcome.halt)
+        return report.step_report(
+            sentinel, state.step, state.attempt, self.id, status, event.reason, files, state.gates, state.roles,
+            list(event.runs), state.faults, state.overrides, published.commit, str(log_path), qa_doc(state.step.text),
+            will_retry=(status == "ready") if event.kind == Kind.FAIL else None,
         )
 
-    def tokens(self, run: Attempt) -> dict[str, Any]:
-        prompts = self.dirs["prompts"]
-        step_file = prompts / f"{run.step.id}-a{run.attempt}.step.md"
-        prompt_file = prompts / f"{run.step.id}-a{run.attempt}.prompt.md"
-        return {
-            "prompt_file": lambda: _written(prompt_file, self.prompt(run)),
-            "step_file": lambda: _written(step_file, run.step.text),
-            "step": run.step.id,
-            "title": run.step.title,
-            "attempt": str(run.attempt),
-            "cwd": str(run.worktree),
-            "worktree": str(run.worktree),
-            "worker": self.id,
-            "feedback": run.feedback,
-            "output": str(prompts / f"{run.step.id}-a{run.attempt}.output.md"),
-            "diff_file": lambda: str(self.write_diff(run)),
-            "verdict": lambda: json.dumps(run.verdict.__dict__ if run.verdict else None),
-            "findings": run.findings,
-        }
-
-    def prompt(self, run: Attempt) -> str:
-        parts = []
-        for path in ("plans/root.md", "plans/NOTES.md"):
-            data = self.store.file_at(self.queue.store.tip(self.queue.branch), path)
-            if data:
-                parts.append(data.decode(errors="replace"))
-        parts.append(run.step.text)
-        if run.feedback:
-            parts.append(f"## Feedback from the previous attempt\n\n{run.feedback}\n")
-        return "\n\n".join(parts)
-
-    def env(self, run: Attempt) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(
-            {
-                "RUNNER_STEP": run.step.id,
-                "RUNNER_ATTEMPT": str(run.attempt),
-                "RUNNER_WORKER": self.id,
-                "RUNNER_WORKTREE": str(run.worktree),
-            }
-        )
-        return env
-
-    def command(self, run: Attempt) -> list[str]:
-        argv = run.step.get("run") or run.config.harness_command
-        if not argv:
-            raise ValueError(f"{run.step.id} has no `run:` argv and runner.toml has no harness.command")
-        return executor.substitute(list(argv), self.tokens(run))
-
-    def run_command(self, run: Attempt, name: str, argv: list[str], stdout_path: Path | None, cancel: threading.Event) -> executor.RunResult:
-        timeout = step_duration(run.step, "timeout", 3600.0)
-        if run.brakes.step_budget is not None:
-            timeout = max(1.0, min(timeout, run.brakes.step_budget - run.spent()))
-        return executor.run(argv, run.worktree, self.env(run), run.log_path, timeout, cancel, stdout_path)
-
-    def execute(self, run: Attempt, heartbeat: Heartbeat) -> None:
-        """orient -> deviation gate -> implement -> gates -> fix loop -> sweep -> review, with brakes."""
-        cancel = _AnyEvent(heartbeat.lost, self.cancel)
-        roles = roles_for(run.config, run.step)
-        brakes = run.brakes = brakes_for(run.config, run.step)
-        if self.budget_spent(run) or not self.orient(run, roles.get("orient"), cancel):
-            return
-        fixes = reviews = 0
-        swept = False
-        while True:
-            timed_out = self.implement(run, cancel)
-            if heartbeat.lost.is_set():
-                raise ClaimLost(heartbeat.error or "claim lost")
-            if self.cancel.is_set():
-                return
-            if run.verdict is not None and run.verdict.score is not None:
-                run.scores.append(float(run.verdict.score))
-                if plateaued(run.scores, brakes.score_plateau_window):
-                    run.stop = f"plateau: verifier score has not improved over the last {brakes.score_plateau_window} runs ({run.scores[-brakes.score_plateau_window - 1:]})"
-                    return
-            if self.budget_spent(run):
-                return
-            if any(g.result == FAIL for g in run.gates):
-                if fixes >= brakes.max_fix_attempts or timed_out:
-                    return  # re-running a step that hit its timeout would only spend the budget again
-                fixes += 1
-                run.feedback = gate_failure_feedback(run.gates) + "\n\n" + executor.tail(run.log_path, 30)
-                self.log("FIX", f"{run.step.id} attempt {run.attempt}: gates failed (fix {fixes}/{brakes.max_fix_attempts})")
-                continue
-            if not swept:
-                self.sweep(run, roles.get("sweep"), cancel)
-                swept = True
-            critical = self.review(run, roles.get("review"), cancel)
-            if not critical:
-                return
-            if reviews >= brakes.max_review_attempts:
-                run.failure = f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000]
-                return
-            reviews += 1
-            run.feedback = "The independent review found critical issues:\n" + "\n".join(critical)
-            self.log("REVIEW", f"{run.step.id} attempt {run.attempt}: critical findings, back to implement ({reviews}/{brakes.max_review_attempts})")
-
-    def implement(self, run: Attempt, cancel) -> bool:
-        """Run the step's command and the gates once. True when the command hit its timeout."""
-        run.runs += 1
-        result = self.run_command(run, "run", self.command(run), None, cancel)
-        crash_point("after-step")
-        if self.cancel.is_set():
-            run.gates = [GateResult("run", FAIL, "worker stopping: step released")]
-        elif not result.ok:
-            run.gates = [GateResult("run", FAIL, result.describe(), result.argv)]
-        else:
-            gates, run.verdict = run_gates(
-                run.worktree,
-                run.step.text,
-                run.step.get("required_outputs", []),
-                run.config,
-                lambda name, argv, out: self.run_command(run, name, argv, out, cancel),
-            )
-            run.gates = [GateResult("run", PASS, result.describe(), result.argv), *gates]
-        return result.timed_out
-
-    def budget_spent(self, run: Attempt) -> bool:
-        budget = run.brakes.step_budget
-        if budget is not None and run.spent() >= budget:
-            run.stop = f"budget: {run.spent():.0f}s spent of the step's {budget:.0f}s budget across attempts"
-            return True
-        return False
-
-    def run_role(self, run: Attempt, role: Role, cancel) -> tuple[executor.RunResult, str]:
-        out_path = self.dirs["prompts"] / f"{run.step.id}-a{run.attempt}.{role.name}.out"
-        argv = executor.substitute(role.command, self.tokens(run))
-        result = self.run_command(run, role.name, argv, out_path, cancel)
-        output = out_path.read_text(errors="replace") if out_path.exists() else ""
-        with open(run.log_path, "a") as log:
-            log.write(output)
-        return result, output
-
-    def orient(self, run: Attempt, role: Role | None, cancel) -> bool:
-        """Run the read-only orient role. False when it found a major deviation a person must judge."""
-        if role is None:
-            run.roles.append(GateResult("orient", NOT_RUN, "not configured"))
-            return True
-        result, output = self.run_role(run, role, cancel)
-        run.notes["Orient"] = output
-        if not result.ok:
-            run.faults.append(FAULT_ORIENT)
-            run.roles.append(GateResult("orient", FAIL, f"{FAULT_ORIENT} ({result.describe()})", result.argv))
-            return True
-        deviation = deviation_reported(output)
-        if not deviation:
-            run.roles.append(GateResult("orient", PASS, "no major deviation", result.argv))
-            return True
-        if run.step.meta.get("approved") or not run.brakes.deviation_gate:
-            why = "approved by a person" if run.step.meta.get("approved") else "deviation gate off"
-            run.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv))
-            return True
-        if env_flag("RUNNER_AUTOAPPROVE"):
-            run.overrides.append(f"RUNNER_AUTOAPPROVE=1 skipped the deviation gate: {deviation}")
-            run.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); skipped by RUNNER_AUTOAPPROVE=1", result.argv))
-            return True
-        run.deviation = deviation
-        run.roles.append(GateResult("orient", FAIL, f"major deviation: {deviation}", result.argv))
-        return False
-
-    def sweep(self, run: Attempt, role: Role | None, cancel) -> None:
-        if role is None:
-            run.roles.append(GateResult("sweep", NOT_RUN, "not configured"))
-            return
-        result, output = self.run_role(run, role, cancel)
-        if result.ok:
-            run.notes["Sweep findings"] = output
-            run.roles.append(GateResult("sweep", PASS, f"{len(output.splitlines())} lines of findings", result.argv))
-        else:
-            run.faults.append(FAULT_SWEEP)
-            run.roles.append(GateResult("sweep", FAIL, f"{FAULT_SWEEP} ({result.describe()})", result.argv))
-
-    def review(self, run: Attempt, role: Role | None, cancel) -> list[str]:
-        """Run the reviewer when due (retried once if it faults). Returns its critical findings."""
-        if role is None:
-            run.set_role(GateResult("review", NOT_RUN, "not configured"))
-            return []
-        if env_flag("RUNNER_SKIP_REVIEW"):
-            run.overrides.append("RUNNER_SKIP_REVIEW=1 skipped the independent review")
-            run.set_role(GateResult("review", NOT_RUN, "skipped by RUNNER_SKIP_REVIEW=1"))
-            return []
-        due = review_due(role, self.stage(run)[1])
-        if not due:
-            run.set_role(GateResult("review", NOT_RUN, "not due (small change, no boundary crossed)"))
-            return []
-        for _ in range(2):
-            result, output = self.run_role(run, role, cancel)
-            if result.ok:
-                break
-            self.log("FAULT", f"{run.step.id}: reviewer {result.describe()}")
-        if not result.ok:
-            run.faults.append(FAULT_REVIEW)
-            run.hold = FAULT_REVIEW
-            run.set_role(GateResult("review", FAIL, f"{FAULT_REVIEW} (twice: {result.describe()}); not passed as reviewed", result.argv))
-            return []
-        run.notes["Review"] = output
-        critical = critical_findings(output)
-        run.findings = "\n".join(critical) or output
-        detail = f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})"
-        run.set_role(GateResult("review", FAIL if critical else PASS, detail, result.argv))
-        return critical
-
-    def write_diff(self, run: Attempt) -> Path:
-        path = self.dirs["prompts"] / f"{run.step.id}-a{run.attempt}.diff"
-        if run.worktree.exists():
-            run_git(run.worktree, "add", "-A")
-            path.write_bytes(run_git(run.worktree, "diff", "--cached", "--binary", run.base).stdout)
-        else:
-            path.write_bytes(b"")
-        return path
-
-    # --- recording -------------------------------------------------------------------------
-
-    def finish(self, run: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
-        if self.cancel.is_set():
-            return self.release(run, heartbeat, "worker stopping before the step finished")
-        if run.deviation:
-            event = Event("deviation", attempt=run.attempt, incarnation=self.incarnation, reason=f"orient reported a major deviation: {run.deviation}", metrics=run.metrics())
-            return self.record(run, event, "STEP_BLOCKED", "awaiting a person: orient reported a major deviation (runner approve / runner reject)", [])
-        if run.stop:
-            event = Event("fail", attempt=run.attempt, incarnation=self.incarnation, reason=run.stop, permanent=True, metrics=run.metrics())
-            return self.record(run, event, "STEP_FAILED", run.stop, [])
-        files = self.commit_worktree(run)
-        if run.failure or any(g.result == FAIL for g in run.gates):
-            return self.record_failure(run.step, run.attempt, run, run.failure or gate_failure_feedback(run.gates), heartbeat, files)
-        snap = self.check_fence(run)
+    def halt(self, reason: str) -> None:
         try:
-            merged = self.merge(run)
-        except MergeConflict as exc:
-            return self.record_failure(run.step, run.attempt, run, str(exc), heartbeat, files)
-        result = {"branch": run.config.step_branch_prefix + run.step.id, "commit": run.result_commit, "merge": merged, "handoff": handoff_path(run.step.id)}
-        event = Event("complete", attempt=run.attempt, incarnation=self.incarnation, result=result, hold=bool(run.hold), reason=run.hold, metrics=run.metrics())
-        run.completed, run.files = event, files
-        if run.hold:
-            return self.record(run, event, "STEP_BLOCKED", f"awaiting a person: {run.hold}", files, snap)
-        return self.record(run, event, "STEP_COMPLETE", None, files, snap)
+            self.queue.set_halt(reason, self.id)
+            self.log("HALT", reason)
+        except (Skip, StoreError, LostRace, PushRefused) as exc:
+            self.log("ERROR", f"could not halt the queue ({reason}): {exc}")
 
-    def record_done_patiently(self, run: Attempt, heartbeat: Heartbeat) -> dict[str, Any]:
-        """Retry recording a merged step while the heartbeat keeps its claim alive (a flaky remote)."""
-        deadline = time.monotonic() + max(run.config.lease / 2, 5.0)
-        delay = 0.5
-        while True:
-            try:
-                return self.record(run, run.completed, "STEP_COMPLETE", None, run.files)
-            except ClaimLost:
-                raise
-            except (GitError, LostRace, OSError) as exc:
-                if heartbeat.lost.is_set() or time.monotonic() + delay > deadline:
-                    raise
-                self.log("ERROR", f"{run.step.id} attempt {run.attempt}: recording done failed ({exc}); retrying in {delay:.1f}s")
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
-
-    def check_fence(self, run: Attempt) -> Snapshot:
-        """Still our claim? Checked before merging, so a stale holder never touches the integration
-        branch. One fetch brings the queue and the integration branch for the merge."""
-        self.queue.fetch([run.config.integration_branch])
-        snap = self.queue.snapshot(fetch=False)
-        step = snap.plan.steps.get(run.step.id)
-        if step is None or step.status != "claimed" or step.attempt != run.attempt or step.assignee != self.id:
-            raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over before recording")
-        return snap
-
-    def stage(self, run: Attempt) -> tuple[str, list[str]]:
-        """Stage everything in the worktree (git's own rules: .gitignore, attributes) and
-        return the tree it makes and the paths that differ from the base."""
-        run_git(run.worktree, "add", "-A")
-        index = pygit2.Repository(str(run.worktree)).index
-        index.read()
-        tree = str(index.write_tree())
-        diff = self.store.repo[run.base].tree.diff_to_tree(self.store.repo[tree])
-        return tree, sorted({d.new_file.path for d in diff.deltas} | {d.old_file.path for d in diff.deltas})
-
-    def commit_worktree(self, run: Attempt) -> list[str]:
-        """Commit the worktree (one commit per attempt that got this far) on runner/steps/<id>."""
-        tree, changed = self.stage(run)
-        message = (
-            f"{run.step.id}: {run.step.title} (attempt {run.attempt})\n\n"
-            f"Runner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
-        )
-        run.result_commit = self.store.make_commit([run.base], {}, message, signer_for(self.id), base_tree=tree)
-        self.store.set_own_ref("refs/heads/" + run.config.step_branch_prefix + run.step.id, run.result_commit)
-        return changed
-
-    def merge(self, run: Attempt) -> str:
-        """Merge the step's commit into the integration branch by compare-and-swap."""
-        branch = run.config.integration_branch
-        step_ref = "refs/heads/" + run.config.step_branch_prefix + run.step.id
-        for attempt in range(self.queue.max_tries):
-            if attempt:  # the fence check fetched it for the first try
-                self.store.fetch([branch])
-            tip = self.store.tip(branch)
-            if self.store.is_ancestor(run.result_commit, tip):
-                return tip  # already merged (a retry after a push whose answer was lost)
-            if tip == run.base or self.store.is_ancestor(tip, run.result_commit):
-                new = run.result_commit
-            else:
-                tree, conflicts = self.store.merge_commits(tip, run.result_commit)
-                if conflicts:
-                    raise MergeConflict(f"merge conflict with {branch} in: {', '.join(conflicts)}")
-                message = f"merge {run.step.id} (attempt {run.attempt}) into {branch}\n\nRunner-Step: {run.step.id}\nRunner-Worker: {self.id}\nRunner-Attempt: {run.attempt}\n"
-                sig = signer_for(self.id).signature()
-                new = str(self.store.repo.create_commit(None, sig, sig, message, tree, [tip, run.result_commit]))
-            crash_point("before-merge")
-            if self.store.remote:
-                won = self.store.push([(step_ref, run.result_commit, FORCE), ("refs/heads/" + branch, new, tip)])
-            else:
-                won = self.store.local_cas("refs/heads/" + branch, new, tip)
-            if won:
-                crash_point("after-merge")
-                return new
-            time.sleep(random.uniform(0, min(1.0, 0.02 * 2**attempt)))
-        raise LostRace(f"could not merge into {branch}: lost every race")
-
-    def record(self, run: Attempt, event: Event, sentinel: str, reason: str | None, files: list[str], snap: Snapshot | None = None) -> dict[str, Any]:
-        def build(snap):
-            step = snap.plan.steps.get(run.step.id)
-            if step is None or step.attempt != run.attempt or step.assignee != self.id or step.status != "claimed":
-                raise ClaimLost(f"claim of {run.step.id} attempt {run.attempt} was taken over; not recording")
-            crash_point("before-record")
-            outcome = _outcome_of(step, event, snap.config)
-            handoff = self.handoff(run, outcome, sentinel, reason, files)
-            passed = {" ".join(g.command) if g.command else "" for g in run.gates if g.result == PASS}
-            passed_checks = {g.name.removeprefix("check: ") for g in run.gates if g.name.startswith("check: ") and g.result == PASS}
-            return self.queue.transition_change(
-                snap,
-                run.step.id,
-                event,
-                self.id,
-                extra_files={handoff_path(run.step.id): handoff},
-                edit_text=(lambda text: tick_checks(text, passed_checks)) if event.kind == "complete" and passed else None,
-            )
-
-        published = self.queue.publish(build, signer_for(self.id), snapshot=snap, max_tries=OUTCOME_TRIES)
-        status = published.change.updates.get("status")
-        if status == "failed":
-            sentinel = "STEP_FAILED"
-        self.log("TICK", f"{run.step.id} attempt {run.attempt} -> {status}" + (f": {reason}" if reason else ""))
-        return self.report(run, status, sentinel, reason, files, published.commit)
-
-    def record_failure(self, step: Step, attempt_no: int, run: Attempt | None, reason: str, heartbeat: Heartbeat, files: list[str] | None = None) -> dict[str, Any]:
-        if heartbeat.lost.is_set():
-            raise ClaimLost(heartbeat.error or "claim lost")
-        config = run.config if run else self.queue.snapshot().config
-        metrics = run.metrics() if run else None
-        event = Event("fail", attempt=attempt_no, incarnation=self.incarnation, reason=reason[:2000], retry_at=retry_at(config, attempt_no), metrics=metrics)
-        if run is None:
-            run = Attempt(step=step, attempt=attempt_no, config=config, worktree=Path("/nonexistent"), base="", log_path=Path("/nonexistent"))
-            run.gates = [GateResult("run", NOT_RUN, reason)]
+    def internal_error(self, state: State, exc: Exception, log_path: Path, elapsed: float) -> dict[str, Any]:
+        """Log the traceback, give the step back (no attempt spent) and say so."""
+        trace = self.dirs["logs"] / "errors.log"
         try:
-            return self.record(run, event, "STEP_FAILED", reason, files or [])
-        except ClaimLost as exc:
-            return self.lost_report(step.id, attempt_no, str(exc))
-
-    def release(self, run: Attempt, heartbeat: Heartbeat, reason: str) -> dict[str, Any]:
-        event = Event("release", attempt=run.attempt, incarnation=self.incarnation, reason=reason)
+            with open(trace, "a") as handle:
+                handle.write(f"--- {format_time(utc_now())} {self.id} {state.step.id} attempt {state.attempt}\n{traceback.format_exc()}\n")
+        except OSError:
+            pass
+        reason = f"runner error: {type(exc).__name__}: {exc} (traceback in {trace})"
+        self.log("ERROR", f"{state.step.id} attempt {state.attempt}: {reason}")
         try:
-            return self.record(run, event, "SKIP", reason, [])
-        except ClaimLost as exc:
-            return {"sentinel": "SKIP", "outcome": "lost", "reason": str(exc), "step": run.step.id, "worker": self.id}
+            published, _ = self.recorder().record(state, Outcome(Kind.RELEASE, reason=reason), None, [], None, log_path, elapsed,
+                                                                self.queue.snapshot(fetch=False, branches=[self.integration_branch]))
+            commit = published.commit
+        except Exception as again:  # the lease gives the step back in the end
+            self.log("ERROR", f"could not release {state.step.id}: {again}")
+            commit = None
+        return {"sentinel": "SKIP", "outcome": "error", "reason": reason, "step": state.step.id, "attempt": state.attempt,
+                "worker": self.id, "commit": commit}
 
-    def handoff(self, run: Attempt, outcome: str, sentinel: str, reason: str | None, files: list[str]) -> bytes:
-        meta = HandoffMeta(
-            step=run.step.id,
-            attempt=run.attempt,
-            worker=self.id,
-            outcome=outcome,
-            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in [*run.gates, *run.roles]],
-            files_changed=files,
-            duration_s=round(time.monotonic() - run.started, 2),
-            result_commit=run.result_commit,
-            sentinel=sentinel if outcome != "failed" else "STEP_FAILED",
-            reason=reason[:1000] if reason else None,
-            overrides=run.overrides,
-            faults=run.faults,
-        )
-        manual = manual_checks(run.step.text)
-        sections = {
-            "Pipeline faults": "\n".join(run.faults),
-            "Overrides": "\n".join(f"- {item}" for item in run.overrides),
-            **{title: fence(text) for title, text in run.notes.items() if text.strip()},
-            "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual),
-            "Feedback given to the last run": run.feedback if run.runs > 1 else "",
-            "Log tail": fence(executor.tail(run.log_path)) if run.log_path.exists() else "",
-        }
-        return render_handoff(meta, sections)
-
-    def report(self, run: Attempt, status: str | None, sentinel: str, reason: str | None, files: list[str], commit: str) -> dict[str, Any]:
-        counted = [g for g in run.gates if g.result != NOT_RUN]
-        return {
-            "sentinel": sentinel,
-            "outcome": status,
-            "step": run.step.id,
-            "attempt": run.attempt,
-            "worker": self.id,
-            "gates_passed": sum(1 for g in counted if g.result == PASS),
-            "gates_run": len(counted),
-            "gates": [g.as_dict() for g in run.gates],
-            "roles": [r.as_dict() for r in run.roles],
-            "faults": run.faults,
-            "overrides": run.overrides,
-            "files_changed": files,
-            "manual_checks_left": manual_checks(run.step.text),
-            "duration_s": round(time.monotonic() - run.started, 2),
-            "reason": reason,
-            "commit": commit,
-            "log": str(run.log_path),
-        }
-
-    def lost_report(self, step_id: str, attempt_no: int, reason: str) -> dict[str, Any]:
+    def lost_report(self, step_id: str, attempt: int, reason: str) -> dict[str, Any]:
         """The claim went away under us: taken over (SKIP), or aborted by a person (STEP_REJECTED)."""
         try:
             step = self.queue.snapshot().plan.steps.get(step_id)
-        except GitError:
+        except StoreError:
             step = None
-        last_error = (step.meta.get("last_error") or "") if step else ""
+        last_error = str(step.meta.get("last_error") or "") if step else ""
         if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
-            return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt_no, "worker": self.id}
-        return {"sentinel": "SKIP", "outcome": "lost", "reason": reason, "step": step_id, "attempt": attempt_no, "worker": self.id}
+            return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt, "worker": self.id}
+        return {"sentinel": "SKIP", "outcome": "lost", "reason": reason, "step": step_id, "attempt": attempt, "worker": self.id}
 
-    def report_only(self, step: Step, attempt_no: int, sentinel: str, outcome: str, reason: str) -> dict[str, Any]:
-        self.log("TICK", f"{step.id} -> {outcome}: {reason}")
-        return {"sentinel": sentinel, "outcome": outcome, "step": step.id, "attempt": attempt_no, "worker": self.id, "reason": reason}
+    # --- worktrees ------------------------------------------------------------------------------
 
-    # --- housekeeping ------------------------------------------------------------------------
+    def commit_worktree(self, state: State, worktree: Path, base: str) -> tuple[str | None, list[str]]:
+        """The attempt's change as one commit on top of its base (kept on runner/steps/<id>)."""
+        from runner.core.codec import result_message
+        from runner.queue.queue import author_for
 
-    def cleanup(self, run: Attempt) -> None:
-        if not run.worktree.exists():
+        if not worktree.exists():
+            return None, []
+        tree, changed = self.store.snapshot_worktree(worktree, base)
+        message = result_message(state.step.id, state.step.title, state.attempt, self.id)
+        return self.store.make_commit([base], {}, message, author_for(self.id), base_tree=tree), changed
+
+    def fresh(self, worktree: Path) -> None:
+        if worktree.exists():
+            self.store.remove_worktree(worktree)
+            shutil.rmtree(worktree, ignore_errors=True)
+
+    def cleanup(self, worktree: Path, state: State) -> None:
+        if not worktree.exists():
             return
-        if run.config.keep_worktree_on_failure and any(g.result == FAIL for g in run.gates):
-            self.log("KEEP", f"kept worktree {run.worktree}")
+        if state.config.worker.keep_worktree_on_failure and any(g.result == "fail" for g in state.gates):
+            self.log("KEEP", f"kept worktree {worktree}")
             return
-        self.store.remove_worktree(run.worktree)
-        shutil.rmtree(run.worktree, ignore_errors=True)
+        self.store.remove_worktree(worktree)
+        shutil.rmtree(worktree, ignore_errors=True)
 
     def prune_stale_worktrees(self) -> None:
-        """Worktrees of this worker id left by a crashed tick (we hold the id's lock, so none is live)."""
+        """Worktrees of this worker id left by a crashed tick (we hold the id's lock: none is live)."""
         stale = [p for p in self.own_worktrees.iterdir() if p.is_dir()] if self.own_worktrees.is_dir() else []
         for path in stale:
             self.store.remove_worktree(path)
@@ -729,141 +299,24 @@ class Worker:
             self.store.prune_worktrees()
             self.log("PRUNE", f"removed {len(stale)} stale worktree(s)")
 
-    def print_report(self, report: dict[str, Any], json_out: bool) -> None:
-        if json_out:
-            print(json.dumps(report, default=str), flush=True)
+    def kill_leftovers(self, step_id: str, replaced: int, snap: Snapshot) -> None:
+        """A takeover on the holder's own host: kill what the dead holder's command left running."""
+        step = snap.plan.steps.get(step_id)
+        if step is None or not local_holder_gone(step.holder):
             return
-        from runner.commands.render import console
-
-        out = console()
-        if report["sentinel"] == "SKIP":
-            if report.get("reason") != self.last_skip:  # an idle daemon says why once, not every tick
-                out.print(f"[dim]SKIP[/] {report.get('reason')}", markup=True)
-            self.last_skip = report.get("reason")
-            return
-        self.last_skip = None
-        colour = "green" if report["sentinel"] == "STEP_COMPLETE" else "red"
-        if "step" not in report:  # a tick that ran nothing but says why (e.g. dependencies not satisfiable)
-            out.print(f"[{colour}]{report['sentinel']}[/] {report.get('reason')}", markup=True)
-            self.last_skip = report.get("reason")
-            return
-        out.print(
-            f"[{colour}]{report['sentinel']}[/] {report['step']} attempt {report.get('attempt')} -> {report['outcome']}"
-            f"  gates {report.get('gates_passed', 0)}/{report.get('gates_run', 0)}"
-            f"  files changed {len(report.get('files_changed', []))}"
-            f"  manual checks left {len(report.get('manual_checks_left', []))}"
-            f"  {report.get('duration_s', 0)}s"
-        )
-        if report.get("reason") and report["sentinel"] != "STEP_COMPLETE":
-            out.print(f"  reason: {report['reason'][:500]}", markup=False)
-
-    # --- the daemon ---------------------------------------------------------------------------
-
-    def run_forever(self, interval: float, max_ticks: int = 0, once: bool = False, json_out: bool = False) -> int:
-        try:
-            self.lock.acquire(timeout=0)
-        except Timeout:
-            from runner.commands.render import console
-
-            console(stderr=True).print(f"error: another `runner worker --id {self.id}` is already running on this repository (lock {self.lock.lock_file})")
-            return 2
-        if self.grace is None:
-            try:
-                self.grace = self.queue.snapshot().config.grace_period
-            except GitError:
-                self.grace = 30.0
-        self.install_signal_handlers()
-        self.log("START", f"incarnation {self.incarnation} pid {os.getpid()}")
-        ticks = 0
-        try:
-            self.beat(self.queue, None, None, state="idle")
-        except Exception as exc:
-            self.log("ERROR", f"first heartbeat failed: {exc}")
-        try:
-            while not self.stopping.is_set():
-                report = self._tick_with_grace()
-                self.print_report(report, json_out)
-                ticks += 1
-                if max_ticks and ticks >= max_ticks:
-                    break
-                if report["outcome"] in IDLE_OUTCOMES:
-                    if once and self.drained():
-                        break
-                    self.idle_beat()
-                    self.stopping.wait(interval * random.uniform(0.8, 1.2))
-        finally:
-            try:
-                self.beat(self.queue, None, None, state="stopped")
-            except Exception:
-                pass
-            self.log("STOP", f"after {ticks} ticks")
-            self.lock.release()
-        return 0
-
-    def idle_beat(self) -> None:
-        """An idle daemon still shows up in `runner workers`, at the heartbeat's pace."""
-        try:
-            interval = self.queue.snapshot(fetch=False).config.heartbeat_interval
-            if time.monotonic() - self.last_beat >= interval:
-                self.beat(self.queue, None, None, state="idle")
-        except (GitError, LostRace) as exc:
-            self.log("ERROR", f"idle heartbeat failed: {exc}")
-
-    def drained(self) -> bool:
-        """No step is ready (even backing off) or running: nothing more can happen without a person."""
-        try:
-            plan = self.queue.snapshot().plan
-        except GitError:
-            return False
-        return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())
-
-    def _tick_with_grace(self) -> dict[str, Any]:
-        try:
-            return self._tick()
-        except (GitError, PushRefused, TransitionError, LostRace) as exc:
-            self.log("ERROR", str(exc))
-            return {"sentinel": "SKIP", "outcome": "error", "reason": str(exc), "worker": self.id}
-
-    def install_signal_handlers(self) -> None:
-        def on_signal(signum, frame):
-            if self.stopping.is_set():
-                self.log("SIGNAL", "second signal: stopping the step now")
-                self.cancel.set()
-                return
-            self.stopping.set()
-            wait = self.grace if self.grace is not None else 30.0
-            self.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
-            timer = threading.Timer(wait, self.cancel.set)
-            timer.daemon = True
-            timer.start()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        for record in self.dirs["sessions"].glob(f"{step_id}-a*.json"):
+            if record.stem.rsplit("-a", 1)[-1].isdigit() and int(record.stem.rsplit("-a", 1)[-1]) <= replaced:
+                if killed := executor.kill_recorded_session(record):
+                    self.log("KILL", f"killed {killed} process(es) left running by {step.assignee}'s attempt of {step_id}")
 
 
-class MergeConflict(Exception):
-    pass
+def resource_floor(config: Config, folder: Path) -> str | None:
+    import psutil
 
-
-def _written(path: Path, text: str) -> str:
-    path.write_text(text)
-    return str(path)
-
-
-class _AnyEvent:
-    """Set when any of several events is set (the executor polls is_set)."""
-
-    def __init__(self, *events: threading.Event):
-        self.events = events
-
-    def is_set(self) -> bool:
-        return any(e.is_set() for e in self.events)
-
-
-def _outcome_of(step: Step, event: Event, config: Config) -> str:
-    if event.kind == "complete":
-        return "review" if step.requires_approval else "done"
-    if event.kind == "release":
-        return "released"
-    max_attempts = int(step.meta.get("max_attempts") or config.max_attempts)
-    return "failed" if event.permanent or step.attempt >= max_attempts else "ready"
+    free_memory = psutil.virtual_memory().available
+    if free_memory < config.worker.min_free_memory:
+        return f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} MiB required"
+    free_disk = shutil.disk_usage(folder).free
+    if free_disk < config.worker.min_free_disk:
+        return f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB required"
+    return None

@@ -1,0 +1,232 @@
+"""Commands that set up and read the plan: init, add, import, validate, status, show,
+ready, graph, log."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from runner.commands.common import By, Target, Tags, emit, person
+from runner.core.errors import EXIT_BAD_INPUT, BadInput
+
+
+def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
+         by: By = None) -> None:
+    """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
+
+    With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI;
+    on a queue that exists, only those tables change (one commit shows the change)."""
+    from runner.commands.agents import init_files, set_agent
+
+    queue = target.queue()
+    actor = person(by)
+    created, message = queue.init(actor, files=init_files(agent))
+    if agent and not created:
+        message += "; " + set_agent(queue, agent, actor)
+    emit(target, {"created": created, "message": message}, message)
+    if not target.json:
+        typer.echo('next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')
+
+
+def add(
+    target: Target,
+    title: Annotated[str, typer.Argument(help="What the step does.")],
+    step_id: Annotated[str, typer.Option("--id", help="Step id: 1 to 64 of a-z 0-9 . _ -, e.g. 03-add-parser.")],
+    depends_on: Annotated[list[str], typer.Option("--depends-on", "-d", help="A step that must be done first (repeatable).")] = [],
+    priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+    tag: Annotated[list[str], typer.Option("--tag", help="Only workers with this tag take it (repeatable).")] = [],
+    run: Annotated[Optional[str], typer.Option("--run", help="The command: a JSON list (argv), or words split like a shell would (never run by one).")] = None,
+    timeout: Annotated[Optional[str], typer.Option(help="e.g. 30m, or none.")] = None,
+    requires_approval: Annotated[bool, typer.Option("--requires-approval", help="Wait in review for `runner approve` before merging.")] = False,
+    body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
+    by: By = None,
+) -> None:
+    """Add a step to the plan (checked like `runner validate` before it is committed)."""
+    from runner.core.ids import step_id_problem
+    from runner.core.layout import FANOUT_FROM, new_step_path
+    from runner.core.plan import Plan
+    from runner.core.stepfile import parse_step, render_new_step
+
+    fields: dict = {}
+    if depends_on:
+        fields["depends_on"] = depends_on
+    if priority:
+        fields["priority"] = priority
+    if tag:
+        fields["tags"] = tag
+    if run:
+        fields["run"] = parse_run(run)
+    if timeout:
+        fields["timeout"] = timeout
+    if requires_approval:
+        fields["requires_approval"] = True
+    if problem := step_id_problem(step_id):
+        raise BadInput(f"--id: {problem}")
+    data = render_new_step(step_id, title, fields, body.strip() + "\n" if body else "").encode()
+    path_holder: list[str] = []
+
+    def files(snap) -> dict:
+        if existing := snap.plan.find(step_id):
+            raise BadInput(f"step {step_id!r} already exists ({existing.path})")
+        size = len(snap.plan.steps) + len(snap.plan.invalid)
+        fanned = size + 1 >= FANOUT_FROM or any(s.path == new_step_path(s.id, True) for s in list(snap.plan.steps.values())[:1])
+        path = new_step_path(step_id, fanned)
+        step = parse_step(path, data)
+        merged = Plan.build([*snap.plan.steps.values(), step])
+        problems = [f"{p}" for s in merged.invalid if s.id == step_id for p in s.problems]
+        problems += [p.split(": ", 1)[1] for p in merged.unrunnable(bool(snap.config.harness.command)) if p.startswith(path)]
+        if problems:
+            raise BadInput(problems)
+        path_holder[:] = [path]
+        return {path: data}
+
+    target.queue().edit(files, f"add {step_id}: {title}", person(by))
+    emit(target, {"step": step_id, "path": path_holder[0]}, f"added {step_id} ({path_holder[0]})")
+
+
+def parse_run(text: str) -> list[str]:
+    if text.lstrip().startswith("["):
+        try:
+            argv = json.loads(text)
+        except ValueError as exc:
+            raise BadInput(f"--run: {text!r} is not a JSON list ({exc.msg}); write it as '[\"make\", \"db\"]' with double quotes, or as plain words: --run 'make db'") from None
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+            raise BadInput("--run: a JSON list of strings, e.g. '[\"make\", \"db\"]'")
+        return argv
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise BadInput(f"--run: cannot split {text!r}: {exc}") from None
+    if not argv:
+        raise BadInput("--run: empty command")
+    return argv
+
+
+def import_(
+    target: Target,
+    folder: Annotated[Path, typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md.")],
+    by: By = None,
+) -> None:
+    """Import a plan folder onto the queue branch: all or nothing, every problem listed."""
+    from runner.queue.importer import import_files
+
+    summary: list[str] = []
+
+    def files(snap) -> dict:
+        found, what = import_files(folder, snap.plan)
+        steps_only = {p for p in found if p.startswith("plans/steps/")}
+        from runner.core.plan import Plan
+        from runner.core.stepfile import parse_step
+
+        merged = Plan.build([*snap.plan.steps.values(), *(parse_step(p, found[p]) for p in steps_only)])
+        if problems := [p for p in merged.unrunnable(bool(snap.config.harness.command)) if p.split(":", 1)[0] in steps_only]:
+            raise BadInput(problems)
+        summary[:] = what
+        return found
+
+    target.queue().edit(files, f"import {folder.name}", person(by))
+    emit(target, {"imported": summary}, f"imported {', '.join(summary)}")
+
+
+def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
+    """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound."""
+    if path is not None:
+        from runner.core.plan import Plan
+        from runner.queue.importer import import_files
+
+        try:
+            import_files(path, Plan.build([]))
+            problems = []
+        except BadInput as exc:
+            problems = exc.problems
+    else:
+        snap = target.snapshot()
+        problems = snap.plan.check(snap.config)
+    if target.json:
+        emit(target, {"ok": not problems, "problems": problems}, "")
+        if problems:
+            raise typer.Exit(EXIT_BAD_INPUT)
+        return
+    if problems:
+        raise BadInput(problems)
+    typer.echo("plan is sound")
+
+
+AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a large plan (plain text past 200 rows).")]
+
+
+def status(target: Target, show_all: AllRows = False,
+           watch: Annotated[bool, typer.Option("--watch", help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events.")] = False,
+           every: Annotated[float, typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0) -> None:
+    """Every step with its status (and the derived waiting / blocked / invalid), assignee, attempt and age."""
+    from runner.commands import render
+
+    if watch:
+        render.watch(target, every)
+        return
+    snap = target.snapshot()
+    rows = [render.step_row(snap.plan, s) for s in render.all_steps(snap.plan)]
+    if target.json:
+        render.print_json({"tip": snap.tip, "halted": snap.plan.halted, "steps": rows})
+        return
+    render.print_rows(snap.plan, rows, f"{target.branch} @ {snap.tip[:10]}", show_all, "status", snap.plan.halted)
+
+
+def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
+    """One step: its fields, derived status, problems and file."""
+    from runner.commands.render import print_json, step_row
+
+    snap = target.snapshot()
+    step = snap.plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner status`)")
+    row = step_row(snap.plan, step)
+    if target.json:
+        print_json({**row, "meta": step.meta, "text": step.text})
+        return
+    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "last_error", "path"):
+        if row.get(key) not in (None, [], ""):
+            typer.echo(f"{key + ':':<12} {row[key]}")
+    for problem in step.problems:
+        typer.echo(f"problem:     {problem}")
+    typer.echo("")
+    typer.echo(step.text)
+
+
+def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
+    """Steps a worker (with --tag ...) could claim now, best first."""
+    from runner.commands import render
+    from runner.core.model import utc_now
+
+    snap = target.snapshot()
+    rows = [] if snap.plan.halted else [render.step_row(snap.plan, s) for s in snap.plan.ready(utc_now(), tag)]
+    if target.json:
+        render.print_json({"halted": snap.plan.halted, "steps": rows})
+        return
+    render.print_rows(snap.plan, rows, f"ready on {target.branch}" + (" (halted)" if snap.plan.halted else ""), show_all, "ready")
+
+
+def graph(target: Target) -> None:
+    """The plan as a Mermaid flowchart, coloured by status."""
+    from runner.commands.render import mermaid
+
+    typer.echo(mermaid(target.snapshot().plan), nl=False)
+
+
+def log(
+    target: Target,
+    step_id: Annotated[Optional[str], typer.Argument(help="Only this step.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries (0 = all).")] = 50,
+) -> None:
+    """The audit trail: the queue branch's events, newest first; with STEP, every run of each attempt."""
+    from runner.commands.render import print_json, print_log
+
+    entries = target.queue().log(step_id, limit or None)
+    if target.json:
+        print_json({"entries": entries})
+        return
+    print_log(entries, f"log of {target.branch}" + (f" for {step_id}" if step_id else ""), show_runs=step_id is not None)

@@ -1,0 +1,134 @@
+"""Commands that move one step by hand (the same events a worker records) and the queue's
+halt switch: claim, heartbeat, release, complete, fail; approve, reject, retry, abort;
+halt, resume."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from runner.commands.common import By, Target, Tags, WorkerId, check_worker_id, emit, person
+from runner.core.errors import BadInput
+from runner.core.machine import Kind
+
+StepArg = Annotated[str, typer.Argument(help="The step.")]
+Reason = Annotated[str, typer.Option("--reason", help="Why (kept in last_error and the commit).")]
+
+
+def report(target: Target, published) -> None:
+    change = published.change
+    event = change.event
+    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status, "commit": published.commit}
+    emit(target, data, f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]")
+
+
+def claim(
+    target: Target,
+    step_id: Annotated[Optional[str], typer.Argument(help="A particular step (default: the best ready one).")] = None,
+    worker: WorkerId = ...,
+    tag: Tags = [],
+    ignore_deps: Annotated[bool, typer.Option("--ignore-deps", help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
+    by: Annotated[Optional[str], typer.Option("--by", help="The person behind --ignore-deps.")] = None,
+) -> None:
+    """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken.
+
+    The claim lives by its lease: renew it with `runner heartbeat`, or let
+    `runner tick --id ID --step STEP` run it."""
+    from runner.queue.leases import holder_info, new_incarnation
+
+    check_worker_id(worker)
+    if ignore_deps and (not step_id or not by):
+        raise BadInput("--ignore-deps overrides the dependencies of one step for a person: name the STEP and --by NAME")
+    queue = target.queue()
+    incarnation = new_incarnation(worker)
+    # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
+    facts = {"state": "claimed by hand", "incarnation": incarnation}
+    published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tag, step_id=step_id, beat=facts,
+                            by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
+    report(target, published)
+
+
+def heartbeat(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
+    """Renew worker --id's lease on STEP (moves refs/runner/heartbeats/<id>; no queue commit)."""
+    from runner.core.machine import holds
+
+    check_worker_id(worker)
+    queue = target.queue()
+    step = queue.snapshot().plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner status`)")
+    if why := holds(step.meta, worker, None):
+        raise BadInput(f"{worker} cannot renew {step_id}: {why}")
+    queue.beat(worker, {"state": "claimed by hand", "step": step_id, "attempt": step.attempt, "incarnation": step.holder.get("incarnation")})
+    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker}, f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
+
+
+def release(target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Reason = "released") -> None:
+    """Give STEP back to the queue: ready again at once, no attempt spent."""
+    check_worker_id(worker)
+    report(target, target.queue().event(step_id, Kind.RELEASE, worker, reason=reason))
+
+
+def complete(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
+    """Record STEP as done (or in review when it needs approval)."""
+    check_worker_id(worker)
+    report(target, target.queue().event(step_id, Kind.COMPLETE, worker))
+
+
+def fail(
+    target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Reason = "failed",
+    permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
+) -> None:
+    """Record a failure of STEP: ready again after a backoff, or failed when its attempts are spent or --permanent."""
+    from runner.queue.queue import retry_at
+
+    check_worker_id(worker)
+    queue = target.queue()
+    snap = queue.snapshot()
+    step = snap.plan.find(step_id)
+    when = retry_at(snap.config, int(step.meta.get("failures") or 0) + 1 if step else 1)
+    report(target, queue.event(step_id, Kind.FAIL, worker, reason=reason, permanent=permanent, retry_at=when))
+
+
+def approve(target: Target, step_id: StepArg, by: By = None) -> None:
+    """Approve a step in review: its result is merged and it is done (a merge that conflicts
+    sends it back to ready); a reported deviation or block goes ahead for its next attempt."""
+    report(target, target.queue().approve(step_id, person(by)))
+
+
+def reject(
+    target: Target, step_id: StepArg, reason: Annotated[str, typer.Option("--reason", help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")],
+    by: By = None, abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
+) -> None:
+    """Reject a step in review: back to ready with your reason as feedback (failed with --abort).
+    Nothing is merged."""
+    report(target, target.queue().event(step_id, Kind.REJECT, person(by), reason=reason, permanent=abort))
+
+
+def retry(target: Target, step_id: StepArg, by: By = None) -> None:
+    """Send a failed step back to ready with a fresh budget of attempts."""
+    report(target, target.queue().event(step_id, Kind.RETRY, person(by)))
+
+
+def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> None:
+    """Stop a step for good (ready, claimed or in review -> failed). A worker running it stops and records nothing."""
+    report(target, target.queue().event(step_id, Kind.ABORT, person(by), reason=reason))
+
+
+def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")], by: By = None) -> None:
+    """Stop every worker from claiming (each stops at its next tick) until `runner resume`."""
+    target.queue().set_halt(reason, person(by))
+    emit(target, {"halted": reason}, f"queue halted: {reason}")
+
+
+def resume(target: Target, by: By = None) -> None:
+    """Let workers claim again after `runner halt`."""
+    from runner.queue.queue import Skip
+
+    try:
+        target.queue().set_halt(None, person(by))
+    except Skip as exc:
+        emit(target, {"halted": None, "message": str(exc)}, str(exc))
+        return
+    emit(target, {"halted": None}, "queue resumed")

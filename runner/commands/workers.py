@@ -1,0 +1,84 @@
+"""Commands that run or show workers: tick, worker, workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from runner.commands.common import Target, Tags, WorkerId, check_worker_id
+from runner.core.errors import EXIT_FAILURE
+
+LogFile = Annotated[Optional[Path], typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
+
+
+def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFile = None,
+         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now.")] = None) -> None:
+    """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
+
+    Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
+    yet: SKIP and the reason); 1 only for a fault of this tick."""
+    from runner.worker import report
+    from runner.worker.tick import Worker
+
+    check_worker_id(worker)
+    w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step)
+    result = w.tick()
+    report.print_report(result, target.json, [None])
+    if result.get("outcome") == "error":
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def worker(
+    target: Target,
+    worker_id: WorkerId = ...,
+    tag: Tags = [],
+    interval: Annotated[Optional[float], typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30).")] = None,
+    max_ticks: Annotated[int, typer.Option(help="Stop after this many ticks (0: run until stopped).")] = 0,
+    once: Annotated[bool, typer.Option("--once", help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue).")] = False,
+    grace: Annotated[Optional[float], typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml).")] = None,
+    log_file: LogFile = None,
+) -> None:
+    """The daemon: loop ticks. SIGTERM/SIGINT stops claiming and finishes (or, after the grace
+    period, releases) the running step; a second signal stops it at once."""
+    from runner.worker.daemon import Daemon
+    from runner.worker.tick import Worker
+
+    check_worker_id(worker_id)
+    w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
+    raise typer.Exit(Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json).run())
+
+
+def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
+    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step and outcome, ticks, uptime."""
+    from runner.commands.render import age, console, print_json
+    from runner.core.model import parse_time
+    from runner.queue.workers import prunable, worker_rows
+
+    queue = target.queue()
+    rows = worker_rows(queue.snapshot())
+    pruned = []
+    if prune:
+        pruned = [r["worker"] for r in prunable(rows)]
+        queue.forget_workers({r["worker"]: r["commit"] for r in rows if r["worker"] in pruned})
+        rows = [r for r in rows if r["worker"] not in pruned]
+    if target.json:
+        print_json({"workers": rows, "pruned": pruned})
+        return
+    from rich.table import Table
+
+    table = Table(title="workers (from refs/runner/heartbeats/*)", title_justify="left")
+    for column in ("worker", "liveness", "state", "host", "step", "last", "ticks", "uptime", "last beat"):
+        table.add_column(column)
+    for r in rows:
+        last = r["last"] or {}
+        step = f"{r['step']} (attempt {r['attempt']})" if r["step"] else ""
+        colour = {"alive": "green", "late": "yellow", "gone": "red"}[r["liveness"]]
+        table.add_row(r["worker"], f"[{colour}]{r['liveness']}[/]", str(r["state"] or ""), str(r["host"] or ""), step,
+                      f"{last.get('step', '')} {last.get('outcome', '')}".strip(), str(r["ticks"] if r["ticks"] is not None else ""),
+                      age(parse_time(r["started"])), f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "")
+    out = console()
+    out.print(table)
+    for name in pruned:
+        out.print(f"pruned {name}")

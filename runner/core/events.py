@@ -1,0 +1,75 @@
+"""What an event writes: the files of its queue commit. The queue builds commits with
+these functions and the server hook checks pushed commits with the same ones, comparing
+the files byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from runner.core.codec import encode
+from runner.core.layout import HALT_FILE, NOTES_FILE, handoff_path
+from runner.core.machine import Context, Event, Kind, transition
+from runner.core.model import Step
+from runner.core.stepfile import set_fields, tick_checks
+
+NOTES_HEADER = "\n## From step {step} (attempt {attempt})\n\n"
+
+
+@dataclass(frozen=True)
+class Written:
+    """A step event's effect: the managed keys, the step's new text and status, the message."""
+
+    updates: dict[str, Any]
+    text: str
+    status: str
+    message: str
+
+
+def write_step_event(step: Step, event: Event, context: Context) -> Written:
+    """Apply `event` to `step` (TransitionError when the machine refuses it)."""
+    updates = transition(step.meta, event, context)
+    text = set_fields(step.text, updates)
+    if event.kind == Kind.COMPLETE and event.ticked:
+        text = tick_checks(text, set(event.ticked))
+    status = str(updates["status"])
+    return Written(updates, text, status, encode(event, status))
+
+
+def notes_after(notes: bytes | None, event: Event) -> bytes | None:
+    """plans/NOTES.md after a step appended its durable facts (None: unchanged)."""
+    if not event.notes:
+        return None
+    text = (notes or b"").decode("utf-8", errors="replace")
+    if text and not text.endswith("\n"):
+        text += "\n"
+    text += NOTES_HEADER.format(step=event.step, attempt=event.attempt) + event.notes.rstrip("\n") + "\n"
+    return text.encode("utf-8")
+
+
+def allowed_paths(event: Event, step_path: str | None) -> set[str]:
+    """Every file a commit of this event may change."""
+    if event.kind in (Kind.HALT, Kind.RESUME):
+        return {HALT_FILE}
+    paths = {step_path} if step_path else set()
+    if event.spec.handoff and event.step:
+        paths.add(handoff_path(event.step))
+    if event.notes:
+        paths.add(NOTES_FILE)
+    return paths
+
+
+def halt_file(event: Event) -> bytes | None:
+    """plans/HALT as a halt writes it (the reason), or None as a resume leaves it (removed)."""
+    return ((event.reason or "halted").strip() + "\n").encode("utf-8") if event.kind == Kind.HALT else None
+
+
+def context_for(config: Any, deps_done: bool, halted: bool) -> Context:
+    """The machine's view of the plan around a step (`config` is a runner.core.config.Config)."""
+    return Context(
+        deps_done=deps_done,
+        halted=halted,
+        max_attempts=config.leases.max_attempts,
+        requires_approval=config.queue.requires_approval,
+    )

@@ -1,0 +1,59 @@
+"""Where things live: the files of the queue branch and runner's refs."""
+
+from __future__ import annotations
+
+DEFAULT_QUEUE_BRANCH = "runner/queue"
+DEFAULT_INTEGRATION_BRANCH = "runner/integration"
+DEFAULT_STEP_BRANCH_PREFIX = "runner/steps/"
+
+CONFIG_FILE = "runner.toml"
+PLANS_DIR = "plans"
+STEPS_DIR = "plans/steps"
+HANDOFFS_DIR = "plans/handoffs"
+PROMPTS_DIR = "plans/prompts"
+ROOT_FILE = "plans/root.md"
+NOTES_FILE = "plans/NOTES.md"
+HALT_FILE = "plans/HALT"
+
+HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+# A large plan's steps go into 256 fan-out folders (named by a hash of the id), so every
+# tree a claim rewrites stays small at any size; a small plan stays flat for people to
+# browse. Plans written flat or in folders of their own are read as they are.
+FANOUT_FROM = 256  # steps
+
+
+def handoff_path(step_id: str) -> str:
+    return f"{HANDOFFS_DIR}/{step_id}.md"
+
+
+def new_step_path(step_id: str, fanned: bool) -> str:
+    """Where a new step file goes: flat, or in its fan-out folder."""
+    if fanned:
+        import hashlib
+
+        return f"{STEPS_DIR}/{hashlib.sha1(step_id.encode()).hexdigest()[:2]}/{step_id}.md"
+    return f"{STEPS_DIR}/{step_id}.md"
+
+
+def is_step_path(path: str) -> bool:
+    """A step file's name (a path below plans/steps, or a name within it)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".md") and name.lower() != "readme.md"
+
+
+def is_step_file(path: str) -> bool:
+    return path.startswith(STEPS_DIR + "/") and is_step_path(path)
+
+
+def step_id_of(path: str) -> str:
+    return path.rsplit("/", 1)[-1].removesuffix(".md")
+
+
+def branch_ref(branch: str) -> str:
+    return "refs/heads/" + branch
+
+
+def heartbeat_ref(worker: str) -> str:
+    return HEARTBEAT_PREFIX + worker

@@ -1,0 +1,47 @@
+"""The client's check (pre-commit): a commit that adds or changes plan files must pass
+`runner validate` for those files; a changed runner.toml must follow the schema."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from runner.core.config import parse_config
+from runner.core.errors import BadInput
+from runner.core.layout import CONFIG_FILE, is_step_file, step_id_of
+from runner.core.model import Step
+from runner.core.plan import Plan
+from runner.core.stepfile import parse_step
+
+
+def staged_problems(repo_path: str | Path = ".") -> list[str]:
+    """`runner validate` for the plan files a commit adds or changes, read from the index."""
+    from runner.store.git import GitStore, staged_files
+
+    store = GitStore(repo_path, remote=None)
+    entries, changed = staged_files(store)
+    problems: list[str] = []
+    if CONFIG_FILE in changed:
+        data = next(store.read(e.oid) for e in entries if e.path == CONFIG_FILE)
+        try:
+            parse_config(data.decode("utf-8", errors="replace"))
+        except BadInput as exc:
+            problems += exc.problems
+    if not any(is_step_file(name) for name in changed):
+        return problems
+    steps = [
+        Step(step_id_of(e.path), e.path, {}, "", ["is a symlink (step files must be regular files)"]) if e.link else parse_step(e.path, store.read(e.oid))
+        for e in entries
+        if is_step_file(e.path)
+    ]
+    plan = Plan.build(steps)
+    return problems + [f"{s.path}: {p}" for s in plan.invalid if s.path in changed for p in s.problems]
+
+
+def run_pre_commit(repo_path: str | Path = ".") -> int:
+    problems = staged_problems(repo_path)
+    if problems:
+        print(f"runner: the commit is blocked, {len(problems)} problem(s) in plan files:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+    return 1 if problems else 0

@@ -1,0 +1,189 @@
+"""Reading the queue: the plan, configuration and heartbeats at one commit of the branch.
+
+Every step file is parsed once per blob: in memory for the life of the process, and on
+disk (keyed by path, blob id and the version of the rules that judged it) so a fresh
+`runner status` need not parse thousands of frontmatters again. After a transition only
+the changed files are read again, so a snapshot costs about the same at 10,000 steps as
+at 100.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from typing import Callable
+
+from runner.core.codec import decode_beat
+from runner.core.config import Config, parse_config
+from runner.core.layout import CONFIG_FILE, HALT_FILE, STEPS_DIR, is_step_path
+from runner.core.model import Step
+from runner.core.plan import Plan
+from runner.core.stepfile import parse_step
+from runner.queue.leases import Beat
+from runner.store import Store, StoreError
+
+PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
+MAX_BEATS = 10_000
+
+
+class NotInitialised(StoreError):
+    """There is no queue branch yet."""
+
+
+class Snapshot:
+    """The queue at one commit, with the tips of the other branches read with it.
+    Heartbeats are read only when asked for."""
+
+    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None], read_beats: Callable[[], dict[str, Beat]]):
+        self.tip = tip
+        self.plan = plan
+        self.config = config
+        self.tips = tips
+        self._read_beats = read_beats
+        self._beats: dict[str, Beat] | None = None
+
+    @property
+    def beats(self) -> dict[str, Beat]:
+        if self._beats is None:
+            self._beats = self._read_beats()
+        return self._beats
+
+
+def _rules_version() -> str:
+    """Changes whenever the code that judges a step file changes: a cached verdict of
+    'sound' never outlives the rules that gave it."""
+    from runner.core import config, ids, model, stepfile
+
+    digest = hashlib.sha1()
+    for module in (stepfile, ids, model, config):
+        try:
+            with open(module.__file__, "rb") as handle:
+                digest.update(handle.read())
+        except OSError:
+            digest.update(module.__name__.encode())
+    return digest.hexdigest()[:16]
+
+
+class Reader:
+    """Builds snapshots of one queue branch, keeping what it parsed."""
+
+    def __init__(self, store: Store, branch: str):
+        self.store = store
+        self.branch = branch
+        self._steps: dict[str, Step] = {}  # "path\0blob" -> parsed step
+        self._configs: dict[bytes, Config] = {}
+        self._beats: dict[str, Beat] = {}
+        self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
+        self._cache_path = store.state_dir / "parsed-steps.json"
+        self._cache_loaded = False
+        self._parsed_new = 0
+        self.malformed_beats: dict[str, str] = {}  # worker -> why its heartbeat ref was skipped
+
+    def snapshot_at(self, tip: str, branches: list[str] = ()) -> Snapshot:
+        halt = self.store.file_at(tip, HALT_FILE)
+        halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
+        steps_tree = self.store.tree_id(tip, STEPS_DIR)
+        plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
+        # Every transition leaves its old blob in the parse cache: rebuild (and so prune) now
+        # and then instead of growing for ever.
+        self._last = (steps_tree, plan) if len(self._steps) < 2 * len(plan.steps) + 1000 else None
+        tips = {branch: self.store.tip(branch) for branch in branches}
+        return Snapshot(tip, plan, self.config_at(tip), tips, self.beats)
+
+    def config_at(self, tip: str) -> Config:
+        data = self.store.file_at(tip, CONFIG_FILE) or b""
+        if data not in self._configs:
+            if len(self._configs) > 16:
+                self._configs.clear()
+            self._configs[data] = parse_config(data.decode("utf-8", errors="replace"), f"{CONFIG_FILE} on {self.branch}")
+        return self._configs[data]
+
+    def beats(self) -> dict[str, Beat]:
+        """Every worker's last heartbeat. A ref that is not a heartbeat commit runner wrote
+        (a blob pushed there, say) is skipped and reported, never a crash."""
+        found = {}
+        for worker, commit in self.store.heartbeats().items():
+            beat = self._beats.get(commit)
+            if beat is None:
+                try:
+                    info = decode_beat(self.store.commit(commit).message)
+                except StoreError as exc:
+                    info, why = None, str(exc)
+                else:
+                    why = "its commit is not a runner heartbeat"
+                if info is None:
+                    if worker not in self.malformed_beats:
+                        print(f"runner: skipped the heartbeat ref of {worker!r}: {why}", file=sys.stderr)
+                    self.malformed_beats[worker] = why
+                    continue
+                if len(self._beats) > MAX_BEATS:
+                    self._beats.clear()
+                beat = self._beats[commit] = Beat(worker, commit, info)
+            found[worker] = beat
+        return found
+
+    # --- the plan ----------------------------------------------------------------------
+
+    def _updated_plan(self, steps_tree: str | None, halted: str | None) -> Plan | None:
+        """The last plan with only the changed step files read again (transitions never
+        change a plan's shape); None when it must be built from every file."""
+        if self._last is None or steps_tree is None or self._last[0] is None:
+            return None
+        last_tree, last_plan = self._last
+        if last_tree == steps_tree:
+            return last_plan.with_halt(halted)
+        changes = self.store.diff_trees(last_tree, steps_tree)
+        if any(c.kind != "M" or c.link or not is_step_path(c.path) for c in changes):
+            return None
+        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes], halted)
+
+    def _built_plan(self, tip: str, halted: str | None) -> Plan:
+        self._load_parse_cache()
+        entries = [e for e in self.store.list_files(tip, STEPS_DIR) if is_step_path(e.path)]
+        steps = [self._parse(e.path, e.oid, e.link) for e in entries]
+        keys = [f"{e.path}\0{e.oid}" for e in entries]
+        if len(self._steps) > 2 * len(entries) + 1000:
+            wanted = set(keys)
+            self._steps = {k: s for k, s in self._steps.items() if k in wanted}
+        if self._parsed_new >= PARSE_CACHE_MIN:
+            self._save_parse_cache(keys)
+        return Plan.build(steps, halted=halted)
+
+    def _parse(self, path: str, oid: str, link: bool = False) -> Step:
+        key = f"{path}\0{oid}"
+        cached = self._steps.get(key)
+        if cached is None:
+            self._parsed_new += 1
+            if link:
+                stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+                cached = Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
+            else:
+                cached = parse_step(path, self.store.read(oid))
+            self._steps[key] = cached
+        return cached.copy()
+
+    def _load_parse_cache(self) -> None:
+        if self._cache_loaded:
+            return
+        self._cache_loaded = True
+        try:
+            with open(self._cache_path) as handle:
+                data = json.load(handle)
+            if data.get("rules") != _rules_version():
+                return
+            for key, (step_id, path, meta, text, problems) in data["steps"].items():
+                self._steps.setdefault(key, Step(id=step_id, path=path, meta=meta, text=text, problems=problems))
+        except Exception:  # a cache that does not read (tampered, half written) is rebuilt
+            self._steps.clear()
+
+    def _save_parse_cache(self, keys: list[str]) -> None:
+        self._parsed_new = 0
+        steps = {k: [s.id, s.path, s.meta, s.text, s.problems] for k in keys if (s := self._steps.get(k)) and len(s.text) < 65536}
+        tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps({"rules": _rules_version(), "steps": steps}))
+            os.replace(tmp, self._cache_path)
+        except (OSError, TypeError, ValueError):
+            tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it

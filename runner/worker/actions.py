@@ -1,0 +1,165 @@
+"""How the pipeline's commands run for real: in the step's worktree, argv only, with the
+tokens filled in, the environment set, a timeout, output captured, and the session
+recorded so a takeover on this host can kill what a dead worker left running. Orient runs
+in a throwaway worktree of its own: nothing it writes reaches the step's change.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from runner.core.model import Step
+from runner.store import Store
+from runner.worker import executor
+from runner.worker.executor import RunResult
+from runner.worker.gates import GateResult, run_gates
+from runner.worker.pipeline import State
+from runner.worker.prompts import current_phase, prompt_text, substitute, verdict_json, write
+
+
+class AnyEvent:
+    """Set when any of several events is set (the executor polls is_set)."""
+
+    def __init__(self, *events: threading.Event):
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
+
+
+class WorktreeActions:
+    def __init__(self, store: Store, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
+                 read_queue_file: Callable[[str], bytes | None], plan, cancel: threading.Event, lost: threading.Event,
+                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None):
+        self.store = store
+        self.worker = worker
+        self.worktree = worktree
+        self.base = base
+        self.files = files_dir  # this attempt's prompt, output and notes files
+        self.log_path = log_path
+        self.read_queue_file = read_queue_file
+        self.plan = plan
+        self.cancel = AnyEvent(cancel, lost)
+        self._lost = lost
+        self._stopping = stopping
+        self.sessions_dir = sessions_dir
+        self.default_timeout = default_timeout
+        self.started = time.monotonic()
+        self.notes_file = files_dir / "notes.md"
+        self.artifact = files_dir / "implement.out"
+
+    # -- what the pipeline asks --
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    def changed_files(self) -> list[str]:
+        return self.store.snapshot_worktree(self.worktree, self.base)[1]
+
+    def gates(self, state: State) -> list[GateResult]:
+        return run_gates(self.worktree, state.step.text, state.step.get("required_outputs", []), state.config,
+                         lambda name, argv: self.execute(name, argv, state, self.worktree, None))
+
+    def run(self, role: str, state: State) -> RunResult | None:
+        argv = self.argv(role, state)
+        if argv is None:
+            return None
+        output = self.artifact if role == "implement" else self.files / f"{role}.out"
+        output.unlink(missing_ok=True)
+        if role != "orient":
+            return self.execute(role, argv, state, self.worktree, output)
+        scratch = self.files / "orient-worktree"
+        self.store.add_worktree(scratch, self.base)
+        try:
+            return self.execute(role, self.argv(role, state, scratch) or argv, state, scratch, output)
+        finally:
+            self.store.remove_worktree(scratch)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    # -- how --
+
+    def argv(self, role: str, state: State, cwd: Path | None = None) -> list[str] | None:
+        if role == "implement":
+            command = state.step.get("run") or list(state.config.harness.command)
+        else:
+            configured = state.config.roles.get(role)
+            command = list(configured.command) if configured else None
+        if not command:
+            return None
+        return substitute(list(command), self.tokens(role, state, cwd or self.worktree))
+
+    def tokens(self, role: str, state: State, cwd: Path) -> dict:
+        step: Step = state.step
+        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens)  # noqa: E731
+        tokens = {
+            "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
+            "prompt": prompt,
+            "step_file": lambda: write(self.files / "step.md", step.text),
+            "step": step.id,
+            "title": step.title,
+            "attempt": str(state.attempt),
+            "cwd": str(cwd),
+            "worktree": str(cwd),
+            "worker": self.worker,
+            "feedback": state.feedback,
+            "output": str(self.artifact if role == "implement" else self.files / f"{role}.out"),
+            "artifact": str(self.artifact),
+            "notes_file": str(self.notes_file),
+            "diff_file": lambda: self._diff(),
+            "verdict": lambda: verdict_json(state.verdict),
+            "findings": state.findings,
+            "current_task": f"{step.id}: {step.title}",
+            "current_phase": lambda: current_phase(self.plan, step.id),
+        }
+        return tokens
+
+    def _diff(self) -> str:
+        path = self.files / "change.diff"
+        path.write_bytes(self.store.diff_text(self.worktree, self.base) if self.worktree.exists() else b"")
+        return str(path)
+
+    def env(self, state: State, cwd: Path) -> dict[str, str]:
+        return {
+            **os.environ,
+            "RUNNER_STEP": state.step.id,
+            "RUNNER_ATTEMPT": str(state.attempt),
+            "RUNNER_WORKER": self.worker,
+            "RUNNER_WORKTREE": str(cwd),
+        }
+
+    def timeout(self, state: State) -> float | None:
+        value = state.step.meta.get("timeout")
+        if isinstance(value, str) and value.strip().lower() == "none":
+            timeout = None
+        else:
+            from runner.core.model import parse_duration
+
+            timeout = parse_duration(value) if value is not None else self.default_timeout
+        budget = state.config.brakes.step_budget
+        if budget is not None:
+            left = max(1.0, budget - state.spent_before - self.elapsed())
+            timeout = left if timeout is None else min(timeout, left)
+        return timeout
+
+    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None) -> RunResult:
+        stdout = output.with_suffix(".stdout") if output else None
+        result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state), self.cancel, stdout,
+                              session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
+        written = output.read_text(errors="replace") if output and output.exists() else ""
+        printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
+        result.output = written if written.strip() else printed
+        if stdout and printed:
+            with open(self.log_path, "a") as log:
+                log.write(printed)
+        return result

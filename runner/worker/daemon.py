@@ -1,0 +1,138 @@
+"""The daemon: loop ticks with a jittered sleep between idle ones. SIGTERM/SIGINT stops
+claiming and lets the running step finish within the grace period, then releases it (a
+second signal stops it at once); the worker then exits 0. A fault of runner itself makes
+the worker back off, and several in a row stop it (exit 1): a broken install should not
+spin through a queue."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from filelock import Timeout
+
+from runner.queue.queue import LostRace, PushRefused
+from runner.queue.snapshot import NotInitialised
+from runner.store import StoreError
+from runner.worker import report
+from runner.worker.tick import Worker
+
+IDLE_OUTCOMES = ("skip", "error", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
+MAX_ERRORS_IN_A_ROW = 5
+
+
+class Daemon:
+    def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False, json_out: bool = False):
+        self.w = worker
+        self.interval = interval
+        self.max_ticks = max_ticks
+        self.once = once
+        self.json_out = json_out
+        self.last_skip: list[str | None] = [None]
+        self.last_beat = 0.0
+
+    def run(self) -> int:
+        w = self.w
+        try:
+            w.lock.acquire(timeout=0)
+        except Timeout:
+            print(f"error: another `runner worker --id {w.id}` is already running on this repository (lock {w.lock.lock_file})", file=sys.stderr)
+            return 2
+        try:
+            return self._loop()
+        finally:
+            self.beat("stopped")
+            w.lock.release()
+
+    def _loop(self) -> int:
+        w = self.w
+        config = self.config()
+        if w.grace is None:
+            w.grace = config.worker.grace_period if config else 30.0
+        interval = self.interval if self.interval is not None else (config.worker.interval if config else 30.0)
+        self.install_signal_handlers()
+        w.log("START", f"incarnation {w.incarnation} pid {os.getpid()}")
+        self.beat("idle")
+        ticks = errors = 0
+        while not w.stopping.is_set():
+            result = self.one_tick()
+            report.print_report(result, self.json_out, self.last_skip)
+            ticks += 1
+            errors = errors + 1 if result["outcome"] == "error" else 0
+            if errors >= MAX_ERRORS_IN_A_ROW:
+                w.log("STOP", f"{errors} errors in a row; the last: {result.get('reason')}")
+                print(f"error: {errors} ticks in a row failed; stopping (the last: {result.get('reason')})", file=sys.stderr)
+                return 1
+            if self.max_ticks and ticks >= self.max_ticks:
+                break
+            if result["outcome"] in IDLE_OUTCOMES:
+                if self.once and (result["outcome"] == "no-queue" or self.drained()):
+                    break
+                self.idle_beat()
+                # Errors back off exponentially (a broken remote, a bug), idle ticks by the interval.
+                pause = interval if not errors else min(interval * 2**errors, 600)
+                w.stopping.wait(pause * random.uniform(0.8, 1.2))
+            elif config and config.worker.step_delay:
+                w.stopping.wait(config.worker.step_delay)
+        w.log("STOP", f"after {ticks} ticks")
+        return 0
+
+    def one_tick(self) -> dict[str, Any]:
+        try:
+            return self.w._tick()
+        except (StoreError, PushRefused, LostRace) as exc:
+            self.w.log("ERROR", str(exc))
+            return report.skip(self.w.id, str(exc), outcome="error")
+        finally:
+            self.w.ticks += 1
+
+    def config(self):
+        try:
+            return self.w.queue.snapshot().config
+        except (NotInitialised, StoreError):
+            return None
+
+    def beat(self, state: str) -> None:
+        try:
+            self.w.queue.beat(self.w.id, self.w.facts(state))
+            self.last_beat = time.monotonic()
+        except Exception as exc:  # noqa: BLE001 - liveness is best effort; the lease decides
+            self.w.log("ERROR", f"heartbeat ({state}) failed: {exc}")
+
+    def idle_beat(self) -> None:
+        """An idle daemon still shows up in `runner workers`, at the heartbeat's pace."""
+        if time.monotonic() - self.last_beat >= max(self.w.lease / 3, 1.0):
+            self.beat("idle")
+
+    def drained(self) -> bool:
+        """No step is ready (even backing off) or running: nothing more can happen without a person."""
+        try:
+            plan = self.w.queue.snapshot().plan
+        except (NotInitialised, StoreError):
+            return True
+        if plan.halted:
+            return True
+        return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())
+
+    def install_signal_handlers(self) -> None:
+        w = self.w
+
+        def on_signal(signum, frame):
+            if w.stopping.is_set():
+                w.log("SIGNAL", "second signal: stopping the step now")
+                w.cancel.set()
+                return
+            w.stopping.set()
+            wait = w.grace if w.grace is not None else 30.0
+            w.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
+            timer = threading.Timer(wait, w.cancel.set)
+            timer.daemon = True
+            timer.start()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)

@@ -1,0 +1,47 @@
+"""The heartbeat of a running step: moves the worker's heartbeat ref every lease/3 and
+checks, more often, that the claim still holds (an abort or a takeover stops the run)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from runner.core.machine import holds
+from runner.queue.queue import Queue
+
+CLAIM_CHECK_INTERVAL = 5.0  # seconds between checks that the running step's claim still holds
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, queue: Queue, worker: str, step_id: str, attempt: int, incarnation: str,
+                 interval: float, facts: Callable[[], dict[str, Any]], log: Callable[[str, str], None]):
+        super().__init__(daemon=True, name=f"heartbeat-{step_id}")
+        # pygit2 objects are not shared across threads: a handle of our own on the same repository.
+        self.queue = Queue(queue.store.private(), branch=queue.branch)
+        self.queue.published = queue.published  # the claim, even if the tracking ref lags
+        self.worker, self.step_id, self.attempt, self.incarnation = worker, step_id, attempt, incarnation
+        self.interval = interval
+        self.facts = facts
+        self.log = log
+        self.stop = threading.Event()
+        self.lost = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        last_beat = time.monotonic()  # the claim's push carried the first beat
+        # The claim is checked more often than the heartbeat moves, so an abort stops the run quickly.
+        while not self.stop.wait(min(self.interval, CLAIM_CHECK_INTERVAL)):
+            try:
+                if time.monotonic() - last_beat >= self.interval:
+                    self.queue.beat(self.worker, self.facts())
+                    last_beat = time.monotonic()
+                step = self.queue.snapshot().plan.steps.get(self.step_id)
+                why = "the step is gone" if step is None else holds(step.meta, self.worker, self.attempt, self.incarnation)
+                if why:
+                    self.error = f"claim of {self.step_id} attempt {self.attempt} was lost: {why}"
+                    self.lost.set()
+                    return
+            except Exception as exc:  # a flaky remote must not kill the run: the lease decides
+                self.error = f"heartbeat failed: {exc}"
+                self.log("ERROR", self.error)

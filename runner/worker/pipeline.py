@@ -1,0 +1,290 @@
+"""The step pipeline: orient -> implement -> gates -> verify -> fix loop -> orchestrate ->
+sweep -> review, with its brakes. Pure given `Actions` (what runs the commands, the gates
+and knows the clock), so its policy is tested in milliseconds with a scripted executor.
+
+Faults never pass: a role or command that did not run, crashed or timed out ends the
+attempt (an orient or implement fault is a retryable failure; a verifier fault halts the
+queue or fails the attempt, as configured; a review that faults twice holds the result
+for a person). The fix loop is only for gates that fail after a clean implement exit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runner.core.config import Config
+from runner.core.machine import REVIEW_BLOCKED, REVIEW_DEVIATION, Kind
+from runner.core.model import Step
+from runner.worker.executor import RunResult
+from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, gate_failure_feedback
+from runner.worker.roles import (
+    Verdict,
+    VerdictError,
+    critical_findings,
+    deviation_reported,
+    final_sentinel,
+    parse_verdict,
+    plateaued,
+    review_due,
+    switch,
+)
+
+FAULT = "PIPELINE-FAULT"
+
+
+class ClaimLostDuringRun(Exception):
+    """The claim went away while the step ran: nothing may be recorded."""
+
+
+@dataclass
+class Run:
+    """One run of a command, role or gate: what the record commit lists."""
+
+    name: str
+    result: str  # pass | fail | not run
+    seconds: float | None = None
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "result": self.result, "detail": self.detail[:200]}
+        if self.seconds is not None:
+            data["seconds"] = round(self.seconds, 1)
+        return data
+
+
+@dataclass
+class State:
+    """What the pipeline knows and the commands see through their tokens."""
+
+    step: Step
+    attempt: int
+    config: Config  # runner.toml with the step's own overrides on top
+    feedback: str = ""
+    scores: list[float] = field(default_factory=list)
+    spent_before: float = 0.0
+    verdict: Verdict | None = None
+    findings: str = ""
+    gates: list[GateResult] = field(default_factory=list)
+    runs: list[Run] = field(default_factory=list)
+    roles: list[GateResult] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)  # handoff sections
+    implement_runs: int = 0
+
+
+@dataclass
+class Outcome:
+    kind: Kind  # COMPLETE, FAIL, BLOCK or RELEASE
+    reason: str | None = None
+    permanent: bool = False
+    hold: str | None = None  # a complete that a person must look at first
+    review: str | None = None  # a block: what the person decides
+    halt: str | None = None  # halt the queue with this reason (a verifier fault)
+
+
+class Actions(Protocol):
+    def run(self, role: str, state: State) -> RunResult | None: ...  # None: the role is not configured
+    def gates(self, state: State) -> list[GateResult]: ...
+    def changed_files(self) -> list[str]: ...
+    def elapsed(self) -> float: ...  # seconds this attempt has run
+    def stopping(self) -> bool: ...  # the worker was asked to stop: give the step back
+    def lost(self) -> bool: ...  # the claim went away
+
+
+def run_pipeline(state: State, actions: Actions) -> Outcome:
+    try:
+        return _Pipeline(state, actions).run()
+    except _Stop as stop:
+        return stop.outcome
+
+
+class _Stop(Exception):
+    def __init__(self, outcome: Outcome):
+        self.outcome = outcome
+
+
+class _Pipeline:
+    def __init__(self, state: State, actions: Actions):
+        self.s = state
+        self.a = actions
+        self.brakes = state.config.brakes
+
+    # -- helpers --
+
+    def role(self, name: str) -> RunResult | None:
+        """Run a role (or implement) and put it on the record; stop on a lost claim or shutdown."""
+        result = self.a.run(name, self.s)
+        if self.a.lost():
+            raise ClaimLostDuringRun(f"the claim of {self.s.step.id} attempt {self.s.attempt} was lost during {name}")
+        if result is None:
+            self.s.roles.append(GateResult(name, NOT_RUN, "not configured"))
+            return None
+        if result.cancelled and self.a.stopping():
+            self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
+            raise _Stop(Outcome(Kind.RELEASE, reason="the worker stopped before the step finished (nothing spent)"))
+        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, result.describe()))
+        return result
+
+    def fault(self, name: str, result: RunResult) -> str:
+        line = f"{FAULT}: {name} did not run cleanly ({result.describe()})"
+        self.s.faults.append(line)
+        self.s.roles.append(GateResult(name, FAIL, line, result.argv, result.duration))
+        return line
+
+    def budget(self) -> None:
+        budget = self.brakes.step_budget
+        spent = self.s.spent_before + self.a.elapsed()
+        if budget is not None and spent >= budget:
+            raise _Stop(Outcome(Kind.FAIL, reason=f"budget: {spent:.0f}s spent of the step's {budget:.0f}s budget across attempts", permanent=True))
+
+    # -- the flow --
+
+    def run(self) -> Outcome:
+        self.budget()
+        self.orient()
+        fixes = reviews = 0
+        swept = False
+        while True:
+            self.implement()
+            self.s.gates = self.a.gates(self.s)
+            for gate in self.s.gates:
+                if gate.result != NOT_RUN:
+                    self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail))
+            failure = gate_failure_feedback(self.s.gates)
+            if not failure:
+                failure = self.verify()
+            self.budget()
+            if failure:
+                if fixes >= self.brakes.max_fix_attempts:
+                    return Outcome(Kind.FAIL, reason=failure)
+                fixes += 1
+                self.s.feedback = failure
+                continue
+            self.orchestrate()
+            if not swept:
+                self.sweep()
+                swept = True
+            critical = self.review()
+            if isinstance(critical, Outcome):
+                return critical
+            if not critical:
+                return Outcome(Kind.COMPLETE)
+            if reviews >= self.brakes.max_review_attempts:
+                return Outcome(Kind.FAIL, reason=f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000])
+            reviews += 1
+            self.s.feedback = "The independent review found critical issues:\n" + "\n".join(critical)
+
+    def orient(self) -> None:
+        result = self.role("orient")
+        if result is None:
+            return
+        self.s.notes["Orient"] = result.output
+        if not result.ok:
+            raise _Stop(Outcome(Kind.FAIL, reason=self.fault("orient", result)))
+        deviation = deviation_reported(result.output)
+        if not deviation:
+            self.s.roles.append(GateResult("orient", PASS, "no major deviation", result.argv, result.duration))
+            return
+        why = None
+        if self.s.step.meta.get("approved"):
+            why = "a person decided it"
+        elif not self.s.config.pipeline.deviation_gate:
+            why = "deviation gate off"
+        elif variable := switch("autoapprove"):
+            why = f"skipped by {variable}=1"
+            self.s.overrides.append(f"{variable}=1 skipped the deviation gate: {deviation}")
+        if why:
+            self.s.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv, result.duration))
+            return
+        self.s.roles.append(GateResult("orient", FAIL, f"major deviation: {deviation}", result.argv, result.duration))
+        raise _Stop(Outcome(Kind.BLOCK, reason=f"orient reported a major deviation: {deviation}", review=REVIEW_DEVIATION))
+
+    def implement(self) -> None:
+        self.s.implement_runs += 1
+        result = self.role("implement")
+        if result is None:
+            raise _Stop(Outcome(Kind.FAIL, reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command", permanent=True))
+        self.s.notes["Implement output"] = result.output
+        if not result.ok:
+            # Never run again in a worktree a crashed run may have half changed: the next
+            # attempt starts from a fresh worktree, with this failure as its feedback.
+            raise _Stop(Outcome(Kind.FAIL, reason=f"implement did not finish cleanly: {result.describe()}"))
+        sentinel = final_sentinel(result.output)
+        if sentinel and sentinel[0] == "STEP_BLOCKED":
+            raise _Stop(Outcome(Kind.BLOCK, reason=f"implement is blocked: {sentinel[1]}", review=REVIEW_BLOCKED))
+        if sentinel and sentinel[0] == "STEP_FAILED":
+            raise _Stop(Outcome(Kind.FAIL, reason=f"implement failed: {sentinel[1]}"))
+
+    def verify(self) -> str | None:
+        """Run the verifier; the feedback of a verdict that did not pass, or None."""
+        result = self.role("verify")
+        if result is None:
+            return None
+        why = None if result.ok else f"the verifier did not run cleanly ({result.describe()})"
+        if why is None:
+            try:
+                self.s.verdict = parse_verdict(result.output)
+            except VerdictError as exc:
+                why = str(exc)
+        if why is not None:
+            self.s.faults.append(f"{FAULT}: verifier: {why}")
+            self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
+            if self.s.config.pipeline.halt_on_verifier_fault:
+                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)", halt=f"verifier_failed:{why}"))
+            raise _Stop(Outcome(Kind.FAIL, reason=f"verifier fault: {why}"))
+        verdict = self.s.verdict
+        self.s.scores.append(verdict.score)
+        window = self.brakes.score_plateau_window
+        self.s.scores = self.s.scores[-(window + 1) * 4:]
+        self.s.roles.append(GateResult("verify", PASS if verdict.passed else FAIL, f"score {verdict.score}: " + "; ".join(verdict.reasons), result.argv, result.duration))
+        if plateaued(self.s.scores, window):
+            raise _Stop(Outcome(Kind.FAIL, reason=f"plateau: the verifier's score has not improved over the last {window} runs ({self.s.scores[-window - 1:]})", permanent=True))
+        return None if verdict.passed else verdict.feedback()
+
+    def orchestrate(self) -> None:
+        result = self.role("orchestrate")
+        if result is None:
+            return
+        self.s.notes["Orchestrate"] = result.output
+        if not result.ok:
+            raise _Stop(Outcome(Kind.FAIL, reason=self.fault("orchestrate", result)))
+        self.s.roles.append(GateResult("orchestrate", PASS, "ran", result.argv, result.duration))
+
+    def sweep(self) -> None:
+        result = self.role("sweep")
+        if result is None:
+            return
+        if not result.ok:
+            raise _Stop(Outcome(Kind.FAIL, reason=self.fault("sweep", result)))
+        self.s.notes["Sweep findings"] = result.output
+        self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings", result.argv, result.duration))
+
+    def review(self) -> list[str] | Outcome:
+        """The independent review when due (run again once if it faults): its critical findings,
+        or a hold for a person when it could not run."""
+        role = self.s.config.roles.get("review")
+        if role is None:
+            self.s.roles.append(GateResult("review", NOT_RUN, "not configured"))
+            return []
+        if variable := switch("skip_review"):
+            self.s.overrides.append(f"{variable}=1 skipped the independent review")
+            self.s.roles.append(GateResult("review", NOT_RUN, f"skipped by {variable}=1"))
+            return []
+        due = review_due(role, self.a.changed_files())
+        if not due:
+            self.s.roles.append(GateResult("review", NOT_RUN, f"not due (fewer than {role.min_files} files changed, no boundary crossed)"))
+            return []
+        result = self.role("review")
+        if result is not None and not result.ok:
+            result = self.role("review")
+        if result is None or not result.ok:
+            line = self.fault("review", result) if result else f"{FAULT}: review did not run"
+            return Outcome(Kind.COMPLETE, hold=f"awaiting a person: the independent review did not run ({line})")
+        self.s.notes["Review"] = result.output
+        critical = critical_findings(result.output)
+        self.s.findings = "\n".join(critical) or result.output
+        self.s.roles = [r for r in self.s.roles if r.name != "review"]
+        self.s.roles.append(GateResult("review", FAIL if critical else PASS, f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})", result.argv, result.duration))
+        return critical

@@ -1,0 +1,143 @@
+"""Recording an attempt: the step's outcome, its handoff, the step branch, the merge into
+the integration branch and the worker's heartbeat, published as one all-or-nothing move
+of every ref. A holder that lost its claim can never leave a merge behind: the queue's
+compare-and-swap fails and nothing moves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from runner.core.machine import Event, Kind, holds, needs_person, resulting_status
+from runner.core.model import utc_now
+from runner.core.stepfile import manual_checks
+from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue, retry_at
+from runner.queue.snapshot import Snapshot
+from runner.store import Conflict
+from runner.worker import executor
+from runner.worker.gates import PASS
+from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
+from runner.worker.pipeline import Outcome, State
+
+QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.M)
+
+
+def sentinel_for(kind: Kind, status: str) -> str:
+    """The line a tick ends with, from the step's status after the event (docs/protocol.md)."""
+    if status == "done":
+        return "STEP_COMPLETE"
+    if status == "review":
+        return "STEP_BLOCKED"
+    if kind == Kind.RELEASE:
+        return "SKIP"
+    return "STEP_FAILED"
+
+
+def qa_doc(step_text: str) -> str | None:
+    match = QA_SPEC_RE.search(step_text)
+    return match.group(1) if match else None
+
+
+class Recorder:
+    """Publishes what one attempt came to."""
+
+    def __init__(self, queue: Queue, worker: str, incarnation: str, beat: Any):
+        self.queue = queue
+        self.worker = worker
+        self.incarnation = incarnation
+        self.beat = beat  # () -> the heartbeat facts after this record
+
+    def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None, elapsed: float) -> Event:
+        metrics: dict[str, Any] = {}
+        if state.scores:
+            metrics["scores"] = state.scores[-(state.config.brakes.score_plateau_window + 1):]
+        if state.config.brakes.step_budget is not None:
+            metrics["spent"] = round(state.spent_before + elapsed, 1)
+        if state.verdict is not None:
+            metrics["last_verdict"] = state.verdict.as_dict()
+        failures = int(state.step.meta.get("failures") or 0)
+        return Event(
+            outcome.kind,
+            self.worker,
+            utc_now(),
+            step=state.step.id,
+            attempt=state.attempt,
+            incarnation=self.incarnation,
+            reason=outcome.hold or outcome.reason,
+            permanent=outcome.permanent,
+            retry_at=retry_at(snap.config, failures + 1) if outcome.kind == Kind.FAIL else None,
+            hold=bool(outcome.hold),
+            review=outcome.review,
+            result={"branch": snap.config.queue.step_branch_prefix + state.step.id, "commit": result} if result and outcome.kind == Kind.COMPLETE else None,
+            metrics=metrics or None,
+            ticked=tuple(_checked_commands(state)) if outcome.kind == Kind.COMPLETE else (),
+            notes=notes if outcome.kind == Kind.COMPLETE else None,
+            runs=tuple(run.as_dict() for run in state.runs),
+        )
+
+    def record(self, state: State, outcome: Outcome, result: str | None, files: list[str], notes: str | None,
+               log_path, elapsed: float, snapshot: Snapshot) -> tuple[Published, str]:
+        """Publish the attempt's outcome; (what was published, the sentinel)."""
+        queue = self.queue
+        integration = snapshot.config.queue.integration_branch
+
+        def build(snap: Snapshot):
+            step = snap.plan.steps.get(state.step.id)
+            if step is None or (why := holds(step.meta, self.worker, state.attempt, self.incarnation)):
+                raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
+            event = self.event(state, outcome, snap, result, notes, elapsed)
+            context = queue.context(snap, step)
+            refs = [queue.beat_update(self.worker, self.beat())]
+            if event.kind == Kind.COMPLETE and not needs_person(step.meta, event, context):
+                merged, update = queue.merge_update(snap, result, step.id, state.attempt, self.worker)
+                if isinstance(merged, Conflict):
+                    why = f"merge conflict with {integration} in: {', '.join(merged.paths)} (the next attempt starts from its new tip)"
+                    event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
+                                    retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
+                    refs.append(queue.step_branch_update(snap.config, step.id, result, done=False))
+                else:
+                    event = replace(event, result={**event.result, "merge": merged.commit})
+                    refs += [update, queue.step_branch_update(snap.config, step.id, result, done=True)]
+            elif result:
+                refs.append(queue.step_branch_update(snap.config, step.id, result, done=False))
+            status = str(resulting_status(step.meta, event, context))
+            handoff = self.handoff(state, event, status, files, log_path, elapsed)
+            return queue.step_change(snap, event, handoff, refs)
+
+        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration])
+        return published, sentinel_for(published.change.event.kind, published.change.status or "")
+
+    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float) -> bytes:
+        meta = HandoffMeta(
+            step=state.step.id,
+            attempt=state.attempt,
+            worker=self.worker,
+            outcome=status,
+            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in [*state.gates, *state.roles]],
+            files_changed=files,
+            duration_s=round(max(elapsed, 0.0), 2),
+            result_commit=(event.result or {}).get("commit"),
+            sentinel=sentinel_for(event.kind, status),
+            reason=event.reason[:1000] if event.reason else None,
+            overrides=state.overrides,
+            faults=state.faults,
+            verdict=state.verdict.as_dict() if state.verdict else None,
+            qa_doc=qa_doc(state.step.text),
+        )
+        sections = {
+            "Pipeline faults": "\n".join(state.faults),
+            "Overrides": "\n".join(f"- {item}" for item in state.overrides),
+            "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "") for r in event.runs),
+            **{title: fence(text) for title, text in state.notes.items() if text.strip()},
+            "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
+            "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",
+            "Log tail": fence(executor.tail(log_path)) if log_path.exists() else "",
+        }
+        return render_handoff(meta, sections)
+
+
+def _checked_commands(state: State) -> list[str]:
+    """The checklist commands (Automated Verification and QA) that passed, as written in the step."""
+    return [g.name.split(": ", 1)[1] for g in state.gates if g.section and g.result == PASS]
