@@ -42,8 +42,8 @@ def runner(repo: Path, *args: str, check: bool = True, timeout: float = 120, env
     return proc
 
 
-def runner_json(repo: Path, *args: str) -> dict:
-    proc = runner(repo, *args, "--json")
+def runner_json(repo: Path, *args: str, env: dict | None = None) -> dict:
+    proc = runner(repo, *args, "--json", env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -85,7 +85,6 @@ def queue_repo(repo: Path) -> Path:
 def set_config(repo: Path, extra: str = "", **values) -> None:
     """Edit runner.toml on the queue branch (a plan edit, as a person would commit it)."""
     from runner.core.config import DEFAULT_TOML
-    from runner.queue.queue import open_queue
 
     text = DEFAULT_TOML
     replacements = {
@@ -95,33 +94,51 @@ def set_config(repo: Path, extra: str = "", **values) -> None:
         "backoff": ('backoff = "30s"', 'backoff = "{}"'),
         "max_fix_attempts": ("max_fix_attempts = 2", "max_fix_attempts = {}"),
         "test": ("test = []", "test = {}"),
-        "verifier": ("verifier = []", "verifier = {}"),
+        "harness": ("[harness]\ncommand = []", "[harness]\ncommand = {}"),
+        "requires_approval": ("requires_approval = false", "requires_approval = {}"),
         "grace_period": ('grace_period = "30s"', 'grace_period = "{}"'),
+        "step_budget": ('step_budget = "none"', 'step_budget = "{}"'),
+        "score_plateau_window": ("score_plateau_window = 3", "score_plateau_window = {}"),
         "keep_worktree_on_failure": ("keep_worktree_on_failure = false", "keep_worktree_on_failure = {}"),
     }
     for key, value in values.items():
+        if key == "verifier":
+            extra += f"\n[roles.verify]\ncommand = {json.dumps(value)}\n"
+            continue
         old, new = replacements[key]
-        rendered = json.dumps(value) if not isinstance(value, str) or key in ("test", "verifier") else value
+        rendered = json.dumps(value) if not isinstance(value, str) or key in ("test", "harness") else value
         if isinstance(value, bool):
             rendered = "true" if value else "false"
-        assert old in text
+        assert old in text, old
         text = text.replace(old, new.format(rendered))
-    queue = open_queue(repo)
-    queue.add_files({"runner.toml": (text + extra).encode()}, "configure runner", "tester")
+    edit(repo, {"runner.toml": (text + extra).encode()}, "configure runner")
+
+
+def edit(repo: Path, files: dict, summary: str = "edit the plan", remote: str | None = "auto") -> str:
+    """A person's plan edit, committed and published as `runner add` would."""
+    from runner.queue.queue import open_queue
+
+    return open_queue(repo, remote=remote).edit(lambda snap: files, summary, "tester").commit
+
+
+def step_file(step_id: str, title: str | None = None, body: str = "", **fields) -> tuple[str, bytes]:
+    """(path, content) of a new step file; a step without `run:` gets a harmless one."""
+    from runner.core.layout import new_step_path
+    from runner.core.stepfile import render_new_step
+
+    fields.setdefault("run", ["true"])
+    return new_step_path(step_id, False), render_new_step(step_id, title or step_id, fields, body).encode()
 
 
 def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> None:
     """Commit a step file straight onto the queue branch."""
-    from runner.queue.queue import new_step_file, open_queue
-
-    body = fields.pop("body", "")
-    path, data = new_step_file(step_id, title or step_id, fields, body)
-    open_queue(repo).add_files({path: data}, f"add {step_id}", "tester")
+    path, data = step_file(step_id, title, fields.pop("body", ""), **fields)
+    edit(repo, {path: data}, f"add {step_id}")
 
 
 def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
     """Every queue commit oldest first, with its trailers."""
-    from runner.core.codec import parse_trailers
+    from runner.core.codec import trailers_of as parse_trailers
 
     out = git(repo, "log", "--reverse", "--format=%H%x00%B%x1e", branch)
     entries = []

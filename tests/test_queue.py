@@ -10,26 +10,28 @@ from collections import Counter
 from pathlib import Path
 
 
-from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
+from conftest import ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, step_file
+
+PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, without sleeping
 
 CLAIM_LOOP = """
 import sys
 from runner.queue.queue import open_queue, Skip, LostRace
 from runner.queue.leases import new_incarnation, holder_info
-from runner.core.machine import Event
+from runner.core.machine import Kind
 repo, worker = sys.argv[1], sys.argv[2]
 queue = open_queue(repo)
 claimed = []
 while True:
     incarnation = new_incarnation(worker)
     try:
-        published = queue.claim(worker, incarnation, holder_info(incarnation))
+        published = queue.claim(worker, incarnation, holder_info())
     except Skip:
         break
     except LostRace:
         continue
-    step = published.change.step_id
-    queue.apply_event(step, Event("complete", attempt=published.change.attempt, incarnation=incarnation), worker)
+    step = published.change.event.step
+    queue.event(step, Kind.COMPLETE, worker, incarnation=incarnation)
     claimed.append(step)
 print(" ".join(claimed))
 print("races_lost", queue.races_lost)
@@ -64,10 +66,7 @@ def test_race_of_8_processes_on_a_bare_remote_claims_every_step_exactly_once(tmp
     bare, clones = make_remote(tmp_path, clones=4)
     runner(clones[0], "init")
     ids = [f"s{n:03d}" for n in range(40)]
-    from runner.queue.queue import new_step_file, open_queue
-
-    files = dict(new_step_file(i, f"step {i}", {}, "") for i in ids)
-    open_queue(clones[0]).add_files(files, "add steps", "tester")
+    edit(clones[0], dict(step_file(i, f"step {i}") for i in ids), "add steps")
     claimed = race(clones, workers=8)
     assert sorted(claimed) == ids
     git(clones[0], "fetch", "-q", "origin")
@@ -76,9 +75,7 @@ def test_race_of_8_processes_on_a_bare_remote_claims_every_step_exactly_once(tmp
 
 def test_race_of_8_processes_sharing_one_repository_without_a_remote(queue_repo):
     ids = [f"s{n:03d}" for n in range(40)]
-    from runner.queue.queue import new_step_file, open_queue
-
-    open_queue(queue_repo).add_files(dict(new_step_file(i, i, {}, "") for i in ids), "add steps", "tester")
+    edit(queue_repo, dict(step_file(i) for i in ids), "add steps")
     claimed = race([queue_repo], workers=8)
     assert sorted(claimed) == ids
     assert_claimed_exactly_once(queue_repo, ids)
@@ -86,8 +83,8 @@ def test_race_of_8_processes_sharing_one_repository_without_a_remote(queue_repo)
 
 def test_cli_tour(queue_repo):
     repo = queue_repo
-    runner(repo, "add", "Set up the DB", "--id", "01-db")
-    runner(repo, "add", "API layer", "--id", "02-api", "--depends-on", "01-db", "--priority", "5", "--tag", "linux")
+    runner(repo, "add", "Set up the DB", "--id", "01-db", "--run", '["make", "db"]')
+    runner(repo, "add", "API layer", "--id", "02-api", "--depends-on", "01-db", "--priority", "5", "--tag", "linux", "--run", "make api")
     status = runner_json(repo, "status")
     assert {s["step"]: s["status"] for s in status["steps"]} == {"01-db": "ready", "02-api": "waiting"}
     assert [s["step"] for s in runner_json(repo, "ready")["steps"]] == ["01-db"]
@@ -112,6 +109,7 @@ def test_cli_tour(queue_repo):
     log = runner_json(repo, "log")["entries"]
     assert [e["event"] for e in log[:4]] == ["resume", "halt", "retry", "fail"]
     assert [e["event"] for e in runner_json(repo, "log", "01-db")["entries"]][:3] == ["complete", "claim", "edit"]
+    assert "02-api" in runner(repo, "log").stdout
     graph = runner(repo, "graph").stdout
     assert "flowchart TD" in graph and "s_01_db --> s_02_api" in graph
 
@@ -129,8 +127,8 @@ def test_claim_commit_changes_only_managed_lines_and_main_checkout_is_untouched(
     assert removed == []
     assert set(added) <= {"status", "assignee", "claimed_at", "lease", "attempt", "holder", "last_updated", "last_updated_by"}
     message = git(queue_repo, "log", "-1", "--format=%B", "runner/queue")
-    assert message.startswith("claim 01-db (attempt 1) by host-a")
-    assert "Runner-Event: claim\nRunner-Step: 01-db\nRunner-Worker: host-a\nRunner-Attempt: 1" in message
+    assert message.startswith("claim 01-db (attempt 1) by host-a -> claimed")
+    assert "Runner-Event: claim\nRunner-Step: 01-db\nRunner-Actor: host-a\nRunner-Attempt: 1" in message
 
 
 def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
@@ -140,10 +138,9 @@ def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
     from runner.queue.queue import open_queue
 
     queue = open_queue(queue_repo)
-    queue.claim("host-a", "host-a.old", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.old"})
+    queue.claim("host-a", "host-a.old", {"host": "elsewhere", "pid": 1})
     assert runner(queue_repo, "claim", "--id", "host-b", check=False).returncode == 3  # first sighting starts the clock
-    time.sleep(2.5)
-    taken = runner_json(queue_repo, "claim", "--id", "host-b")
+    taken = runner_json(queue_repo, "claim", "--id", "host-b", env=PASS_TIME)
     assert taken["event"] == "takeover" and taken["attempt"] == 2
     stale = runner(queue_repo, "complete", "01-db", "--id", "host-a", check=False)
     assert stale.returncode == 1 and "held by 'host-b'" in stale.stderr
@@ -151,17 +148,18 @@ def test_takeover_after_lease_expiry_fences_the_stale_holder(queue_repo):
     assert "Runner-Replaces: 1" in message
 
 
-def test_live_heartbeats_keep_a_claim(queue_repo):
+def test_live_heartbeats_keep_a_claim_and_silence_loses_it(queue_repo):
     set_config(queue_repo, lease="2s", detect=False)
     add_step(queue_repo, "01-db")
     from runner.queue.queue import open_queue
 
     queue = open_queue(queue_repo)
-    queue.claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1, "incarnation": "host-a.1"})
-    for _ in range(4):
+    queue.claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1})
+    for hour in range(1, 5):  # each observation an hour after the last, with a beat in between
         queue.beat("host-a", {"step": "01-db", "attempt": 1, "incarnation": "host-a.1"})
-        assert runner(queue_repo, "claim", "--id", "host-b", check=False).returncode == 3
-        time.sleep(0.8)
+        assert runner(queue_repo, "claim", "--id", "host-b", check=False, env={"RUNNER_MONOTONIC_OFFSET": str(hour * 3600)}).returncode == 3
+    taken = runner_json(queue_repo, "claim", "--id", "host-b", env={"RUNNER_MONOTONIC_OFFSET": str(5 * 3600)})
+    assert taken["event"] == "takeover"
 
 
 CLAIM_AND_EXIT = """
@@ -169,7 +167,7 @@ import sys
 from runner.queue.queue import open_queue
 from runner.queue.leases import new_incarnation, holder_info
 incarnation = new_incarnation("host-a")
-open_queue(sys.argv[1]).claim("host-a", incarnation, holder_info(incarnation))
+open_queue(sys.argv[1]).claim("host-a", incarnation, holder_info())
 """
 
 
@@ -207,11 +205,9 @@ BAD_FILES = {
 
 
 def test_bad_input_is_listed_never_claimed_and_the_rest_still_runs(queue_repo):
-    from runner.queue.queue import open_queue
-
     files = {f"plans/steps/{name}": data for name, data in BAD_FILES.items()}
-    files["plans/steps/good.md"] = b"---\ntitle: fine\n---\n"
-    open_queue(queue_repo).add_files(files, "a plan with problems", "tester")
+    files["plans/steps/good.md"] = b"---\ntitle: fine\nrun: [\"true\"]\n---\n"
+    edit(queue_repo, files, "a plan with problems")
     result = runner(queue_repo, "validate", check=False)
     assert result.returncode == 2
     for name in BAD_FILES:
@@ -237,8 +233,8 @@ def test_import_plan_authoring_layout(queue_repo, tmp_path):
     plans = tmp_path / "plans"
     (plans / "steps").mkdir(parents=True)
     (plans / "NOTES.md").write_text("notes\n")
-    (plans / "steps" / "01-setup.md").write_text("---\nstep: 01-setup\ntitle: Setup\nstatus: pending\n---\nbody\n")
-    (plans / "steps" / "02-model.md").write_text("---\nstep: 02-model\ntitle: Model\ndepends_on: [01-setup]\nstatus: ready\n---\n")
+    (plans / "steps" / "01-setup.md").write_text("---\nstep: 01-setup\ntitle: Setup\nstatus: pending\nrun: [make]\n---\nbody\n")
+    (plans / "steps" / "02-model.md").write_text("---\nstep: 02-model\ntitle: Model\ndepends_on: [01-setup]\nstatus: ready\nrun: [make]\n---\n")
     runner(queue_repo, "import", str(plans / "steps"))
     status = {s["step"]: s["status"] for s in runner_json(queue_repo, "status")["steps"]}
     assert status == {"01-setup": "ready", "02-model": "waiting"}
@@ -250,8 +246,8 @@ def test_import_dag_layout(queue_repo, tmp_path):
     dag = tmp_path / "dag"
     dag.mkdir()
     (dag / "root.md").write_text("# the plan\n")
-    (dag / "step-1.md").write_text("---\nid: step-1\nname: First\ndepends_on: []\n---\nDo it.\n")
-    (dag / "step-2.md").write_text("---\nid: step-2\nname: Second\ndepends_on: [step-1]\nstatus: in_progress\nassignee: bob\n---\n")
+    (dag / "step-1.md").write_text("---\nid: step-1\nname: First\ndepends_on: []\nrun: [make]\n---\nDo it.\n")
+    (dag / "step-2.md").write_text("---\nid: step-2\nname: Second\ndepends_on: [step-1]\nstatus: in_progress\nassignee: bob\nrun: [make]\n---\n")
     runner(queue_repo, "import", str(dag))
     rows = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
     assert rows["step-1"]["title"] == "First" and rows["step-1"]["status"] == "ready"
@@ -262,8 +258,8 @@ def test_import_dag_layout(queue_repo, tmp_path):
 def test_import_with_problems_imports_nothing(queue_repo, tmp_path):
     steps = tmp_path / "steps"
     steps.mkdir()
-    (steps / "01-ok.md").write_text("---\ntitle: ok\n---\n")
-    (steps / "02-bad.md").write_text("---\ndepends_on: [nope]\n---\n")
+    (steps / "01-ok.md").write_text("---\ntitle: ok\nrun: [make]\n---\n")
+    (steps / "02-bad.md").write_text("---\ndepends_on: [nope]\nrun: [make]\n---\n")
     before = git(queue_repo, "rev-parse", "runner/queue")
     result = runner(queue_repo, "import", str(steps), check=False)
     assert result.returncode == 2 and "02-bad.md" in result.stderr and "unknown dependency" in result.stderr
@@ -282,7 +278,7 @@ def test_doctor_names_what_is_wrong(repo, queue_repo):
     assert result.returncode == 1 and checks["queue"]["result"] == "fail" and "runner init" in checks["queue"]["detail"]
 
 
-def test_version_and_help_are_fast_to_reach(repo):
+def test_version_and_help_answer_outside_a_repository(repo):
     out = subprocess.run([sys.executable, "-m", "runner", "--version"], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert out.stdout.startswith("runner ")
     helptext = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}).stdout
@@ -291,8 +287,9 @@ def test_version_and_help_are_fast_to_reach(repo):
 
 
 def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
+    from runner.core.machine import Kind
+    from runner.core.model import utc_now
     from runner.queue.queue import open_queue
-    from runner.core.machine import Event
 
     for step_id, deps in (("a", []), ("b", ["a"]), ("c", ["b"])):
         add_step(queue_repo, step_id, depends_on=deps)
@@ -303,14 +300,14 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
         warm = queue.snapshot().plan
         return ({s: warm.derived_status(warm.find(s)) for s in "abc"}, {s: fresh.derived_status(fresh.find(s)) for s in "abc"})
 
-    published = queue.claim("w", "w.1", {"incarnation": "w.1"})
-    queue.apply_event("a", Event("complete", attempt=published.change.attempt), "w")
+    queue.claim("w", "w.1", {})
+    queue.event("a", Kind.COMPLETE, "w", incarnation="w.1")
     warm, fresh = views()
     assert warm == fresh == {"a": "done", "b": "ready", "c": "waiting"}
     # A person rewires c to depend on a only: the shape changed, so the plan is rebuilt.
     step = queue.snapshot().plan.find("c")
     text = step.text.replace("depends_on: [b]", "depends_on: [a]")
-    queue.add_files({step.path: text.encode()}, "rewire c", "tester")
+    queue.edit(lambda snap: {step.path: text.encode()}, "rewire c", "tester")
     warm, fresh = views()
     assert warm == fresh == {"a": "done", "b": "ready", "c": "ready"}
-    assert [s.id for s in queue.snapshot().plan.ready(__import__("runner.core.model").core.model.utc_now())] == ["b", "c"]
+    assert [s.id for s in queue.snapshot().plan.ready(utc_now())] == ["b", "c"]

@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
-from runner.worker.gates import parse_verdict, VerdictError, check_required_outputs
+from runner.worker.gates import check_required_outputs
+from runner.worker.roles import VerdictError, parse_verdict
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -140,8 +141,7 @@ def test_kill_9_on_another_host_is_taken_over_after_the_lease(queue_repo, tmp_pa
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert tick(queue_repo, worker="host-b")["sentinel"] == "SKIP"  # the lease is still running
-    time.sleep(3.5)
-    report = tick(queue_repo, worker="host-b")
+    report = tick(queue_repo, worker="host-b", env={"RUNNER_MONOTONIC_OFFSET": "3600"})  # an hour later, by host-b's clock
     assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 2
     assert Counter(e["Event"] for e in queue_history(queue_repo) if e.get("Step") == "01-slow")["complete"] == 1
 
@@ -193,11 +193,13 @@ def test_required_outputs_must_stay_inside_the_worktree(tmp_path):
 
 def test_verdicts_raw_fenced_commented_and_garbage():
     assert parse_verdict('{"pass": true, "score": 0.9}').score == 0.9
-    assert parse_verdict('Here you go:\n```json\n{"pass": false, "reasons": ["x"]}\n```\n').reasons == ["x"]
-    assert parse_verdict('# verifier 1.0\n// notes\n{"pass": true, "next_hint": "more"}').next_hint == "more"
-    for garbage in ("", "not json", '{"score": 1}', '[true]', '{"pass": "yes"}'):
+    assert parse_verdict('Here you go:\n```json\n{"pass": false, "score": 0, "reasons": ["x"]}\n```\n').reasons == ["x"]
+    assert parse_verdict('# verifier 1.0\n// notes\n{"pass": true, "score": 1, "next_hint": "more"}').next_hint == "more"
+    garbage = ("", "not json", '{"score": 1}', "[true]", '{"pass": "yes", "score": 1}', '{"pass": true}',
+               '{"pass": true, "score": 1.5}', '{"pass": true, "score": 1, "mood": "good"}', '{"pass": true, "score": 1, "reasons": "x"}')
+    for text in garbage:
         with pytest.raises(VerdictError):
-            parse_verdict(garbage)
+            parse_verdict(text)
 
 
 def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
@@ -208,8 +210,9 @@ def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
     add_step(queue_repo, "02-bad", run=["true"])
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
     bad = tick(queue_repo)
-    verdict = next(g for g in bad["gates"] if g["name"] == "verifier")
+    verdict = next(r for r in bad["roles"] if r["name"] == "verify")
     assert verdict["result"] == "fail" and "score 0.5" in verdict["detail"]
+    assert bad["sentinel"] == "STEP_FAILED" and bad["outcome"] == "ready"
 
 
 def test_second_daemon_with_the_same_id_gets_a_clear_error(queue_repo):

@@ -85,20 +85,25 @@ def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
         raise
     except BadInput as exc:
         if len(exc.problems) == 1:
-            sys.stderr.write(f"error: {exc.problems[0]}\n")
+            say(f"error: {exc.problems[0]}")
         else:
-            sys.stderr.write("\n".join([f"error: {len(exc.problems)} problems:"] + [f"  - {p}" for p in exc.problems]) + "\n")
+            say("\n".join([f"error: {len(exc.problems)} problems:"] + [f"  - {p}" for p in exc.problems]))
         raise typer.Exit(EXIT_BAD_INPUT)
     except RunnerError as exc:
-        sys.stderr.write(f"error: {exc}\n")
+        say(f"error: {exc}")
         raise typer.Exit(exc.exit_code)
     except Exception as exc:
         from runner.core.machine import TransitionError
 
         if isinstance(exc, TransitionError):
-            sys.stderr.write(f"error: refused: {exc}\n")
+            say(f"error: refused: {exc}")
             raise typer.Exit(EXIT_FAILURE)
         raise typer.Exit(report_bug(exc))
+
+
+def say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def report_bug(exc: BaseException) -> int:
@@ -117,7 +122,7 @@ def report_bug(exc: BaseException) -> int:
         log = Path(tempfile.gettempdir()) / "runner-errors.log"
         with open(log, "a") as handle:
             handle.write(text + "\n")
-    sys.stderr.write(f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 shows it)\n")
+    say(f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 shows it)")
     return EXIT_FAILURE
 
 

@@ -1,6 +1,8 @@
-"""The clocks runner reads. Tests and the chaos suite skew the wall clock of a real
-process with RUNNER_CLOCK_OFFSET=<seconds>; durations use the monotonic clock, which
-no clock step can move."""
+"""The clocks runner reads, with the seams tests and the chaos suite use on real processes:
+RUNNER_CLOCK_OFFSET=<seconds> skews the wall clock (a host whose clock is wrong, or jumps);
+RUNNER_MONOTONIC_OFFSET=<seconds> moves the monotonic clock on (time passing, without
+sleeping). Durations and lease expiry use the monotonic clock, which no wall-clock step
+can move."""
 
 from __future__ import annotations
 
@@ -8,16 +10,16 @@ import os
 import time
 
 
-def clock_offset() -> float:
+def _offset(name: str) -> float:
     try:
-        return float(os.environ.get("RUNNER_CLOCK_OFFSET", "0"))
+        return float(os.environ.get(name, "0"))
     except ValueError:
         return 0.0
 
 
 def wall_clock() -> float:
-    return time.time() + clock_offset()
+    return time.time() + _offset("RUNNER_CLOCK_OFFSET")
 
 
 def monotonic() -> float:
-    return time.monotonic()
+    return time.monotonic() + _offset("RUNNER_MONOTONIC_OFFSET")

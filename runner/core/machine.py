@@ -177,7 +177,8 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
         raise TransitionError(f"{event.kind} is a queue event, not a step event")
     targets = TABLE.get((status, event.kind))
     if targets is None:
-        raise TransitionError(f"{event.step or 'the step'} is {status}: a {event.kind} is not allowed (see `runner show`)")
+        allowed = " or ".join(s for (s, k) in TABLE if k == event.kind)
+        raise TransitionError(f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
     if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
         raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
     updates = _RULES[event.kind](meta, event, context)

@@ -46,8 +46,8 @@ def regular_file_problem(path: Path, inside: Path) -> str | None:
         return f"{path}: is a symlink (plan files must be regular files inside the folder)"
     if not stat.S_ISREG(mode):
         return f"{path}: is not a regular file"
-    if inside not in path.resolve().parents:
-        return f"{path}: is outside {inside}"
+    if inside.resolve() not in path.resolve().parents:
+        return f"{path}: is outside {inside} (reached through a symlinked folder)"
     return None
 
 
@@ -125,7 +125,7 @@ def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[s
             problems += [f"{sources.get(step.path, step.path)}: {p}" for p in step.problems]
     for queue_path, source in extras.items():
         try:
-            files[queue_path] = read_regular(source, root)
+            files[queue_path] = read_regular(source, source.parent)
         except BadInput as exc:
             problems += exc.problems
     if problems:

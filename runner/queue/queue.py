@@ -10,12 +10,13 @@ from __future__ import annotations
 import heapq
 import random
 import time
+from pathlib import Path
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
 from runner.core.codec import decode, encode, encode_beat, merge_message, one_line, trailers_of, CodecError
-from runner.core.config import DEFAULT_TOML, Config
+from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import (
@@ -375,7 +376,10 @@ class Queue:
         checks the files against the plan they land on (BadInput), again after a lost race."""
 
         def build(snap: Snapshot) -> Change:
-            return Change(files(snap), encode(Event(Kind.EDIT, actor, utc_now(), reason=summary)))
+            changed = files(snap)
+            if changed.get(CONFIG_FILE) is not None:
+                parse_config(changed[CONFIG_FILE].decode("utf-8", errors="replace"))  # refused before any worker sees it
+            return Change(changed, encode(Event(Kind.EDIT, actor, utc_now(), reason=summary)))
 
         return self.publish(build, actor)
 
@@ -471,3 +475,10 @@ def retry_delay(config: Config, failures: int) -> float:
 
 def retry_at(config: Config, failures: int) -> datetime:
     return utc_now() + timedelta(seconds=retry_delay(config, failures))
+
+
+def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:
+    """The queue of a repository (for scripts and tests; the CLI builds it from its options)."""
+    from runner.store.git import GitStore
+
+    return Queue(GitStore(repo, remote=remote), branch=branch)

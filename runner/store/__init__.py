@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Protocol
 
+from runner.core.errors import RunnerError
+
 FORCE = "+"  # the expected old value of a ref only its writer moves (a step branch): overwrite
 ABSENT = None  # the expected old value of a ref that must not exist yet
 
@@ -101,8 +103,8 @@ class Conflict:
     paths: tuple[str, ...] = field(default_factory=tuple)
 
 
-class StoreError(Exception):
-    """The store failed for a reason other than losing a race (a run-time failure)."""
+class StoreError(RunnerError):
+    """The store failed for a reason other than losing a race (a run-time failure, exit 1)."""
 
 
 class Store(Protocol):

@@ -31,6 +31,7 @@ from runner.worker.roles import (
 )
 
 FAULT = "PIPELINE-FAULT"
+WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate", "verify": "verifier"}
 
 
 class ClaimLostDuringRun(Exception):
@@ -123,12 +124,12 @@ class _Pipeline:
             return None
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
-            raise _Stop(Outcome(Kind.RELEASE, reason="the worker stopped before the step finished (nothing spent)"))
+            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no attempt spent)"))
         self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, result.describe()))
         return result
 
     def fault(self, name: str, result: RunResult) -> str:
-        line = f"{FAULT}: {name} did not run cleanly ({result.describe()})"
+        line = f"{FAULT}: {WHAT.get(name, name)} did not run ({result.describe()})"
         self.s.faults.append(line)
         self.s.roles.append(GateResult(name, FAIL, line, result.argv, result.duration))
         return line
@@ -189,7 +190,7 @@ class _Pipeline:
             return
         why = None
         if self.s.step.meta.get("approved"):
-            why = "a person decided it"
+            why = "approved by a person (the deviation was decided for this attempt)"
         elif not self.s.config.pipeline.deviation_gate:
             why = "deviation gate off"
         elif variable := switch("autoapprove"):
@@ -208,6 +209,7 @@ class _Pipeline:
             raise _Stop(Outcome(Kind.FAIL, reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command", permanent=True))
         self.s.notes["Implement output"] = result.output
         if not result.ok:
+            self.budget()  # a run cut short by the step's budget is the budget's failure
             # Never run again in a worktree a crashed run may have half changed: the next
             # attempt starts from a fresh worktree, with this failure as its feedback.
             raise _Stop(Outcome(Kind.FAIL, reason=f"implement did not finish cleanly: {result.describe()}"))
@@ -280,8 +282,8 @@ class _Pipeline:
         if result is not None and not result.ok:
             result = self.role("review")
         if result is None or not result.ok:
-            line = self.fault("review", result) if result else f"{FAULT}: review did not run"
-            return Outcome(Kind.COMPLETE, hold=f"awaiting a person: the independent review did not run ({line})")
+            line = self.fault("review", result) if result else f"{FAULT}: independent review did not run"
+            return Outcome(Kind.COMPLETE, hold=f"awaiting a person: {line}, twice; not passed as reviewed")
         self.s.notes["Review"] = result.output
         critical = critical_findings(result.output)
         self.s.findings = "\n".join(critical) or result.output
