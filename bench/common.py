@@ -1,125 +1,177 @@
-"""Shared helpers for the benchmarks: statistics, throw-away repositories, a git daemon,
-running the CLI in a fresh process, and the result format every topic hands to run.py.
+"""Shared helpers: the runner under test, processes, statistics, interleaving, plans and
+repositories, the machine, and the result rows every topic hands to run.py.
 
-Every topic module (claim_latency, drain, scale, tick_phases, memory) has
-`run(quick: bool) -> dict` and can also be run alone: `python bench/<topic>.py [--quick]`.
+runner is driven through its command line (`runner init`, `import`, `ready`, `claim`,
+`worker`, ...). The one figure that needs runner in-process (claim cost without a
+process start-up around it) goes through `InProcessClaimer` at the end of this file:
+when runner's Python API changes, that class is the one place to edit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # measure the working copy, not an installed runner
 
-PY = sys.executable
+# The runner under test: the working copy's .venv by default (`bash examples/demo.sh` makes it).
+RUNNER = Path(os.environ.get("BENCH_RUNNER") or ROOT / ".venv" / "bin" / "runner")
+RUNNER_PY = RUNNER.parent / "python"  # the interpreter the console script runs on
 
-# Reproducible git: no system config, a fixed identity, no prompts.
+# Reproducible git: no system or global config, a fixed identity, no prompts.
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Bench",
     "GIT_AUTHOR_EMAIL": "bench@example.com",
     "GIT_COMMITTER_NAME": "Bench",
     "GIT_COMMITTER_EMAIL": "bench@example.com",
     "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
     "GIT_TERMINAL_PROMPT": "0",
 }
 os.environ.update(GIT_ENV)
 
 
-def cli_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-
-
 def log(message: str) -> None:
-    """Progress goes to stderr so a topic's stdout stays machine-readable."""
+    """Progress goes to stderr; stdout is for the table."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-# --- statistics ---------------------------------------------------------------------
+# --- processes ----------------------------------------------------------------------
 
 
-def percentile(samples: list[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100) of a non-empty list."""
-    data = sorted(samples)
-    if len(data) == 1:
-        return data[0]
-    pos = (len(data) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+def env(cache: Path | None = None) -> dict[str, str]:
+    """Environment for runner and peers. `cache` stands in for ~/.cache, so a cold run
+    cannot find state a tool keeps outside the repository."""
+    result = {**os.environ, **GIT_ENV, "PYTHONUNBUFFERED": "1"}
+    if cache is not None:
+        result["XDG_CACHE_HOME"] = str(cache)
+    return result
 
 
-def stats(samples: list[float]) -> dict[str, Any]:
-    """n, median, p95, min, max of samples (seconds in, seconds out)."""
-    if not samples:
-        return {"n": 0, "median": None, "p95": None, "min": None, "max": None}
-    return {
-        "n": len(samples),
-        "median": statistics.median(samples),
-        "p95": percentile(samples, 95),
-        "min": min(samples),
-        "max": max(samples),
-    }
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or not b:
-        return None
-    return a / b
-
-
-def ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1000.0
-
-
-def timed(func, *args, **kwargs) -> tuple[float, Any]:
-    start = time.perf_counter()
-    value = func(*args, **kwargs)
-    return time.perf_counter() - start, value
-
-
-# --- result format -------------------------------------------------------------------
-
-
-def table(title: str, columns: list[str], rows: list[list[Any]], note: str = "") -> dict[str, Any]:
-    """A table for run.py to print with rich: cells are str / number / None."""
-    return {"title": title, "columns": columns, "rows": rows, "note": note}
-
-
-def goal(name: str, measured: str, target: str, met: bool | None, evidence: str = "") -> dict[str, Any]:
-    return {"goal": name, "measured": measured, "target": target, "met": met, "evidence": evidence}
-
-
-def fmt_ms(seconds: float | None, digits: int = 1) -> str:
-    return "-" if seconds is None else f"{seconds * 1000:.{digits}f}"
-
-
-def fmt_x(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
-
-
-# --- git and repositories ---------------------------------------------------------------
-
-
-def git(cwd: str | Path, *args: str, input: bytes | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *args], cwd=str(cwd), input=input, capture_output=True)
+def run(cmd: list[str], cwd: Path | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", env())
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, **kwargs)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.decode(errors='replace')}")
+        tail = (proc.stderr or proc.stdout or b"").decode(errors="replace")[-1500:]
+        raise RuntimeError(f"{' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {tail}")
     return proc
+
+
+def timed(cmd: list[str], cwd: Path | None = None, **kwargs) -> float:
+    """Wall seconds of one fresh process, output discarded (not a terminal), exit 0 required."""
+    kwargs.setdefault("env", env())
+    start = time.perf_counter()
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-1500:]}")
+    return elapsed
+
+
+def runner(*args: Any, repo: Path | None = None, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    return run([RUNNER, *args, *(["--repo", repo] if repo else [])], check=check, **kwargs)
+
+
+def git(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    return run(["git", *args], cwd=cwd, input=input).stdout.decode()
+
+
+# --- statistics and interleaving ------------------------------------------------------
+
+
+def summary(samples: list[float]) -> dict[str, Any]:
+    if not samples:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": len(samples), "median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def interleave(variants: dict[str, Callable[[], Any]], rounds: int) -> list[dict[str, Any]]:
+    """Run every variant once per round, A B C, then B C A, ...: each sees the same
+    drift of the machine. Returns one {variant: result} per round."""
+    names = list(variants)
+    out = []
+    for r in range(rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        out.append({name: variants[name]() for name in order})
+    return out
+
+
+def column(rounds: list[dict[str, Any]], name: str) -> list[Any]:
+    return [r[name] for r in rounds if name in r]
+
+
+def ratios(rounds: list[dict[str, Any]], a: str, b: str, key: Callable[[Any], float] = lambda v: v) -> list[float]:
+    """a/b within each round: the spread of a ratio measured side by side."""
+    return [key(r[a]) / key(r[b]) for r in rounds if a in r and b in r and key(r[b])]
+
+
+# --- result rows ----------------------------------------------------------------------
+
+
+def figure(
+    name: str,
+    value: float | None,
+    unit: str,
+    goal: tuple[str, float] | None = None,
+    spread: list[float] | None = None,
+    detail: str = "",
+    error: str | None = None,
+    skipped: str | None = None,
+) -> dict[str, Any]:
+    """One row of the table. goal: (">=" | "<=" | "<", target) or None for a plain report.
+    unit: "x" for a ratio, "ms" (value in seconds), "MiB" (bytes), "" for a count."""
+    row = {"figure": name, "value": value, "unit": unit, "goal": list(goal) if goal else None, "detail": detail,
+           "spread": summary(spread or []), "error": error, "skipped": skipped}
+    row["met"], row["verdict"] = verdict(row)
+    return row
+
+
+def verdict(row: dict[str, Any]) -> tuple[bool | None, str]:
+    if row["skipped"]:
+        return None, f"skipped: {row['skipped']}"
+    if row["error"]:
+        return False, f"FAILED: {row['error']}"
+    if row["goal"] is None or row["value"] is None:
+        return None, "report"
+    op, target = row["goal"]
+    value = row["value"]
+    met = value >= target if op == ">=" else value <= target if op == "<=" else value < target
+    if met:
+        return True, "met"
+    gap = abs(value - target)
+    share = gap / target * 100
+    side = "short" if op == ">=" else "over"
+    return False, f"MISSED by {fmt(gap, row['unit'])} ({share:.0f}% {side})"
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "ms":
+        return f"{value * 1000:.0f} ms"
+    if unit == "MiB":
+        return f"{value / 2**20:.1f} MiB"
+    return f"{value:g}" if value == int(value) else f"{value:.1f}"
+
+
+def error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".replace("\n", " ")[:400]
+
+
+# --- repositories and plans -------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -135,169 +187,205 @@ def workspace(name: str) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def gates_off_toml() -> bytes:
-    from runner.core.config import DEFAULT_TOML
-
-    assert "detect = true" in DEFAULT_TOML
-    return DEFAULT_TOML.replace("detect = true", "detect = false").encode()
+def step_id(i: int) -> str:
+    return f"s{i:05d}"
 
 
-def plan_files(n: int, layout: str = "flat", chains: int = 0, group_size: int = 100, run: list[str] | None = None) -> dict[str, bytes]:
-    """runner.toml (gates off) plus n no-op step files.
-
-    layout "flat": plans/steps/<id>.md; "sub": plans/steps/g<NNN>/<id>.md, group_size per folder.
-    chains > 1: step i depends on step i-1 inside chains of that length (so 1/chains are ready).
-    """
-    from runner.queue.queue import new_step_file
-
-    files: dict[str, bytes] = {"runner.toml": gates_off_toml()}
-    for i in range(n):
-        step_id = f"s{i:05d}"
-        fields: dict[str, Any] = {"run": run or ["true"]}
-        if chains > 1 and i % chains:
-            fields["depends_on"] = [f"s{i - 1:05d}"]
-        path, data = new_step_file(step_id, f"no-op step {i}", fields, f"Step {i} does nothing, quickly.\n")
-        if layout == "sub":
-            path = f"plans/steps/g{i // group_size:03d}/{step_id}.md"
-        files[path] = data
-    return files
+def step_file(i: int, chains: int = 0) -> bytes:
+    """A no-op step; with chains, step i depends on i-1 inside chains of that length."""
+    deps = f"depends_on: [{step_id(i - 1)}]\n" if chains > 1 and i % chains else ""
+    return (f"---\nstep: {step_id(i)}\ntitle: no-op {i}\nrun: [\"true\"]\n{deps}---\nNothing to do.\n").encode()
 
 
-def new_repo(path: Path, bare: bool = False) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q", *(["--bare"] if bare else []), "-b", "main")
+def step_path(i: int, layout: str) -> str:
+    """flat: plans/steps/<id>.md (what older runners wrote); sub: folders of 100."""
+    return f"plans/steps/{step_id(i)}.md" if layout == "flat" else f"plans/steps/g{i // 100:03d}/{step_id(i)}.md"
+
+
+def new_project(path: Path, bare_remote: Path | None = None) -> Path:
+    """A git repository with one commit on main; with bare_remote, a clone of a bare copy."""
+    if bare_remote is None:
+        path.mkdir(parents=True)
+        git(path, "init", "-q", "-b", "main")
+        git(path, "commit", "-q", "--allow-empty", "-m", "project")
+        return path
+    seed = new_project(path.parent / (path.name + "-seed"))
+    git(path.parent, "clone", "-q", "--bare", str(seed), str(bare_remote))
+    shutil.rmtree(seed)
+    git(path.parent, "clone", "-q", str(bare_remote), str(path))
     return path
 
 
-def clone(remote: str, dest: Path) -> Path:
-    git(dest.parent, "clone", "-q", remote, str(dest))
-    return dest
+def queue_ref(repo: Path) -> str:
+    """The queue branch as this repository sees it (a clone has only the remote-tracking ref)."""
+    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/runner/queue", "refs/remotes/origin/runner/queue").split()
+    if not refs:
+        raise RuntimeError(f"{repo}: no queue branch")
+    return refs[0]
 
 
-def seed_queue(repo: Path, files: dict[str, bytes]) -> None:
-    """Queue.init, then one plan commit holding every file (pushed when repo has an origin)."""
-    from runner.queue.queue import open_queue
+def commit_to_queue(repo: Path, files: dict[str, bytes], message: str) -> None:
+    """One commit of `files` on top of the queue branch with git alone (fast-import), pushed
+    when the queue lives on a remote: a plan laid out exactly so, as an older runner or a
+    person editing the branch would leave it."""
+    ref = queue_ref(repo)
+    parent = git(repo, "rev-parse", ref).strip()
+    out = [b"commit refs/heads/runner/queue\n", f"committer Bench <bench@example.com> {int(time.time())} +0000\n".encode()]
+    msg = message.encode() + b"\n"
+    out += [f"data {len(msg)}\n".encode(), msg, f"from {parent}\n".encode()]
+    for path, data in files.items():
+        out += [f"M 100644 inline {path}\ndata {len(data)}\n".encode(), data, b"\n"]
+    git(repo, "fast-import", "--quiet", "--force", input=b"".join(out))
+    if ref.startswith("refs/remotes/"):
+        git(repo, "push", "-q", "origin", "refs/heads/runner/queue:refs/heads/runner/queue")
+        git(repo, "update-ref", "-d", "refs/heads/runner/queue")
 
-    queue = open_queue(repo)
-    queue.init("bench")
-    queue.add_files(files, "bench plan", "bench")
+
+def gates_off(repo: Path) -> dict[str, bytes]:
+    """runner.toml with gate detection off: a no-op step runs `true` and nothing else."""
+    toml = git(repo, "show", f"{queue_ref(repo)}:runner.toml")
+    if "detect = true" not in toml:
+        raise RuntimeError("runner.toml has no `detect = true` to turn off")
+    return {"runner.toml": toml.replace("detect = true", "detect = false").encode()}
 
 
-def make_queue(base: Path, n: int, layout: str = "flat", remote: bool = False, chains: int = 0) -> tuple[Path, Path | None]:
-    """(working repo, bare remote or None) holding a queue of n no-op steps with gates off."""
-    files = plan_files(n, layout, chains)
-    if not remote:
-        repo = new_repo(base / "repo")
-        seed_queue(repo, files)
-        return repo, None
-    bare = new_repo(base / "remote.git", bare=True)
-    repo = clone(str(bare), base / "repo")
-    seed_queue(repo, files)
+def write_plan_folder(folder: Path, steps: int, chains: int = 0) -> Path:
+    (folder / "steps").mkdir(parents=True)
+    for i in range(steps):
+        (folder / "steps" / f"{step_id(i)}.md").write_bytes(step_file(i, chains))
+    return folder
+
+
+def new_queue(base: Path, steps: int, remote: bool = False, chains: int = 0) -> tuple[Path, Path | None]:
+    """(clone, bare remote or None) with a plan of no-op steps, made as a person would:
+    `runner init`, gates off in runner.toml, `runner import` of a plan folder."""
+    bare = base / "remote.git" if remote else None
+    repo = new_project(base / "repo", bare)
+    runner("init", repo=repo)
+    commit_to_queue(repo, gates_off(repo), "bench: gates off")
+    runner("import", write_plan_folder(base / "plan", steps, chains), repo=repo)
     return repo, bare
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def new_layout_queue(base: Path, steps: int, layout: str) -> Path:
+    """A local queue whose step files sit exactly in `layout` (flat or sub), written with git."""
+    repo = new_project(base / "repo")
+    runner("init", repo=repo)
+    files = gates_off(repo)
+    files.update({step_path(i, layout): step_file(i) for i in range(steps)})
+    commit_to_queue(repo, files, f"bench: {steps} steps, {layout} layout")
+    return repo
 
 
-@contextlib.contextmanager
-def git_daemon(base_path: Path) -> Iterator[str]:
-    """`git daemon` on 127.0.0.1 serving base_path (push enabled); yields git://127.0.0.1:PORT/."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}",
-            "--export-all", "--enable=receive-pack", f"--base-path={base_path}", str(base_path),
-        ],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"git daemon exited: {proc.stderr.read().decode(errors='replace')}")
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("git daemon did not start listening within 10 s")
-            time.sleep(0.05)
-        yield f"git://127.0.0.1:{port}/"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def cold_copy(repo: Path, dest: Path) -> Path:
+    """A copy of repo with no state of runner's: `.git/runner/` (parse cache, logs, locks) removed."""
+    shutil.copytree(repo, dest, symlinks=True)
+    shutil.rmtree(dest / ".git" / "runner", ignore_errors=True)
+    return dest
 
 
-def run_cli(repo: Path, *args: str, check: bool = True) -> tuple[float, subprocess.CompletedProcess]:
-    """Wall time of `python -m runner ARGS --repo REPO` in a fresh process."""
-    start = time.perf_counter()
-    proc = subprocess.run([PY, "-m", "runner", *args, "--repo", str(repo)], capture_output=True, env=cli_env())
-    elapsed = time.perf_counter() - start
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"runner {' '.join(args)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-2000:]}")
-    return elapsed, proc
-
-
-def run_python(code: str) -> tuple[float, int]:
-    """(wall seconds, peak RSS bytes) of `python -c CODE` in a fresh process."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([PY, "-c", code], env=cli_env(), stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"python -c {code!r} exited {proc.returncode}")
-    return elapsed, usage.ru_maxrss * 1024
+def queue_events(repo: Path) -> list[dict[str, str]]:
+    """Runner-* trailers of every queue commit, oldest first (plain git, for audits)."""
+    fmt_ = "%(trailers:key=Runner-Event,key=Runner-Step,key=Runner-Attempt,key=Runner-Worker,separator=%x1f)%x1e"
+    text = git(repo, "log", "--reverse", f"--format={fmt_}", queue_ref(repo))
+    events = []
+    for record in text.split("\x1e"):
+        fields = dict(part.split(": ", 1) for part in record.strip().split("\x1f") if ": " in part)
+        if fields:
+            events.append({k.removeprefix("Runner-").lower(): v for k, v in fields.items()})
+    return events
 
 
 # --- the machine ---------------------------------------------------------------------------
 
 
-def machine_info() -> dict[str, Any]:
-    import pygit2
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
+
+def runner_source() -> dict[str, Any]:
+    """Where the runner under test is imported from, and the commit of that checkout.
+    (Run from / : `python -c` would put the current directory first on sys.path.)"""
+    code = "import runner, pathlib; print(pathlib.Path(runner.__file__).resolve().parent)"
+    pkg = Path(run([RUNNER_PY, "-c", code], cwd=Path("/")).stdout.decode().strip())
+    repo = pkg.parent
+    head = run(["git", "rev-parse", "HEAD"], cwd=repo, check=False).stdout.decode().strip()
+    dirty = run(["git", "status", "--porcelain", "--", pkg.name], cwd=repo, check=False).stdout.decode().split("\n")
+    return {"package": str(pkg), "commit": head, "uncommitted_files": [d for d in dirty if d.strip()],
+            "version": runner("--version").stdout.decode().strip()}
+
+
+_BYTECODE_CHECK = r"""
+import importlib.util, json, os, pathlib, sys
+import runner.cli
+pkg = pathlib.Path(runner.__file__).parent
+paths = {getattr(m, "__file__", None) or "": n for n, m in list(sys.modules.items())}
+paths.update({str(p): str(p.relative_to(pkg.parent)) for p in pkg.rglob("*.py")})
+stale, fresh = [], 0
+for path, name in paths.items():
+    if not path.endswith(".py"):
+        continue
+    cached = importlib.util.cache_from_source(path)
+    if os.path.exists(cached) and os.path.getmtime(cached) >= os.path.getmtime(path):
+        fresh += 1
+    else:
+        stale.append(name)
+print(json.dumps({"modules": fresh + len(stale), "compiled": fresh, "not_compiled": stale[:20]}))
+"""
+
+
+def compile_bytecode() -> dict[str, Any]:
+    """Compile runner's package as an install leaves it, then check every module `runner`
+    imports has a fresh .pyc (the interpreter only rewrites them when it can)."""
+    pkg = runner_source()["package"]
+    run([RUNNER_PY, "-m", "compileall", "-q", pkg], check=False)
+    return bytecode_status()
+
+
+def bytecode_status() -> dict[str, Any]:
+    out = run([RUNNER_PY, "-c", _BYTECODE_CHECK], cwd=Path("/"), check=False)
+    if out.returncode:
+        return {"error": out.stderr.decode(errors="replace")[-300:]}
+    return json.loads(out.stdout)
+
+
+def machine() -> dict[str, Any]:
     try:
-        affinity = len(os.sched_getaffinity(0))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:
-        affinity = None
-    head = git(ROOT, "rev-parse", "HEAD", check=False).stdout.decode().strip()
-    dirty = git(ROOT, "status", "--porcelain", "--", "runner", check=False).stdout.decode().strip()
-    try:
-        import psutil
-
-        memory = psutil.virtual_memory().total
-    except Exception:
-        memory = None
-    return {
+        usable = None
+    mem = None
+    with contextlib.suppress(OSError):
+        mem = int(Path("/proc/meminfo").read_text().split()[1]) * 1024
+    info = {
         "cores": os.cpu_count(),
-        "cores_usable": affinity,
-        "memory_bytes": memory,
-        "load_average": os.getloadavg(),
-        "git": git(ROOT, "--version").stdout.decode().strip(),
-        "python": platform.python_version(),
-        "pygit2": pygit2.__version__,
-        "libgit2": pygit2.LIBGIT2_VERSION,
+        "cores_usable": usable,
+        "memory_bytes": mem,
+        "git": git(ROOT, "--version").strip(),
+        "python": run([RUNNER_PY, "-c", "import sys; print(sys.version.split()[0])"]).stdout.decode().strip(),
         "platform": platform.platform(),
-        "runner_commit": head,
-        "runner_dirty": bool(dirty),
+        "runner_exe": str(RUNNER),
     }
+    try:
+        info["runner"] = runner_source()
+    except Exception as exc:  # runner cannot even start: every row will say so
+        info["runner"] = {"error": error_text(exc)}
+    return info
 
 
-def main_for(topic_run) -> None:
-    """`python bench/<topic>.py [--quick] [--out FILE]`: run one topic, write its JSON."""
+def main_for(topic_run: Callable[..., dict]) -> None:
+    """`python bench/<topic>.py [--quick] [--peers] [--out FILE]`: one topic, its JSON."""
     import argparse
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, help="write the topic's JSON here (default: stdout)")
+    parser.add_argument("--peers", action="store_true", help="install missing peers before measuring them")
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    result = topic_run(quick=args.quick)
+    before = load()
+    started = time.monotonic()
+    result = topic_run(quick=args.quick, peers=args.peers)
+    result.update(load_before=before, load_after=load(), seconds=time.monotonic() - started)
     text = json.dumps(result, indent=1, default=str)
     if args.out:
         args.out.write_text(text)
@@ -305,156 +393,23 @@ def main_for(topic_run) -> None:
         print(text)
 
 
-# --- timing the library from outside ------------------------------------------------------
+# --- runner in-process: the one place that calls runner's Python API --------------------
 
 
-_INHERITED = object()
+class InProcessClaimer:
+    """Claims in one long-lived process, as a worker daemon does: no interpreter start-up
+    or import in the time, only reading the plan, picking, building and publishing."""
 
+    def __init__(self, repo: Path, worker: str):
+        from runner.queue.leases import holder_info, new_incarnation
+        from runner.queue.queue import open_queue
 
-class _TimeProxy:
-    """Stands in for the `time` module inside one runner module, so its sleeps can be timed."""
+        self.queue = open_queue(repo)
+        self.worker = worker
+        self.incarnation = new_incarnation(worker)
+        self.holder = holder_info(self.incarnation)
 
-    def __init__(self) -> None:
-        self.sleep = time.sleep
-
-    def __getattr__(self, name: str):
-        return getattr(time, name)
-
-
-class PhaseClock:
-    """Times library functions by wrapping them (main thread only), exclusive of wrapped callees.
-
-    Time is keyed by (top, path): `top` is the outermost wrapped call (a tick phase),
-    `path` the wrapped calls below it down to the one that was running, e.g.
-    ("record outcome", "heartbeat ref > git push"). The time a phase spent in its own
-    code, outside any wrapped callee, has path == top.
-    Separately, every `git` subprocess started through runner.gitstore.run_git is
-    counted by subcommand.
-    """
-
-    def __init__(self) -> None:
-        import threading
-
-        self._main = threading.main_thread()
-        self._threading = threading
-        self.stack: list[list] = []
-        self.totals: dict[tuple[str, str], float] = {}
-        self.git_calls: dict[str, list[float]] = {}
-        self._restore: list[tuple[object, str, object]] = []
-
-    def wrap(self, owner: object, attr: str, label: str) -> None:
-        if not hasattr(owner, attr):  # runner changed under the benchmark: time what still exists
-            log(f"PhaseClock: {getattr(owner, '__name__', owner)}.{attr} not found, not timed")
-            return
-        original = vars(owner).get(attr, _INHERITED) if isinstance(owner, type) else getattr(owner, attr)
-        func = getattr(owner, attr)
-        clock = self
-
-        def wrapper(*args, **kwargs):
-            if clock._threading.current_thread() is not clock._main:
-                return func(*args, **kwargs)
-            frame = [label, time.perf_counter(), 0.0]
-            clock.stack.append(frame)
-            try:
-                return func(*args, **kwargs)
-            finally:
-                total = time.perf_counter() - frame[1]
-                clock.stack.pop()
-                if clock.stack:
-                    key = (clock.stack[0][0], " > ".join([f[0] for f in clock.stack[1:]] + [label]))
-                else:
-                    key = (label, label)
-                clock.totals[key] = clock.totals.get(key, 0.0) + total - frame[2]
-                if clock.stack:
-                    clock.stack[-1][2] += total
-
-        if isinstance(owner, type) and isinstance(original, (classmethod, staticmethod)):
-            setattr(owner, attr, staticmethod(wrapper))
-        else:
-            setattr(owner, attr, wrapper)
-        self._restore.append((owner, attr, original))
-
-    def count_git(self) -> None:
-        """Count and time git subprocesses (runner.gitstore.run_git and the copy runner.worker.tick imported)."""
-        import runner.store.git
-        import runner.worker.tick
-
-        original = runner.gitstore.run_git
-
-        def run_git(cwd, *args, **kwargs):
-            start = time.perf_counter()
-            try:
-                return original(cwd, *args, **kwargs)
-            finally:
-                sub = next((a for a in args if not a.startswith("-") and "=" not in a), "?")
-                if sub == "worktree" and len(args) > 1:
-                    sub = f"worktree {args[1]}"
-                self.git_calls.setdefault(sub, []).append(time.perf_counter() - start)
-
-        for module in (runner.store.git, runner.worker.tick):
-            self._restore.append((module, "run_git", module.run_git))
-            module.run_git = run_git
-
-    def instrument_tick(self) -> None:
-        """Wrap the phases of Worker.tick and the git / plan operations inside them."""
-        import runner.worker.executor
-        import runner.worker.tick
-        from runner.store.git import GitStore
-        from runner.queue.leases import LeaseObserver
-        from runner.core.plan import Plan
-        from runner.queue.queue import Queue
-        from runner.worker.tick import Heartbeat, Worker
-
-        for owner, attr, label in (
-            (Worker, "prune_stale_worktrees", "prune stale worktrees"),
-            (Queue, "snapshot", "read queue (fetch + snapshot)"),
-            (Worker, "resource_floor", "resource floor (psutil)"),
-            (Queue, "claim", "claim"),
-            (Queue, "snapshot_at", "read plan at a commit"),
-            (Worker, "beat", "heartbeat ref"),
-            (Heartbeat, "start", "heartbeat thread"),
-            (Heartbeat, "join", "heartbeat thread"),
-            (Worker, "prepare", "prepare worktree"),
-            (Worker, "command", "write prompt files"),
-            (runner.worker.executor, "run", "run the step"),
-            (runner.worker.tick, "run_gates", "gates"),
-            (Worker, "commit_worktree", "commit worktree"),
-            (Worker, "check_fence", "fence check"),
-            (Worker, "merge", "merge into integration"),
-            (Worker, "record", "record outcome"),
-            (Worker, "handoff", "write handoff"),
-            (Worker, "cleanup", "remove worktree"),
-            (Worker, "log", "worker log"),
-            (GitStore, "fetch", "git fetch"),
-            (GitStore, "push", "git push"),
-            (GitStore, "force_push", "git push (step branch)"),
-            (GitStore, "local_cas", "local ref CAS"),
-            (GitStore, "make_commit", "build commit (pygit2)"),
-            (GitStore, "tree_files", "list step files (tree walk)"),
-            (GitStore, "add_worktree", "git worktree prune+add"),
-            (GitStore, "remove_worktree", "git worktree remove+prune"),
-            (Plan, "build", "validate plan (Plan.build)"),
-            (Queue, "candidates", "pick candidate"),
-            (LeaseObserver, "expired_claims", "lease check (observed.json)"),
-        ):
-            self.wrap(owner, attr, label)
-        for module in (runner.queue.queue, runner.worker.tick):  # only their sleeps: compare-and-swap backoff
-            proxy = _TimeProxy()
-            self.wrap(proxy, "sleep", "backoff sleep")
-            self._restore.append((module, "time", module.time))
-            module.time = proxy
-        self.count_git()
-
-    def take(self) -> tuple[dict[tuple[str, str], float], dict[str, list[float]]]:
-        """The totals and git calls so far, and reset."""
-        totals, calls = self.totals, self.git_calls
-        self.totals, self.git_calls = {}, {}
-        return totals, calls
-
-    def restore(self) -> None:
-        for owner, attr, original in reversed(self._restore):
-            if original is _INHERITED:
-                delattr(owner, attr)
-            else:
-                setattr(owner, attr, original)
-        self._restore.clear()
+    def claim(self) -> float:
+        start = time.perf_counter()
+        self.queue.claim(self.worker, self.incarnation, self.holder)
+        return time.perf_counter() - start

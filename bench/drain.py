@@ -1,256 +1,193 @@
-"""2. Drain throughput of no-op steps (`run: ["true"]`, gates off) with 1, 2, 4 and 8
-workers, each a separate process (bench/drain_worker.py: the daemon loop with timestamps).
+"""Draining 200 no-op steps with real `runner worker --once` processes (issue 16 points 3 and 6).
 
-  local    no remote: every worker shares one repository (the design's one-machine setup)
-  remote   a bare remote on a path; each worker has its own clone (as on separate machines)
+  remote x1, remote x8   a bare remote reached by path, one fresh clone per worker
+  local x1               one repository, no remote
+  procrastinate          the same 200 no-op jobs, one worker (concurrency 1) on PostgreSQL
+                         (bench/peers; skipped with the reason when absent)
 
-All workers start together on a signal. Reported per configuration:
-  steps/s            steps done / (last `complete` published - start signal)
-  retries/claim      compare-and-swap races lost inside Queue.claim per successful claim
-  claim->done        from each step's claim commit to its done commit (timestamped by the
-                     worker when the push / update-ref returned; git commit dates have 1 s resolution)
-  double claims      checked from the queue branch history, not assumed: every (step, attempt)
-                     claimed exactly once, no claim of a step while it is claimed, every
-                     outcome recorded by the holder of that attempt, the step file really going
-                     ready -> claimed in the claim commit, a linear history, every step done once.
+Every run starts from a copy of the same freshly imported plan (no `.git/runner/`, fresh
+clones), and the variants are interleaved round by round. Throughput is steps done divided
+by the wall time from spawning the first worker to the exit of the last one: process
+start-up and the last idle poll count, for runner and procrastinate alike. CPU per step
+is the user+system time of the workers and every git process under them. The queue
+branch is audited after each runner drain: every step claimed once and completed once.
 
-Goals: aggregate throughput with 8 workers >= 0.5x of 1 worker; zero double claims.
+Goals: 8 workers >= 0.6x of 1 (remote); 1 worker >= 0.05x procrastinate (remote) and
+>= 0.2x (local).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import itertools
+import resource
+import shutil
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
-from common import BENCH, PY, clone, cli_env, fmt_ms, fmt_x, goal, log, main_for, make_queue, ratio, stats, table, workspace
+from common import (
+    RUNNER, cold_copy, column, env, error_text, figure, git, interleave, load, log, main_for, new_queue, queue_events,
+    ratios, run, summary, workspace,
+)
+from peers import harness
 
-WORKER_COUNTS = (1, 2, 4, 8)
+STEPS = 200
+TIMEOUT = 1800
 
 
-def drain(base: Path, mode: str, workers: int, steps: int) -> dict:
-    repo, bare = make_queue(base, steps, remote=(mode == "remote"))
-    repos = [clone(str(bare), base / f"w{i}") for i in range(workers)] if bare else [repo] * workers
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def spawn_and_wait(cmds: list[tuple[list, Path]], base: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of processes started together; each must exit 0."""
+    cpu0, start = children_cpu(), time.perf_counter()
     procs = []
-    for i, path in enumerate(repos):
-        err = open(base / f"w{i}.err", "w")
-        procs.append(
-            subprocess.Popen(
-                [PY, str(BENCH / "drain_worker.py"), "--repo", str(path), "--id", f"w{i + 1}", "--interval", "0.2"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=cli_env(),
-            )
-        )
-    for proc in procs:
-        line = proc.stdout.readline()
-        if line.strip() != "READY":
-            raise RuntimeError(f"drain worker did not start: {line!r}")
-    go = time.time()
-    for proc in procs:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    results = []
-    for i, proc in enumerate(procs):
-        out, _ = proc.communicate(timeout=1800)
-        line = next((l for l in out.splitlines() if l.startswith("BENCH-RESULT ")), None)
-        if line is None:
-            raise RuntimeError(f"drain worker w{i + 1} exited {proc.returncode}: {(base / f'w{i}.err').read_text()[-2000:]}")
-        results.append(json.loads(line[len("BENCH-RESULT ") :]))
-    audit = audit_history(bare or repo)
-
-    claimed_at: dict[tuple[str, int], float] = {}
-    done_at: dict[tuple[str, int], float] = {}
-    for res in results:
-        for when, event, step, attempt in res["events"]:
-            if event in ("claim", "takeover"):
-                claimed_at[(step, attempt)] = when
-            elif event == "complete":
-                done_at[(step, attempt)] = when
-    latencies = [done_at[k] - claimed_at[k] for k in done_at if k in claimed_at]
-    claims = sum(1 for r in results for e in r["events"] if e[1] in ("claim", "takeover"))
-    claim_races = sum(r["claim_races"] for r in results)
-    last_done = max(done_at.values()) if done_at else go
-    per_worker = {r["worker"]: sum(1 for e in r["events"] if e[1] == "complete") for r in results}
-    worker_seconds = sum(r["finished"] - r["started"] for r in results)
-    spent: dict[str, float] = {}
-    for r in results:
-        for leaf, seconds in r["time_by_leaf"].items():
-            spent[leaf] = spent.get(leaf, 0.0) + seconds
-    return {
-        "mode": mode,
-        "workers": workers,
-        "steps": steps,
-        "done": len(done_at),
-        "seconds": last_done - go,
-        "steps_per_s": len(done_at) / (last_done - go) if last_done > go else None,
-        "claims": claims,
-        "claim_races": claim_races,
-        "all_races": sum(r["races"] for r in results),
-        "retries_per_claim": claim_races / claims if claims else None,
-        "lost_every_race_ticks": sum(r["lost_every_race"] for r in results),
-        "errors": sum(r["errors"] for r in results),
-        "claim_to_done": stats(latencies),
-        "done_per_worker": per_worker,
-        "maxrss_per_worker": [r["maxrss"] for r in results],
-        "audit": audit,
-        "worker_seconds": worker_seconds,
-        "time_by_leaf": dict(sorted(spent.items(), key=lambda kv: -kv[1])),
-    }
-
-
-def audit_history(repo_path: Path) -> dict:
-    """Check the queue branch history for double claims and out-of-turn records."""
-    import pygit2
-
-    from runner.core.codec import parse_trailers
-    from runner.core.stepfile import parse_step
-
-    repo = pygit2.Repository(str(repo_path))
-    tip = repo.references["refs/heads/runner/queue"].target
-    commits = list(repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE))
-    violations: list[str] = []
-    nonlinear = [str(c.id) for c in commits if len(c.parents) > 1]
-    state: dict[str, dict] = {}
-    claims: Counter = Counter()
-    events: Counter = Counter()
-    failures: list[str] = []
-
-    def meta_at(commit, path):
+    for i, (cmd, cwd) in enumerate(cmds):
+        err = open(base / f"p{i}.err", "wb")
+        procs.append((subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=err, stderr=err, env=env(base / "cache")), base / f"p{i}.err"))
+    deadline = start + TIMEOUT
+    for proc, err in procs:
         try:
-            return parse_step(path, commit.tree[path].data).meta
-        except KeyError:
-            return {}
+            proc.wait(timeout=max(deadline - time.perf_counter(), 1))
+        except subprocess.TimeoutExpired:
+            for p, _ in procs:
+                p.kill()
+            raise RuntimeError(f"drain did not finish within {TIMEOUT} s")
+        if proc.returncode:
+            raise RuntimeError(f"{cmds[0][0][0]} exited {proc.returncode}: {err.read_text(errors='replace')[-600:]}")
+    return time.perf_counter() - start, children_cpu() - cpu0
 
-    for commit in commits:
-        trailers = parse_trailers(commit.message)
-        event, step_id = trailers.get("Event"), trailers.get("Step")
-        if not step_id or event not in ("claim", "takeover", "complete", "fail", "release"):
-            continue
-        events[event] += 1
-        attempt = int(trailers.get("Attempt") or 0)
-        worker = trailers.get("Worker")
-        path = f"plans/steps/{step_id}.md"
-        before = meta_at(commit.parents[0], path) if commit.parents else {}
-        after = meta_at(commit, path)
-        st = state.setdefault(step_id, {"status": "ready", "attempt": 0, "holder": None})
-        if event in ("claim", "takeover"):
-            claims[(step_id, attempt)] += 1
-            if event == "claim" and (st["status"] == "claimed" or before.get("status", "ready") == "claimed"):
-                violations.append(f"{step_id}: claimed (attempt {attempt}, {worker}) while attempt {st['attempt']} is held by {st['holder']}")
-            if attempt != st["attempt"] + 1:
-                violations.append(f"{step_id}: claim of attempt {attempt} after attempt {st['attempt']}")
-            if after.get("status") != "claimed" or int(after.get("attempt") or 0) != attempt or after.get("assignee") != worker:
-                violations.append(f"{step_id}: claim commit {str(commit.id)[:10]} does not show it claimed by {worker} attempt {attempt}")
-            st.update(status="claimed", attempt=attempt, holder=worker)
+
+def audit(repo: Path) -> dict:
+    """From the queue branch: steps done, (step, attempt) pairs claimed more than once,
+    events other than claim and complete (fail, release, takeover, ...)."""
+    events = queue_events(repo)
+    claims = Counter((e.get("step"), e.get("attempt")) for e in events if e.get("event") in ("claim", "takeover"))
+    return {
+        "done": len({e.get("step") for e in events if e.get("event") == "complete"}),
+        "double_claims": sum(n - 1 for n in claims.values() if n > 1),
+        "other_events": dict(Counter(e["event"] for e in events if e.get("event") not in ("claim", "complete", "init", None))),
+    }
+
+
+class Drains:
+    def __init__(self, base: Path, procrastinate: tuple[Path, str] | None):
+        self.base = base
+        self.runs = itertools.count()
+        log(f"drain: importing {STEPS} no-op steps (bare remote and local templates)")
+        _, self.bare = new_queue(base / "tpl-remote", STEPS, remote=True)
+        self.local, _ = new_queue(base / "tpl-local", STEPS)
+        self.procrastinate = procrastinate
+
+    def _dir(self) -> Path:
+        path = self.base / f"run{next(self.runs)}"
+        path.mkdir()
+        return path
+
+    def runner(self, workers: int, remote: bool) -> dict:
+        base = self._dir()
+        if remote:
+            bare = base / "remote.git"
+            shutil.copytree(self.bare, bare)
+            repos = [base / f"w{i}" for i in range(workers)]
+            for repo in repos:
+                git(base, "clone", "-q", str(bare), str(repo))
+            audited = bare
         else:
-            if st["status"] != "claimed" or st["attempt"] != attempt or st["holder"] != worker:
-                violations.append(f"{step_id}: {event} of attempt {attempt} by {worker}, but the claim is {st}")
-            st["status"] = after.get("status")
-            if event in ("fail", "release"):
-                failures.append(f"{step_id} attempt {attempt} by {worker}: {trailers.get('Reason', '')[:300]}")
-    double = [f"{s} attempt {a} claimed {n}x" for (s, a), n in claims.items() if n > 1]
-    done = Counter(s for s, st in state.items() if st["status"] == "done")
-    return {
-        "commits": len(commits),
-        "nonlinear_commits": nonlinear,
-        "events": dict(events),
-        "double_claims": double,
-        "violations": violations[:50],
-        "violation_count": len(violations),
-        "steps_done": len(done),
-        "takeovers": events["takeover"],
-        "failures": failures[:20],
-    }
+            repos = [cold_copy(self.local, base / "repo")]
+            audited = repos[0]
+        cmds = [([RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo], None) for i, repo in enumerate(repos)]
+        before = load()
+        wall, cpu = spawn_and_wait(cmds, base)
+        result = {"workers": workers, "remote": remote, "seconds": wall, "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(audited)}
+        result["steps_per_s"] = result["done"] / wall
+        log(f"  runner {'remote' if remote else 'local'} x{workers}: {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step")
+        shutil.rmtree(base, ignore_errors=True)
+        return result
+
+    def peer(self) -> dict:
+        """procrastinate's drain; a failure of the peer is its row's, not the topic's."""
+        py, dsn = self.procrastinate
+        script = Path(harness.__file__).parent / "procrastinate_drain.py"
+        base = self._dir()
+        try:
+            run([py, script, "prepare", "--dsn", dsn, "--jobs", str(STEPS)])
+            wall, _ = spawn_and_wait([([py, script, "work", "--dsn", dsn], None)], base)
+            done = int((base / "p0.err").read_text().split()[-1])
+        except Exception as exc:
+            return {"error": error_text(exc)}
+        log(f"  procrastinate x1: {done / wall:.2f} jobs/s")
+        return {"seconds": wall, "done": done, "steps_per_s": done / wall}
 
 
-def run(quick: bool = False) -> dict:
-    steps = 16 if quick else 64
-    runs = []
-    for mode in ("local", "remote"):
-        for workers in WORKER_COUNTS:
-            with workspace(f"drain-{mode}-{workers}") as base:
-                log(f"drain: {mode}, {workers} worker(s), {steps} no-op steps")
-                res = drain(base, mode, workers, steps)
-                log(
-                    f"  {res['steps_per_s']:.2f} steps/s, {res['retries_per_claim']:.2f} retries/claim, "
-                    f"double claims {len(res['audit']['double_claims'])}, violations {res['audit']['violation_count']}"
-                )
-                runs.append(res)
+def measure(quick: bool = False, peers: bool = False) -> dict:
+    rounds = 1 if quick else 3
+    py, why = harness.find_procrastinate(peers)
+    bindir, pg_why = harness.find_postgres(peers) if py else (None, None)
+    why = why or pg_why
+    with workspace("drain") as base, contextlib.ExitStack() as stack:
+        dsn = None
+        if py and bindir:
+            try:
+                dsn = stack.enter_context(harness.running_postgres(bindir))
+            except Exception as exc:
+                why = f"PostgreSQL did not start: {error_text(exc)}"
+        try:
+            drains = Drains(base, (py, dsn) if dsn else None)
+            variants = {
+                "remote x1": lambda: drains.runner(1, True),
+                "remote x8": lambda: drains.runner(8, True),
+                "local x1": lambda: drains.runner(1, False),
+            }
+            if dsn:
+                variants["procrastinate"] = drains.peer
+            log(f"drain: {rounds} interleaved round(s) of {', '.join(variants)}")
+            results = interleave(variants, rounds)
+        except Exception as exc:
+            err = error_text(exc)
+            return {"topic": "drain", "figures": [
+                figure("8 workers vs 1, 200 no-op steps, bare remote", None, "x", (">=", 0.6), error=err),
+                figure("no-op drain, 1 worker vs procrastinate", None, "x", (">=", 0.05), error=err)]}
+    return {"topic": "drain", "params": {"steps": STEPS, "rounds": rounds, "interval": 0.2},
+            "figures": figures(results, why), "data": {"rounds": results}}
 
-    rows = []
-    goals = []
-    for mode in ("local", "remote"):
-        base_rate = next(r["steps_per_s"] for r in runs if r["mode"] == mode and r["workers"] == 1)
-        for r in (r for r in runs if r["mode"] == mode):
-            a = r["audit"]
-            bad = len(a["double_claims"]) + a["violation_count"] + len(a["nonlinear_commits"])
-            rows.append(
-                [
-                    mode, r["workers"], f"{r['done']}/{r['steps']}", f"{r['steps_per_s']:.2f}", fmt_x(ratio(r["steps_per_s"], base_rate)),
-                    f"{r['retries_per_claim']:.2f}", fmt_ms(r["claim_to_done"]["median"], 0), fmt_ms(r["claim_to_done"]["p95"], 0),
-                    str(bad), str(a["takeovers"]), str(len(a["failures"])),
-                ]
-            )
-        eight = next(r for r in runs if r["mode"] == mode and r["workers"] == 8)
-        scale = ratio(eight["steps_per_s"], base_rate)
-        goals.append(
-            goal(
-                f"8 workers >= 0.5x the throughput of 1 ({mode})",
-                fmt_x(scale),
-                ">= 0.50x",
-                scale is not None and scale >= 0.5,
-                f"{eight['steps_per_s']:.2f} vs {base_rate:.2f} steps/s",
-            )
-        )
-    bad_total = sum(len(r["audit"]["double_claims"]) + r["audit"]["violation_count"] + len(r["audit"]["nonlinear_commits"]) for r in runs)
-    goals.append(
-        goal(
-            "zero double claims (checked from queue history)",
-            f"{bad_total}",
-            "0",
-            bad_total == 0,
-            f"{sum(r['audit']['commits'] for r in runs)} queue commits of {len(runs)} drains audited; "
-            f"{sum(r['audit']['takeovers'] for r in runs)} takeovers",
-        )
-    )
-    failures = [f for r in runs for f in r["audit"]["failures"]]
-    goals.append(
-        goal(
-            "every no-op step done (no step failed by a runner error)",
-            f"{len(failures)} failed",
-            "0",
-            not failures,
-            "; ".join(sorted({f.split(": ", 1)[-1][:160] for f in failures}))[:600],
-        )
-    )
-    return {
-        "topic": "drain",
-        "params": {"steps": steps, "workers": WORKER_COUNTS},
-        "data": runs,
-        "tables": [
-            table(
-                f"2. Drain throughput, {steps} no-op steps (gates off), workers as separate processes",
-                ["mode", "workers", "done", "steps/s", "x 1 worker", "retries/claim", "claim->done p50 ms", "p95 ms", "double claims / anomalies", "takeovers", "failed (runner error)"],
-                rows,
-                "local: workers share one repository, no remote; remote: bare repo on a path, one clone per worker. "
-                "Anomalies are counted from the queue branch history (see bench/drain.py).",
-            ),
-            table(
-                "2b. Where the workers' time went during the drains (share of the summed wall time of all workers)",
-                ["mode", "workers", "worker-seconds", "top operations (exclusive time, common.PhaseClock)"],
-                [
-                    [
-                        r["mode"], r["workers"], f"{r['worker_seconds']:.1f}",
-                        ", ".join(f"{leaf} {100 * sec / r['worker_seconds']:.0f}%" for leaf, sec in list(r["time_by_leaf"].items())[:5]),
-                    ]
-                    for r in runs
-                ],
-            ),
-        ],
-        "goals": goals,
-    }
+
+def figures(results: list[dict], peer_why: str | None) -> list[dict]:
+    rate = lambda r: r["steps_per_s"]  # noqa: E731
+    one, eight, local = (summary([r["steps_per_s"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8", "local x1"))
+    cpu1, cpu8 = (summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8"))
+    runs = [r for rnd in results for k, r in rnd.items() if k != "procrastinate"]
+    x = ratios(results, "remote x8", "remote x1", rate)
+    rows = [figure(
+        "8 workers vs 1, 200 no-op steps, bare remote", summary(x)["median"], "x", (">=", 0.6), x,
+        detail=f"{eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms",
+    )]
+    for key, target in (("remote x1", 0.05), ("local x1", 0.2)):
+        name = f"no-op drain, 1 worker vs procrastinate, {'bare remote' if key.startswith('remote') else 'local'}"
+        own = summary([r["steps_per_s"] for r in column(results, key)])["median"]
+        peer_errors = [r["error"] for r in column(results, "procrastinate") if "error" in r]
+        if peer_why or not column(results, "procrastinate") or peer_errors:
+            rows.append(figure(name, None, "x", (">=", target), skipped=f"procrastinate {peer_why or 'failed: ' + peer_errors[0]}",
+                               detail=f"runner {own:.2f} steps/s"))
+            continue
+        x = ratios(results, key, "procrastinate", rate)
+        peer = summary([r["steps_per_s"] for r in column(results, "procrastinate")])["median"]
+        rows.append(figure(name, summary(x)["median"], "x", (">=", target), x, detail=f"runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s"))
+    bad = sum(r["double_claims"] for r in runs)
+    short = sum(STEPS - r["done"] for r in runs)
+    other = Counter()
+    for r in runs:
+        other.update(r["other_events"])
+    rows.append(figure(
+        "drains: double claims + steps not done", float(bad + short), "", ("<=", 0),
+        detail=f"queue branch audit of {len(runs)} drains; double claims {bad}, not done {short}; other events {dict(other) or 'none'}",
+    ))
+    return rows
 
 
 if __name__ == "__main__":
-    main_for(run)
+    main_for(measure)

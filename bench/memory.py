@@ -1,207 +1,103 @@
-"""5. Memory: peak RSS of one `runner worker` (the real CLI daemon, --once) draining a
-plan of no-op steps (local repository, subfolder layout, gates off).
+"""Peak RSS of one `runner worker --once` draining a 1,000-step and a 10,000-step plan of
+no-op steps (local, the layout `runner import` writes); issue 16 point 5, goal: the
+10,000-step worker's peak <= 1.2x the 1,000-step one's.
 
-A worker takes ~0.1-1 s per tick depending on plan size (see tick_phases and scale), so
-draining all 10,000 steps with one worker takes far longer than this benchmark's budget.
-The worker therefore runs for a fixed time on the full-size plan; RSS is sampled every
-0.5 s against the number of steps done (from the worker's log), and reported as:
-  peak RSS        measured (wait4 ru_maxrss) over the steps it did drain
-  growth          least-squares slope of RSS vs steps done, MiB per 1,000 steps
-  at full drain   peak + slope x steps left: an extrapolation, labelled as such
-Baseline in the same run: RSS of a process that only imports runner's CLI and worker.
-Then the same drain goes on inside this process (see `attribute`) to say where growth
-lives: the Python heap (tracemalloc: e.g. Queue's parsed-step cache), libgit2's object
-cache (GIT_OPT_GET_CACHED_MEMORY), or the rest (native allocations, fragmentation).
-
-Full: a 10,000-step plan for 150 s. --quick: a 2,000-step plan for 20 s.
+The two workers run side by side (memory does not depend on speed, and both then see the
+same machine). The peak is the worker process's own high-water mark (VmHWM in
+/proc/PID/status, read every 0.5 s until it exits): git's child processes are not in it.
+Full: both plans drained to the end (the 10,000 takes ~10-15 min here). --quick: each
+worker stops after 1,000 ticks (`--max-ticks`), so the 10,000-step plan is drained only
+to a tenth: that compares plan size at equal work, not a whole drain, and says so.
+RSS is also sampled at each quarter of the run, to show whether it levels off.
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from common import PY, cli_env, goal, log, main_for, make_queue, run_python, table, workspace
+from common import RUNNER, env, error_text, figure, log, main_for, new_queue, queue_events, workspace
 
-MiB = 1024 * 1024
-
-
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope dy/dx."""
-    if len(points) < 3:
-        return None
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if not sxx:
-        return None
-    return sum((x - mx) * (y - my) for x, y in points) / sxx
+SIZES = (1_000, 10_000)
+TIMEOUT = 40 * 60
 
 
-def drain_for(repo: Path, budget: float) -> dict:
-    import psutil
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM in bytes (empty once the process is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return {}
+    return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
 
-    log_path = repo / ".git" / "runner" / "logs" / "worker-m1.log"
-    err = open(repo.parent / "worker.err", "w")
+
+def watch(procs: dict[int, subprocess.Popen]) -> dict[int, dict]:
+    """Sample each process until all exit: peak and (seconds, rss) samples."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        [PY, "-m", "runner", "worker", "--id", "m1", "--once", "--interval", "0.2", "--repo", str(repo)],
-        stdout=subprocess.DEVNULL, stderr=err, env=cli_env(),
-    )
-    ps = psutil.Process(proc.pid)
-    samples: list[tuple[float, int, int]] = []  # (seconds, steps done, rss)
-    done = 0
-    offset = 0
-    stopped = False
-    status = None
-    while True:
-        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-        if pid:
-            break
-        try:
-            rss = ps.memory_info().rss
-        except psutil.NoSuchProcess:
-            rss = None
-        if log_path.exists():
-            with open(log_path, "rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read()
-            cut = chunk.rfind(b"\n") + 1
-            done += chunk[:cut].count(b"-> done")
-            offset += cut
-        if rss:
-            samples.append((time.monotonic() - start, done, rss))
-        if not stopped and time.monotonic() - start > budget:
-            proc.send_signal(signal.SIGTERM)  # finish the running step, claim nothing more, exit 0
-            stopped = True
+    seen = {size: {"peak": 0, "samples": []} for size in procs}
+    while any(p.poll() is None for p in procs.values()):
+        if time.monotonic() - start > TIMEOUT:
+            for p in procs.values():
+                p.terminate()
+        for size, proc in procs.items():
+            status = proc_status(proc.pid)
+            if status and proc.poll() is None:
+                seen[size]["peak"] = max(seen[size]["peak"], status.get("VmHWM", 0))
+                seen[size]["samples"].append((time.monotonic() - start, status.get("VmRSS", 0)))
         time.sleep(0.5)
-    elapsed = time.monotonic() - start
-    worker_log = log_path.read_bytes().decode(errors="replace") if log_path.exists() else ""
-    done = worker_log.count("-> done")
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    err.close()
-    return {
-        "seconds": elapsed, "done": done, "maxrss": usage.ru_maxrss * 1024, "samples": samples, "exit": proc.returncode,
-        "stopped_by_budget": stopped, "log_tail": worker_log.splitlines()[-5:],
-        "stderr_tail": (repo.parent / "worker.err").read_text(errors="replace")[-1000:],
-    }
+    for size, proc in procs.items():
+        seen[size].update(seconds=seen[size]["samples"][-1][0] if seen[size]["samples"] else 0, exit=proc.returncode)
+    return seen
 
 
-def attribute(repo: Path, ticks: int) -> dict:
-    """Where the growth lives: the same drain in this process, in two passes of `ticks`
-    steps. Pass 1 reads RSS and libgit2's object cache (GIT_OPT_GET_CACHED_MEMORY); pass 2
-    traces the Python heap (tracemalloc, which inflates RSS, hence the separate pass).
-    Each growth is taken between the middle and the end of its pass, after gc, so a
-    structure that is merely replaced each tick (the current plan) does not count."""
-    import gc
-    import tracemalloc
-
-    import psutil
-    import pygit2
-
-    from runner.queue.queue import open_queue
-    from runner.worker.tick import Worker
-
-    queue = open_queue(repo)  # the same plan, less what the CLI worker drained
-    worker = Worker(queue, "m2")
-    me = psutil.Process()
-    half = max(ticks // 2, 1)
-
-    def run_half():
-        for _ in range(half):
-            worker.tick()
-        gc.collect()
-
-    run_half()  # warm-up: the first read of the whole plan is not growth
-    rss0, cache0, entries0 = me.memory_info().rss, pygit2.option(pygit2.GIT_OPT_GET_CACHED_MEMORY)[0], len(queue._steps)
-    run_half()
-    rss1, cache1, entries1 = me.memory_info().rss, pygit2.option(pygit2.GIT_OPT_GET_CACHED_MEMORY)[0], len(queue._steps)
-    tracemalloc.start()
-    run_half()
-    heap0 = tracemalloc.get_traced_memory()[0]
-    run_half()
-    heap1 = tracemalloc.get_traced_memory()[0]
-    tracemalloc.stop()
-    per = 1000 / half / MiB
-    rss = (rss1 - rss0) * per
-    heap = (heap1 - heap0) * per
-    cache = (cache1 - cache0) * per
-    return {
-        "ticks": 4 * half,
-        "steps_per_pass_half": half,
-        "rss_mib_per_1000": rss,
-        "python_heap_mib_per_1000": heap,
-        "libgit2_cache_mib_per_1000": cache,
-        "rest_mib_per_1000": rss - heap - cache,
-        "libgit2_cache_mib": cache1 / MiB,
-        "parsed_step_cache_entries": entries1,
-        "parsed_step_cache_entries_per_step": (entries1 - entries0) / half,
-    }
+def quarters(samples: list[tuple[float, int]]) -> list[float]:
+    """RSS in MiB at 25, 50, 75 and 100% of the run."""
+    if not samples:
+        return []
+    end = samples[-1][0]
+    return [next(rss for t, rss in samples if t >= end * q) / 2**20 for q in (0.25, 0.5, 0.75, 1.0)]
 
 
-def run(quick: bool = False) -> dict:
-    steps = 2_000 if quick else 10_000
-    budget = 20.0 if quick else 150.0
-    _, import_rss = run_python("import runner.cli, runner.worker.tick, runner.queue.queue, pygit2, psutil, yaml")
-    _, bare_rss = run_python("pass")
+def measure(quick: bool = False, peers: bool = False) -> dict:
+    name = "worker peak RSS, 10,000 vs 1,000 steps"
     with workspace("memory") as base:
-        log(f"memory: one `runner worker --once` on a {steps:,}-step plan for up to {budget:.0f} s")
-        repo, _ = make_queue(base, steps, layout="sub")
-        res = drain_for(repo, budget)
-        ticks = 40 if quick else 120
-        log(f"memory: attributing growth in-process over {ticks} ticks")
-        parts = attribute(repo, ticks)
-    points = [(d, rss / MiB) for _, d, rss in res["samples"] if d >= 1]
-    growth = slope(points)
-    first = points[0][1] if points else None
-    left = steps - res["done"]
-    extrapolated = res["maxrss"] / MiB + (growth or 0) * left if growth is not None else None
-    per_1000 = growth * 1000 if growth is not None else None
-    rows = [
-        ["python -c pass (baseline)", "", "", f"{bare_rss / MiB:.1f}", "", ""],
-        ["import runner cli+worker (baseline)", "", "", f"{import_rss / MiB:.1f}", "", ""],
-        [
-            f"runner worker, {steps:,}-step plan",
-            f"{res['done']:,} in {res['seconds']:.0f} s",
-            f"{first:.1f}" if first else "-",
-            f"{res['maxrss'] / MiB:.1f}",
-            f"{per_1000:+.1f}" if per_1000 is not None else "-",
-            f"{extrapolated:.0f} (extrapolated)" if res["done"] < steps and extrapolated else f"{res['maxrss'] / MiB:.1f} (measured)",
-        ],
-        [f"  same drain in-process ({parts['steps_per_pass_half']} steps measured): RSS", "", "", "", f"{parts['rss_mib_per_1000']:+.1f}", ""],
-        ["    of which Python heap (tracemalloc)", "", "", "", f"{parts['python_heap_mib_per_1000']:+.1f}",
-         f"parsed-step cache: {parts['parsed_step_cache_entries']:,} entries, +{parts['parsed_step_cache_entries_per_step']:.1f} per step"],
-        ["    of which libgit2 object cache", "", "", "", f"{parts['libgit2_cache_mib_per_1000']:+.1f}", f"cache now {parts['libgit2_cache_mib']:.1f} MiB (default cap 256)"],
-        ["    the rest (native allocations, fragmentation)", "", "", "", f"{parts['rest_mib_per_1000']:+.1f}", ""],
-    ]
-    drained_all = res["done"] >= steps
+        try:
+            repos = {}
+            for size in SIZES:
+                log(f"memory: importing {size:,} no-op steps")
+                repos[size], _ = new_queue(base / str(size), size)
+            ticks = ["--max-ticks", "1000"] if quick else []
+            log(f"memory: two workers side by side ({'1,000 ticks each' if quick else 'each drains its whole plan'})")
+            procs = {
+                size: subprocess.Popen([RUNNER, "worker", "--id", f"m{size}", "--once", "--interval", "0.2", *ticks, "--repo", repo],
+                                       stdout=subprocess.DEVNULL, stderr=open(base / f"{size}.err", "wb"), env=env(base / f"cache{size}"))
+                for size, repo in repos.items()
+            }
+            seen = watch(procs)
+            for size in SIZES:
+                if seen[size]["exit"]:
+                    raise RuntimeError(f"worker on {size:,} steps exited {seen[size]['exit']}: {(base / f'{size}.err').read_text(errors='replace')[-600:]}")
+                seen[size]["done"] = sum(1 for e in queue_events(repos[size]) if e.get("event") == "complete")
+        except Exception as exc:
+            return {"topic": "memory", "figures": [figure(name, None, "x", ("<=", 1.2), error=error_text(exc))]}
+    small, big = seen[SIZES[0]], seen[SIZES[-1]]
+    x = big["peak"] / small["peak"]
+    q = lambda s: "/".join(f"{v:.0f}" for v in quarters(s["samples"]))  # noqa: E731
+    detail = (f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s"
+              f" vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB")
+    if quick:
+        detail = "quick: 1,000 ticks each, not a whole drain of 10,000; " + detail
     return {
         "topic": "memory",
-        "params": {"steps": steps, "budget_s": budget, "quick": quick},
-        "data": {**res, "import_rss": import_rss, "bare_rss": bare_rss, "mib_per_1000_steps": per_1000, "extrapolated_peak_mib": extrapolated, "attribution": parts},
-        "tables": [
-            table(
-                f"5. Memory of one worker draining no-op steps ({'--quick: 2,000-step plan, 20 s' if quick else '10,000-step plan, 150 s'})",
-                ["process", "steps drained", "RSS after 1st step MiB", "peak RSS MiB", "growth MiB / 1,000 steps", f"peak at {steps:,} drained MiB"],
-                rows,
-                "" if drained_all else f"The worker drained {res['done']:,} of {steps:,} steps in the time budget; the last column extrapolates the measured growth.",
-            )
+        "params": {"sizes": SIZES, "quick_ticks": 1000 if quick else None},
+        "figures": [
+            figure(name, x, "x", ("<=", 1.2), detail=detail),
+            figure("worker peak RSS, 10,000-step plan", big["peak"], "MiB", None, detail=f"{big['done']:,} steps drained"),
         ],
-        "goals": [
-            goal(
-                f"peak RSS of a worker draining {steps:,} steps" + (" (quick: fewer steps)" if quick else ""),
-                f"{res['maxrss'] / MiB:.0f} MiB after {res['done']:,} steps" + ("" if drained_all or extrapolated is None else f"; ~{extrapolated:.0f} MiB at {steps:,} (extrapolated)"),
-                "report",
-                None,
-                f"{res['maxrss'] / import_rss:.1f}x the import-only process ({import_rss / MiB:.0f} MiB); growth {per_1000:+.1f} MiB per 1,000 steps" if per_1000 is not None else "",
-            )
-        ],
+        "data": {str(size): seen[size] for size in SIZES},
     }
 
 
 if __name__ == "__main__":
-    main_for(run)
+    main_for(measure)

@@ -1,0 +1,1 @@
+"""Peers runner is measured against: see harness.py."""
