@@ -99,6 +99,7 @@ def set_config(repo: Path, extra: str = "", **values) -> None:
         "grace_period": ('grace_period = "30s"', 'grace_period = "{}"'),
         "step_budget": ('step_budget = "none"', 'step_budget = "{}"'),
         "score_plateau_window": ("score_plateau_window = 3", "score_plateau_window = {}"),
+        "halt_on_verifier_fault": ("halt_on_verifier_fault = true", "halt_on_verifier_fault = {}"),
         "keep_worktree_on_failure": ("keep_worktree_on_failure = false", "keep_worktree_on_failure = {}"),
     }
     for key, value in values.items():
