@@ -1,45 +1,65 @@
 """The history checker: what a run did, judged from what it left behind.
 
 It reads the remote's queue branch (every commit, oldest first, and the step file
-before and after each transition), the integration branch, the remote's reflogs,
-the workers' own logs and the execution log the steps append to, and asserts the
-delivery contract of DESIGN.md:
+before and after each transition), the integration branch, the remote's reflogs and
+the landing time of every ref update (a reference-transaction hook the harness puts
+on the remote), the workers' own logs and the execution log the steps append to, and
+asserts the delivery contract:
 
   terminal       every step reached done or failed (or is blocked by a failed dependency)
   overlap        no step was claimed while a claim of it was live; a takeover names the
-                 attempt it replaces; a takeover of a holder that was neither killed nor
-                 cut off (a live claim stolen) is a violation
+                 attempt it replaces; a takeover is judged by the holder's heartbeats as they
+                 landed on the remote: legal when they stopped for longer than the lease (a dead,
+                 cut-off or late holder) or when the holder's process was dead and the taker on
+                 its host; a takeover of a holder that beat in time is a stolen live claim
   holder         every outcome was recorded by the holder of the current attempt (worker id
                  and incarnation), at most once per attempt, and never twice `done`
   claim          no recorded outcome lacks its claim; nothing was executed without a claim,
                  or by a process other than the claim's holder; no done step without a run
   integration    the integration branch holds each done step's recorded commit exactly once,
-                 in dependency order; anything else merged is a lost attempt (counted)
+                 in dependency order, and nothing else (a merge by an attempt that lost its
+                 lease is a stray merge)
   rewrite        nothing on the remote was rewritten: every update of the queue, integration
                  and heartbeat refs (reflog, and tips sampled during the run) is a fast-forward
 
-It deliberately does not use runner's own parsing: it reads git with pygit2 and the
-frontmatter with PyYAML, so a bug in runner's reader cannot hide a bug in its writer.
+It reads git with pygit2 and step files with PyYAML, not with runner's reader, so a bug
+in runner's reader cannot hide a bug in its writer. Commit messages are the exception:
+they are read through runner's codec, in one function (`read_event`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pygit2
 import yaml
 
-TRANSITIONS = ("claim", "takeover", "complete", "fail", "release", "deviation", "abort", "approve", "reject", "retry")
-HOLDER_OUTCOMES = ("complete", "fail", "release", "deviation")
+from runner.core import codec
+
+HOLDER_OUTCOMES = ("complete", "fail", "release", "deviation", "block")
 PERSON_EVENTS = ("approve", "reject", "retry", "abort")
+TRANSITIONS = ("claim", "takeover", *HOLDER_OUTCOMES, *PERSON_EVENTS)
 STEPS_DIR = "plans/steps/"
+HEARTBEATS = "refs/runner/heartbeats/"
+REF_TIMES = "ref-times.log"  # in the remote's git dir, written by REF_TIMES_HOOK
 ZERO = "0" * 40
-TAKEOVER_SLACK = 2.0  # seconds: reflog times have 1 s resolution, kills are seen within 0.1 s
+DEATH_SLACK = 2.0  # seconds: the harness notes a crash-point death when its supervisor sees it (every 0.05 s, under load)
+
+# On the remote: the landing time of every ref update, to the millisecond (the reflog has whole seconds).
+# "committed" runs after the refs moved, so the time is an upper bound of the landing.
+REF_TIMES_HOOK = """#!/bin/sh
+[ "$1" = committed ] || exit 0
+now=$(date +%s.%N)
+while read -r old new ref; do echo "$now $old $new $ref"; done >> @LOG@
+"""
 
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
 _LOG_LINE = re.compile(r"^(\S+) (\S+) (\S+) (.*)$")
@@ -50,16 +70,70 @@ _ERRORED = re.compile(r"^(\S+) attempt (\d+): (.*)")
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# --- runner's commit messages: read in one place, through runner's codec ----------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """What a runner commit says it records. kind is None for a commit that records no event:
+    a person's plan edit, or a step's result or merge commit (which name only step and attempt)."""
+
+    kind: str | None
+    step: str = ""
+    actor: str = ""
+    attempt: int | None = None
+    replaces: int | None = None
+    status: str | None = None  # the step's status after the event
+    reason: str = ""
+
+
+def read_event(message: str) -> Message:
+    """The only reader of runner's commit messages in the chaos suite. Raises ValueError for a
+    message that claims to be runner's but does not decode."""
+    if hasattr(codec, "decode"):  # issue 12's lossless codec
+        trailers = codec.trailers_of(message)
+        if "Event" not in trailers:
+            return Message(None, trailers.get("Step", ""), trailers.get("Actor", ""), _int(trailers.get("Attempt")))
+        decoded = codec.decode(message)
+        e = decoded.event
+        return Message(str(e.kind), e.step or "", e.actor, e.attempt, e.replaces, decoded.status, e.reason or "")
+    trailers = codec.parse_trailers(message)  # the trailers before issue 12
+    return Message(
+        trailers.get("Event"), trailers.get("Step", ""), trailers.get("Worker", ""), _int(trailers.get("Attempt")),
+        _int(trailers.get("Replaces")), trailers.get("Status"), trailers.get("Reason", ""),
+    )
+
+
+def forge_message(kind: str, step: str, actor: str, attempt: int, status: str) -> str:
+    """A message as runner writes it, for the tests that plant a forged commit in a copy of a run."""
+    if hasattr(codec, "encode"):
+        from runner.core.machine import Event, Kind
+
+        now = datetime.now(timezone.utc).replace(microsecond=0)
+        return codec.encode(Event(kind=Kind(kind), actor=actor, at=now, step=step, attempt=attempt), status)
+    return codec.commit_message(f"{kind} {step} (attempt {attempt}) by {actor}",
+                                {"Event": kind, "Step": step, "Worker": actor, "Attempt": attempt, "Status": status})
+
+
+def read_beat(message: str) -> dict[str, Any]:
+    """What a heartbeat commit says: worker, step, attempt, incarnation (empty when unreadable)."""
+    if hasattr(codec, "decode_beat"):
+        return codec.decode_beat(message) or {}
+    try:
+        info = json.loads(message.partition("\n\n")[2])
+    except ValueError:
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 # --- small readers -----------------------------------------------------------------
-
-
-def trailers(message: str) -> dict[str, str]:
-    found = {}
-    for line in message.splitlines():
-        if line.startswith("Runner-") and ": " in line:
-            key, _, value = line.partition(": ")
-            found[key[len("Runner-") :]] = value.strip()
-    return found
 
 
 def frontmatter(data: bytes | None) -> dict[str, Any] | None:
@@ -209,14 +283,13 @@ class RunInputs:
     integration_branch: str = "runner/integration"
     exec_log: Path | None = None  # lines "STEP ATTEMPT WORKER WORKER_PID TIME" appended by each run
     worker_logs: list[Path] = field(default_factory=list)  # runner's worker-<id>.log files
-    events: list[dict[str, Any]] = field(default_factory=list)  # the harness's kills, exits, partitions
+    events: list[dict[str, Any]] = field(default_factory=list)  # the harness's starts, kills, exits, partitions
     tip_samples: list[tuple[float, str, str]] = field(default_factory=list)  # (time, ref, commit) seen on the remote
     expected_steps: dict[str, list[str]] | None = None  # valid step id -> depends_on, as the harness wrote them
     expected_invalid: set[str] = field(default_factory=set)  # step ids that must never be claimed or run
     allow_blocked: bool = True  # a step blocked by a failed dependency counts as finished
-    strict_takeovers: bool = True  # a takeover of a holder that was neither killed nor cut off is a violation
     reruns_per_attempt: int = 1  # how many times one attempt may run its command (gate fix loops)
-    tolerate_known_bugs: bool = True  # tally KNOWN_BUGS signatures instead of failing on them
+    allowed_bugs: set[str] = field(default_factory=lambda: allowed_from_env())  # KNOWN_BUGS tallied, not failed
     duration_s: float | None = None
     workers: int | None = None
 
@@ -225,21 +298,30 @@ class RunInputs:
 class Violation:
     rule: str
     detail: str
-    known_bug: str | None = None  # the strict xfail test in test_chaos.py that shows this (open) core bug
+    known_bug: str | None = None  # its KNOWN_BUGS signature, when it is one
 
     def __str__(self) -> str:
-        return f"[{self.rule}] {self.detail}"
+        tag = f" (known bug {self.known_bug}: {KNOWN_BUGS[self.known_bug]})" if self.known_bug else ""
+        return f"[{self.rule}] {self.detail}{tag}"
 
 
-# Open core bugs, each shown by a strict xfail test in test_chaos.py: signature -> that test's name.
-# A violation the checker tags with one of these signatures is tallied under "known core bugs" instead
-# of failing every scenario that happens to run into it; anything else stays a violation. Add an entry
-# with its xfail test when a bug is found, remove it when the bug is fixed. The signatures the checker
-# can tag: "merge-then-fail" (test_a_transient_error_after_the_merge_is_not_recorded_as_a_failure),
-# "abandoned-claim" (test_a_worker_that_cannot_record_does_not_abandon_its_claim), and
-# "stale-integration-base" (test_a_claim_won_after_a_lost_race_starts_from_its_dependencies): all three
-# were fixed in 39db7aa, so none is tolerated now.
-KNOWN_BUGS: dict[str, str] = {}
+# Core bugs the checker recognises by their signature: signature -> where it is tracked. Each one is a
+# violation like any other, unless the run allows it by name: RUNNER_CHAOS_ALLOW=stray-merge,... (for a
+# bug that is being fixed elsewhere); allowed hits are tallied under "known bugs allowed" and listed.
+KNOWN_BUGS: dict[str, str] = {
+    "stray-merge": "issue 12: a holder that lost its lease still merged; record and merge must be one atomic push",
+    "merge-then-fail": "fixed in 39db7aa; test_a_transient_error_while_recording_is_not_recorded_as_a_failure",
+    "abandoned-claim": "fixed in 39db7aa; test_a_worker_that_cannot_record_does_not_abandon_its_claim",
+    "stale-integration-base": "fixed in 39db7aa; test_a_claim_won_after_a_lost_race_starts_from_its_dependencies",
+}
+
+
+def allowed_from_env() -> set[str]:
+    names = {n.strip() for n in os.environ.get("RUNNER_CHAOS_ALLOW", "").split(",") if n.strip()}
+    unknown = names - set(KNOWN_BUGS)
+    if unknown:
+        raise ValueError(f"RUNNER_CHAOS_ALLOW names unknown bugs {sorted(unknown)}; known: {sorted(KNOWN_BUGS)}")
+    return names
 
 
 @dataclass
@@ -248,7 +330,7 @@ class Report:
     stats: dict[str, Any]
     violations: list[Violation]
     notes: list[str]
-    known: list[Violation] = field(default_factory=list)  # hits of known core bugs (KNOWN_BUGS): counted, not failed
+    allowed: list[Violation] = field(default_factory=list)  # hits of known bugs the run allowed (RUNNER_CHAOS_ALLOW)
 
     @property
     def ok(self) -> bool:
@@ -274,9 +356,11 @@ class Report:
                 lines.append(f"  ... and {len(self.violations) - len(shown)} more")
         else:
             lines.append("no violations: the delivery contract held")
-        if self.known:
-            lines.append(f"KNOWN CORE BUGS HIT ({len(self.known)}; each has a strict xfail test in tests/test_chaos.py):")
-            lines += [f"  - {v} -> {v.known_bug}" for v in self.known[:20]]
+        if self.allowed:
+            names = sorted({v.known_bug for v in self.allowed})
+            lines.append(f"KNOWN BUGS HIT BUT ALLOWED by RUNNER_CHAOS_ALLOW={','.join(names)} ({len(self.allowed)}; "
+                         "without that variable they fail the run):")
+            lines += [f"  - {v}" for v in self.allowed[:20]]
         for note in self.notes[:20]:
             lines.append(f"  note: {note}")
         return "\n".join(lines)
@@ -286,7 +370,7 @@ class Report:
         path.with_suffix(".json").write_text(
             json.dumps(
                 {"name": self.name, "stats": self.stats, "violations": [vars(v) for v in self.violations],
-                 "known_bugs": [vars(v) for v in self.known], "notes": self.notes},
+                 "allowed_known_bugs": [vars(v) for v in self.allowed], "notes": self.notes},
                 indent=2, default=str,
             )
         )
@@ -357,6 +441,53 @@ def read_exec_log(path: Path | None) -> list[dict[str, Any]]:
     return runs
 
 
+# --- when things landed on the remote ---------------------------------------------------
+
+
+def read_ref_times(repo_path: Path) -> dict[tuple[str, str], float]:
+    """(ref, new commit) -> when the update landed, from REF_TIMES_HOOK's log (first landing)."""
+    times: dict[tuple[str, str], float] = {}
+    try:
+        lines = (repo_path / REF_TIMES).read_text().splitlines()
+    except OSError:
+        return times
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 4:
+            try:
+                times.setdefault((parts[3], parts[2]), float(parts[0]))
+            except ValueError:
+                continue
+    return times
+
+
+def seconds(duration: Any) -> float | None:
+    """A lease as written in a step file or runner.toml ("6s", "1m", "1h30m"), in seconds."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)", str(duration or ""))
+    if not parts or "".join(n + u for n, u in parts) != str(duration).replace(" ", ""):
+        return None
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """When a ref update landed on the remote: between lo and hi (the reflog has whole seconds,
+    the hook's clock reading comes after the update), best guess at."""
+
+    lo: float
+    hi: float
+    at: float
+
+
+@dataclass
+class Beat:
+    landed: Landing
+    step: str | None
+    attempt: int | None
+    incarnation: str | None
+
+
 # --- the checker -------------------------------------------------------------------
 
 
@@ -370,10 +501,12 @@ class Attempt:
     pid: int | None
     commit: str
     kind: str  # claim | takeover
-    ended: str | None = None  # complete | fail | release | deviation | takeover | person
+    lease_s: float | None = None
+    ended: str | None = None  # complete | fail | release | deviation | block | takeover | person
     ended_status: str | None = None
     ended_commit: str | None = None
     ended_reason: str | None = None
+    ended_by: str | None = None  # the worker that recorded the end (the taker, for a takeover)
 
 
 class Checker:
@@ -381,22 +514,23 @@ class Checker:
         self.inp = inputs
         self.repo = pygit2.Repository(str(inputs.repo))
         self.violations: list[Violation] = []
-        self.known: list[Violation] = []
+        self.allowed: list[Violation] = []
         self.notes: list[str] = []
         self.stats: dict[str, Any] = {}
+        self.queue_ref = f"refs/heads/{inputs.queue_branch}"
 
     def fail(self, rule: str, detail: str, known: str | None = None) -> None:
-        if known in KNOWN_BUGS and self.inp.tolerate_known_bugs:
-            self.known.append(Violation(rule, detail, KNOWN_BUGS[known]))
-        else:
-            self.violations.append(Violation(rule, detail))
+        violation = Violation(rule, detail, known)
+        (self.allowed if known in self.inp.allowed_bugs else self.violations).append(violation)
 
     # -- the whole thing --
 
     def run(self) -> Report:
         inp = self.inp
-        self.reflog_times: dict[str, float] = {}
+        self.hook_times = read_ref_times(inp.repo)
+        self.reflog_times: dict[tuple[str, str], float] = {}
         self.check_rewrites()
+        self.read_beats()
         self.replay_queue()
         self.logs = read_worker_logs(inp.worker_logs)
         self.runs = read_exec_log(inp.exec_log)
@@ -405,16 +539,17 @@ class Checker:
         self.check_executions()
         self.check_integration()
         self.check_takeovers()
+        self.measure_heartbeats()
         self.fill_stats()
-        return Report(inp.name, self.stats, self.violations, self.notes, self.known)
+        return Report(inp.name, self.stats, self.violations, self.notes, self.allowed)
 
-    # -- rewrites --
+    # -- rewrites, and the reflog's landing times --
 
     def check_rewrites(self) -> None:
         """Every update of the shared refs on the remote is a fast-forward (reflog and sampled tips)."""
         inp = self.inp
-        watched = [f"refs/heads/{inp.queue_branch}", f"refs/heads/{inp.integration_branch}"]
-        watched += [name for name in self.repo.references if name.startswith("refs/runner/heartbeats/")]
+        watched = [self.queue_ref, f"refs/heads/{inp.integration_branch}"]
+        watched += [name for name in self.repo.references if name.startswith(HEARTBEATS)]
         self.rewrites = 0
         checked = 0
         for name in watched:
@@ -428,8 +563,7 @@ class Checker:
             for entry in reversed(entries):  # oldest first
                 old, new = str(entry.oid_old), str(entry.oid_new)
                 checked += 1
-                if name.endswith(inp.queue_branch):
-                    self.reflog_times.setdefault(new, float(entry.committer.time))
+                self.reflog_times.setdefault((name, new), float(entry.committer.time))
                 if old == ZERO or old == new:
                     continue
                 if not self._is_ancestor(old, new):
@@ -446,11 +580,40 @@ class Checker:
             last[ref] = commit
         self.reflog_entries = checked
 
+    def landed(self, ref: str, commit: str | None) -> Landing | None:
+        floor = self.reflog_times.get((ref, commit or ""))
+        hook = self.hook_times.get((ref, commit or ""))
+        if floor is None and hook is None:
+            return None
+        if floor is None:
+            return Landing(hook - 1.0, hook, hook)
+        if hook is None:
+            return Landing(floor, floor + 1.0, floor + 0.5)
+        hi = max(floor, min(floor + 1.0, hook))
+        return Landing(floor, hi, hi)
+
     def _is_ancestor(self, old: str, new: str) -> bool:
         try:
             return old == new or self.repo.descendant_of(new, old)
         except (pygit2.GitError, KeyError, ValueError):
             return False
+
+    def read_beats(self) -> None:
+        """Every heartbeat that landed on the remote, per worker, oldest first."""
+        self.beats: dict[str, list[Beat]] = defaultdict(list)
+        for ref, commit in {*self.reflog_times, *self.hook_times}:
+            if not ref.startswith(HEARTBEATS):
+                continue
+            try:
+                info = read_beat(self.repo[commit].message)
+            except (KeyError, ValueError):
+                continue
+            landed = self.landed(ref, commit)
+            self.beats[ref[len(HEARTBEATS):]].append(
+                Beat(landed, info.get("step"), _int(str(info["attempt"])) if info.get("attempt") is not None else None, info.get("incarnation"))
+            )
+        for beats in self.beats.values():
+            beats.sort(key=lambda b: b.landed.at)
 
     # -- the queue branch --
 
@@ -476,23 +639,26 @@ class Checker:
             parents = [p.id for p in commit.parents]
             if parents != ([expected_parent] if expected_parent else []):
                 self.fail("overlap", f"queue history is not linear at {str(commit.id)[:10]} (parents {[str(p)[:10] for p in parents]})")
-            self.replay_commit(commit)
+            try:
+                message = read_event(commit.message)
+            except ValueError as exc:
+                self.fail("holder", f"{str(commit.id)[:10]} is not a message runner's codec can read: {exc}")
+                continue
+            self.replay_commit(commit, message)
 
-    def replay_commit(self, commit: pygit2.Commit) -> None:
-        tr = trailers(commit.message)
-        event = tr.get("Event")
+    def replay_commit(self, commit: pygit2.Commit, msg: Message) -> None:
+        event = msg.kind
         sha = str(commit.id)
         short = sha[:10]
         if event not in TRANSITIONS:
-            # plan edits (no Event), init, halt/resume: a person's change; note edits of live claims
+            # plan edits (no event), init, halt/resume: a person's change; note edits of live claims
             for path in _changed(self.repo, commit):
                 step = step_id_of(path)
                 if self.current.get(step) is not None and event not in ("halt", "resume"):
                     self.notes.append(f"plan edit {short} touched {step} while attempt {self.current[step].attempt} held it")
             return
         self.events[event] += 1
-        step = tr.get("Step", "")
-        worker = tr.get("Worker", "")
+        step, worker = msg.step, msg.actor
         changed = _changed(self.repo, commit)
         paths = [p for p in changed if step_id_of(p) == step]
         if len(changed) != 1 or not paths:
@@ -508,10 +674,7 @@ class Checker:
             return
         b_status, a_status = _status(before), _status(after)
         b_attempt, a_attempt = _attempt(before), _attempt(after)
-        try:
-            t_attempt = int(tr.get("Attempt", "-1"))
-        except ValueError:
-            t_attempt = -1
+        t_attempt = msg.attempt if msg.attempt is not None else -1
         live = self.current.get(step)
         if event == "claim":
             if b_status == "claimed" or live is not None:
@@ -519,25 +682,22 @@ class Checker:
             elif b_status not in ("ready", None):
                 self.fail("overlap", f"{short}: {worker} claimed {step}, which was {b_status}")
             self.check_new_claim(commit, step, worker, before, after, t_attempt, "claim")
-            if self.inp.expected_steps is not None and step in self.inp.expected_steps:
-                missing = [d for d in self.inp.expected_steps[step] if d not in self.done_steps]
-                if missing:
-                    self.fail("overlap", f"{short}: {step} was claimed before its dependencies {missing} were done")
-            else:
-                missing = [d for d in _deps(after) if d not in self.done_steps]
-                if missing:
-                    self.fail("overlap", f"{short}: {step} was claimed before its dependencies {missing} were done")
+            deps = self.inp.expected_steps[step] if self.inp.expected_steps is not None and step in self.inp.expected_steps else _deps(after)
+            missing = [d for d in deps if d not in self.done_steps]
+            if missing:
+                self.fail("overlap", f"{short}: {step} was claimed before its dependencies {missing} were done")
             if step in self.inp.expected_invalid:
                 self.fail("claim", f"{short}: invalid step {step} was claimed by {worker}")
         elif event == "takeover":
-            replaces = tr.get("Replaces")
             if b_status != "claimed" or live is None:
                 self.fail("overlap", f"{short}: {worker} took over {step}, which was {b_status} (no live claim to replace)")
-            elif str(b_attempt) != replaces or live.attempt != b_attempt:
-                self.fail("overlap", f"{short}: takeover of {step} names attempt {replaces}, the live one is {b_attempt}")
+            elif msg.replaces != b_attempt or live.attempt != b_attempt:
+                self.fail("overlap", f"{short}: takeover of {step} names attempt {msg.replaces}, the live one is {b_attempt}")
             if live is not None:
                 live.ended = "takeover"
                 live.ended_commit = sha
+                live.ended_by = worker
+                live.ended_reason = msg.reason
                 self.current[step] = None
             if a_status == "claimed":
                 self.check_new_claim(commit, step, worker, before, after, t_attempt, "takeover")
@@ -549,21 +709,24 @@ class Checker:
                 self.fail("overlap", f"{short}: takeover of {step} left it {a_status}")
         elif event in HOLDER_OUTCOMES:
             key = (step, b_attempt)
-            if event == "fail" and tr.get("Reason", "").startswith("runner error"):
-                self.runner_errors.append(f"{step} attempt {b_attempt} by {worker}: {tr['Reason'][:200]}")
+            if event == "fail" and msg.reason.startswith("runner error"):
+                self.runner_errors.append(f"{step} attempt {b_attempt} by {worker}: {msg.reason[:200]}")
+            problems = []
             if b_status != "claimed" or live is None:
-                self.double_recordings += 1
-                self.fail("claim", f"{short}: {worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: an outcome without a live claim")
+                problems.append(("claim", f"{worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: an outcome without a live claim"))
             else:
                 if worker != (before or {}).get("assignee") or worker != live.worker:
-                    self.double_recordings += 1
-                    self.fail("holder", f"{short}: {event} of {step} recorded by {worker}, the holder of attempt {b_attempt} is {live.worker}")
+                    problems.append(("holder", f"{event} of {step} recorded by {worker}, the holder of attempt {b_attempt} is {live.worker}"))
                 if t_attempt != b_attempt:
-                    self.double_recordings += 1
-                    self.fail("holder", f"{short}: {event} of {step} names attempt {t_attempt}, the live attempt is {b_attempt}")
+                    problems.append(("holder", f"{event} of {step} names attempt {t_attempt}, the live attempt is {b_attempt}"))
             if self.outcomes.get(key):
-                self.double_recordings += 1
-                self.fail("holder", f"{short}: {step} attempt {b_attempt} recorded twice ({self.outcomes[key]} then {event})")
+                problems.append(("holder", f"{step} attempt {b_attempt} recorded twice ({self.outcomes[key]} then {event})"))
+            if a_status == "done" and step in self.done_steps:
+                problems.append(("holder", f"{step} recorded done a second time (attempt {b_attempt})"))
+            if problems:
+                self.double_recordings += 1  # one forged or repeated recording, however many rules it breaks
+            for rule, detail in problems:
+                self.fail(rule, f"{short}: {detail}")
             if a_status == "claimed" or after.get("assignee"):
                 self.fail("holder", f"{short}: {event} of {step} left it {a_status} with assignee {after.get('assignee')!r}")
             self.outcomes[key].append(event)
@@ -571,12 +734,10 @@ class Checker:
                 live.ended = event
                 live.ended_status = a_status
                 live.ended_commit = sha
-                live.ended_reason = tr.get("Reason")
+                live.ended_reason = msg.reason
+                live.ended_by = worker
             self.current[step] = None
             if a_status == "done":
-                if step in self.done_steps:
-                    self.double_recordings += 1
-                    self.fail("holder", f"{short}: {step} recorded done a second time (attempt {b_attempt})")
                 self.done_steps.add(step)
                 result = after.get("result") or {}
                 self.done_at[step].append((b_attempt, str(result.get("commit") or "")))
@@ -602,11 +763,23 @@ class Checker:
         record = Attempt(
             step=step, attempt=a_attempt, worker=worker, incarnation=holder.get("incarnation"), host=holder.get("host"),
             pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None, commit=str(commit.id), kind=kind,
+            lease_s=seconds(after.get("lease")) or self.inp_lease(),
         )
         if not record.incarnation:
             self.notes.append(f"{short}: {kind} of {step} carries no incarnation")
         self.attempts[(step, a_attempt)] = record
         self.current[step] = record
+
+    def inp_lease(self) -> float | None:
+        """The default lease of runner.toml at the queue tip, for claims whose step file names none."""
+        if not hasattr(self, "_default_lease"):
+            self._default_lease = None
+            tip = _tip(self.repo, self.inp.queue_branch)
+            data = _blob(self.repo, tip, "runner.toml")
+            if data:
+                match = re.search(r'^lease\s*=\s*"([^"]+)"', data.decode(errors="replace"), re.M)
+                self._default_lease = seconds(match.group(1)) if match else None
+        return self._default_lease
 
     # -- where the plan ended --
 
@@ -734,14 +907,13 @@ class Checker:
         chain.reverse()  # oldest first
         position: dict[tuple[str, int], list[int]] = defaultdict(list)
         for index, commit in enumerate(chain):
-            tr = trailers(commit.message)
-            if "Step" not in tr:
-                continue
             try:
-                attempt = int(tr.get("Attempt", "0"))
+                merged = read_event(commit.message)
             except ValueError:
-                attempt = 0
-            position[(tr["Step"], attempt)].append(index)
+                continue
+            if not merged.step:
+                continue
+            position[(merged.step, merged.attempt or 0)].append(index)
             self.integration_merges += 1
         recorded_pos: dict[str, int] = {}
         result_commit: dict[str, str] = {}
@@ -767,8 +939,11 @@ class Checker:
             elif claim.ended == "fail" and (claim.ended_reason or "").startswith("runner error"):
                 self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch}, but after its merge landed it was "
                           f"recorded as failed ({claim.ended_reason[:160]}), so a later attempt merged the step again", known="merge-then-fail")
-            elif claim.ended != "takeover":
-                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} but ended {claim.ended}, not done (and did not lose its lease)")
+            elif claim.ended == "takeover":
+                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} though its holder {claim.worker} lost "
+                          f"the claim to {claim.ended_by} (a stray merge)", known="stray-merge")
+            else:
+                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} but ended {claim.ended}, not done")
         deps_of = inp.expected_steps if inp.expected_steps is not None else {s: info["deps"] for s, info in self.plan.items()}
         for step, pos in recorded_pos.items():
             for dep in deps_of.get(step, []):
@@ -782,49 +957,95 @@ class Checker:
                               f"({result_commit[step][:10]} does not contain {result_commit[dep][:10]}): {step} ran without {dep}'s results",
                               known="stale-integration-base")
 
-    # -- takeovers against the faults the harness injected --
+    # -- takeovers, judged by what the observer could see --
+
+    def evidence(self, claim: Attempt) -> list[Landing]:
+        """The holder's signs of life as they landed on the remote, oldest first: its claim, then its
+        heartbeats for this attempt (an observer counts no other beat: see runner/queue/leases.py)."""
+        found = [self.landed(self.queue_ref, claim.commit)]
+        for beat in self.beats.get(claim.worker, []):
+            if beat.step == claim.step and beat.attempt in (None, claim.attempt) and (not claim.incarnation or beat.incarnation == claim.incarnation):
+                found.append(beat.landed)
+        return sorted((e for e in found if e is not None), key=lambda e: e.at)
 
     def check_takeovers(self) -> None:
         events = self.inp.events
-        self.live_takeovers = 0
-        if not events and not self.inp.strict_takeovers:
-            return
+        self.takeovers: Counter = Counter()  # verdict -> count
         deaths: dict[int, float] = {}
         for ev in events:
             if ev.get("kind") in ("kill", "exit") and ev.get("pid"):
                 deaths.setdefault(int(ev["pid"]), float(ev["t"]))
-        cuts: dict[str, list[list[float]]] = defaultdict(list)  # host -> [[cut, healed or inf]]
+        self.cuts: dict[str, list[tuple[float, float]]] = defaultdict(list)  # host -> [(cut, healed or inf)]
         for ev in sorted(events, key=lambda e: e["t"]):
             if ev.get("kind") == "partition":
-                cuts[ev["host"]].append([float(ev["t"]), float("inf")])
-            elif ev.get("kind") == "heal" and cuts.get(ev["host"]):
-                cuts[ev["host"]][-1][1] = float(ev["t"])
-        incarnation_pid = {inc: info["pid"] for inc, info in self.logs.incarnations.items()}
+                self.cuts[ev["host"]].append((float(ev["t"]), float("inf")))
+            elif ev.get("kind") == "heal" and self.cuts.get(ev["host"]):
+                self.cuts[ev["host"]][-1] = (self.cuts[ev["host"]][-1][0], float(ev["t"]))
+        host_of = {ev["worker"]: ev.get("host") for ev in events if ev.get("kind") == "start"}
+        pid_of = {inc: info["pid"] for inc, info in self.logs.incarnations.items()}
+        self.deaths = {inc: deaths[pid] for inc, pid in pid_of.items() if pid in deaths}
         for (step, attempt), claim in sorted(self.attempts.items()):
             if claim.ended != "takeover":
                 continue
-            took = self.reflog_times.get(claim.ended_commit or "")
-            pid = incarnation_pid.get(claim.incarnation or "", claim.pid)
+            took = self.landed(self.queue_ref, claim.ended_commit)
+            lease = claim.lease_s
+            if took is None or lease is None:
+                self.takeovers["unjudged"] += 1
+                self.notes.append(f"{step} attempt {attempt}: the takeover's landing time or the lease is unknown; not judged")
+                continue
+            seen = [e for e in self.evidence(claim) if e.lo <= took.hi]
+            # The observer's lease runs from the newest sign of life it fetched. One that landed after its
+            # last fetch it could not know of: allow one lease for the fetch, compare and push of a takeover.
+            quiet = 0.0
+            for k, sign in enumerate(seen):
+                following = seen[k + 1] if k + 1 < len(seen) else None
+                if following is not None and following.hi < took.lo - lease:
+                    continue
+                quiet = max(quiet, (min(following.hi, took.hi) if following else took.hi) - sign.lo)
+            pid = pid_of.get(claim.incarnation or "", claim.pid)
             died = deaths.get(pid) if pid else None
-            claimed = self.reflog_times.get(claim.commit)
-            justified = False
-            if died is not None and (took is None or died <= took + TAKEOVER_SLACK):
-                justified = True
-            for start, end in cuts.get(claim.host or "", []):  # a cut that began before the takeover, while the claim lived
-                if (took is None or start <= took + TAKEOVER_SLACK) and (claimed is None or end >= claimed - TAKEOVER_SLACK):
-                    justified = True
-            if not justified:
-                self.live_takeovers += 1
-                message = f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) was taken over" + (
-                    f" at {took:.0f}" if took else ""
-                ) + " though its holder was neither killed nor cut off"
-                error = self.logs.errors_for.get((step, attempt))
-                if error:  # the live holder gave up on it: it stopped heartbeating without recording or releasing
-                    self.fail("abandoned", message + f"; the holder logged `{error[:200]}` and left the claim to expire", known="abandoned-claim")
-                elif self.inp.strict_takeovers:
-                    self.fail("overlap", message + " (a live claim stolen)")
-                else:
-                    self.notes.append(message)
+            dead = died is not None and died <= took.hi + DEATH_SLACK
+            since = seen[-1].lo if seen else None
+            cut = any(start <= took.hi and end >= (since or 0) for start, end in self.cuts.get(claim.host or "", []))
+            taker_host = host_of.get(claim.ended_by or "")
+            what = (f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) was taken over by "
+                    f"{claim.ended_by} (host {taker_host}) {took.hi - since:.1f}s after its last sign of life landed" if since is not None else "")
+            if quiet >= lease:
+                verdict = "dead" if dead else "cut" if cut else "late"
+                if verdict == "late" and (error := self.logs.errors_for.get((step, attempt))):
+                    self.fail("abandoned", f"{what}: its live holder logged `{error[:200]}` and stopped beating without recording "
+                              "or releasing the claim", known="abandoned-claim")
+                elif verdict == "late":
+                    self.notes.append(f"{what} (lease {lease:g}s): a live holder whose heartbeats were late, taken over legally")
+            elif dead and taker_host is not None and taker_host == claim.host:
+                verdict = "dead"  # the taker saw on its own host that the holder's process was gone
+            else:
+                verdict = "stolen"
+                why = "its holder was dead, but a worker on another host could not know it yet" if dead else "a live claim stolen"
+                self.fail("overlap", f"{what}, at most {quiet:.1f}s of silence an observer could see, lease {lease:g}s: {why}")
+            self.takeovers[verdict] += 1
+
+    # -- how late heartbeats were on this machine --
+
+    def measure_heartbeats(self) -> None:
+        """The gaps between a live holder's consecutive signs of life (claim, beats, its own outcome),
+        as they landed on the remote; gaps across a cut of its host or its death are not latency."""
+        self.beat_gaps: list[float] = []
+        self.beat_leases: Counter = Counter()
+        for claim in self.attempts.values():
+            if claim.lease_s is None:
+                continue
+            signs = [e.at for e in self.evidence(claim)]
+            end = self.landed(self.queue_ref, claim.ended_commit) if claim.ended in (*HOLDER_OUTCOMES, "takeover") else None
+            if end is not None:
+                signs.append(end.at)
+            death = self.deaths.get(claim.incarnation or "", float("inf"))
+            cuts = self.cuts.get(claim.host or "", [])
+            self.beat_leases[claim.lease_s] += 1
+            for a, b in zip(signs, signs[1:]):
+                if b > death or any(start <= b and end_ >= a for start, end_ in cuts):
+                    continue
+                self.beat_gaps.append(b - a)
 
     # -- the table --
 
@@ -833,6 +1054,8 @@ class Checker:
         kills = [e for e in inp.events if e.get("kind") == "kill"]
         expected = len(inp.expected_steps) if inp.expected_steps is not None else len([s for s in getattr(self, "plan", {}) if s not in inp.expected_invalid])
         workers = inp.workers if inp.workers is not None else len({i["worker"] for i in self.logs.incarnations.values()})
+        lease = self.beat_leases.most_common(1)[0][0] if self.beat_leases else None
+        gaps = sorted(self.beat_gaps)
         self.stats = {
             "steps": expected,
             "done / failed / blocked": f"{self.final.get('done', 0)} / {self.final.get('failed', 0)} / {self.final.get('blocked', 0)}",
@@ -843,8 +1066,16 @@ class Checker:
             "partitions": len([e for e in inp.events if e.get("kind") == "partition"]),
             "queue commits": self.queue_commits,
             "claims": self.events.get("claim", 0),
+            "lease (heartbeat every lease/3)": f"{lease:g}s" if lease else "?",
+            "heartbeat gaps measured": len(gaps),
+            "heartbeat gap p50 / p99 / max": (f"{statistics.median(gaps):.1f} / {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]:.1f} / {gaps[-1]:.1f}s"
+                                              if gaps else "-"),
+            "heartbeat gaps longer than the lease": len([g for g in gaps if lease and g > lease]),
             "takeovers": self.events.get("takeover", 0),
-            "takeovers of live holders": self.live_takeovers,
+            "  of dead holders": self.takeovers["dead"],
+            "  of cut-off holders": self.takeovers["cut"],
+            "  of live holders late beyond the lease": self.takeovers["late"],
+            "  of holders that beat in time (stolen)": self.takeovers["stolen"],
             "outcomes recorded": sum(self.events.get(e, 0) for e in HOLDER_OUTCOMES),
             "retries (fail/release)": self.events.get("fail", 0) + self.events.get("release", 0),
             "failures from runner errors": len(self.runner_errors),
@@ -858,8 +1089,13 @@ class Checker:
             "remote ref updates checked": self.reflog_entries,
             "rewrites": self.rewrites,
             "violations": len(self.violations),
-            "known core bugs hit": len(self.known),
+            "known bugs allowed (RUNNER_CHAOS_ALLOW)": len(self.allowed),
         }
+        if self.stats["heartbeat gaps longer than the lease"]:
+            self.notes.append(f"heartbeats landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} times: "
+                              "this machine needs longer leases (RUNNER_CHAOS_LEASE_SCALE) for the scenarios to test what they mean to")
+        if self.takeovers["unjudged"]:
+            self.stats["  not judged (no landing time)"] = self.takeovers["unjudged"]
         for error in self.runner_errors[:5]:
             self.notes.append(f"runner error recorded as a failure: {error}")
         if inp.duration_s is not None:

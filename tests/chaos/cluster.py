@@ -12,13 +12,15 @@ Transports, i.e. how the hosts reach the remote:
   netns    one git daemon in a server network namespace, each host in its own namespace
            joined by a veth pair (see netns.py); a cut drops the host's veth
 
-Every fault is written to `events` with the wall time, so the checker can tell a
-takeover of a dead or cut-off holder from a stolen live claim.
+Every start, kill, exit and partition is written to `events` with the wall time, and
+the remote logs when each ref update landed (checker.REF_TIMES_HOOK), so the checker
+can judge each takeover by the holder's heartbeats and tell who was dead or cut off.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import shutil
@@ -83,16 +85,20 @@ def runner_cli(repo: Path, *args: str, check: bool = True, timeout: float = 120,
 
 GIT_SHIM = """#!/bin/sh
 # git for one worker, except that `git VERB` (fetch or push) fails while the blip file says so:
-#   "count N VERB"   the next N of them fail        "until T VERB"   all of them fail until epoch second T
-#   "sleep S VERB"   the next one waits S seconds first (a slow network)
+#   "count N VERB [REF]"  the next N of them fail (with REF: only those naming REF, e.g. a record's push)
+#   "until T VERB"        all of them fail until epoch second T
+#   "sleep S VERB"        the next one waits S seconds first (a slow network)
 blip="@BLIP@"
 for arg in "$@"; do
     case "$arg" in fetch|push) ;; *) continue ;; esac
     if [ -s "$blip" ]; then
-        read kind value verb < "$blip"
+        read kind value verb ref < "$blip"
+        if [ -n "$ref" ]; then
+            case "$*" in *"$ref"*) ;; *) break ;; esac
+        fi
         if [ "$verb" = "$arg" ]; then
             if [ "$kind" = count ] && [ "$value" -gt 0 ]; then
-                echo "count $((value - 1)) $verb" > "$blip"
+                echo "count $((value - 1)) $verb $ref" > "$blip"
                 echo "fatal: unable to access the remote: simulated network blip" >&2
                 exit 128
             fi
@@ -111,22 +117,60 @@ done
 exec @GIT@ "$@"
 """
 
-ARM_HOOK = """#!/bin/sh
-# post-receive on the remote: the first time @REF@ moves, arm the blip file (once)
-while read old new ref; do
-    if [ "$ref" = "@REF@" ] && [ ! -e "@BLIP@.armed" ]; then
-        touch "@BLIP@.armed"
-        @ARM@
-    fi
-done
-exit 0
-"""
-
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# --- leases that fit the machine ------------------------------------------------------------
+
+# One heartbeat's git round trip (a commit, a push, a fetch) on the machine the base leases were
+# chosen on: 2 cores, otherwise idle. A slower or busier machine gets proportionally longer leases.
+REFERENCE_ROUND_TRIP_S = 0.03
+
+
+def heartbeat_round_trip(rounds: int = 7) -> float:
+    """The median time of a heartbeat's git round trip on this machine, now."""
+    import statistics
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="chaos-probe-") as tmp:
+        git(tmp, "init", "-q", "--bare", "remote.git")
+        git(tmp, "init", "-q", "clone")
+        clone = Path(tmp) / "clone"
+        empty = git(clone, "hash-object", "-t", "tree", "-w", "/dev/null")
+        previous: list[str] = []
+        times = []
+        for n in range(rounds):
+            started = time.perf_counter()
+            commit = git(clone, "commit-tree", empty, "-m", f"beat {n}", *previous)
+            git(clone, "push", "-q", "../remote.git", f"{commit}:refs/runner/heartbeats/probe")
+            git(clone, "fetch", "-q", "../remote.git", "+refs/runner/heartbeats/*:refs/probe/*")
+            times.append(time.perf_counter() - started)
+            previous = ["-p", commit]
+    return statistics.median(times)
+
+
+_SCALE: dict[str, float] = {}
+
+
+def machine_scale() -> dict[str, float]:
+    """How much longer than the base leases this machine needs: RUNNER_CHAOS_LEASE_SCALE, or
+    the measured round trip over the reference one, times 2 / cores below 2 cores (at least 1)."""
+    if not _SCALE:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        trip = heartbeat_round_trip()
+        forced = os.environ.get("RUNNER_CHAOS_LEASE_SCALE")
+        scale = float(forced) if forced else min(10.0, max(1.0, trip / REFERENCE_ROUND_TRIP_S) * max(1.0, 2 / cores))
+        _SCALE.update(scale=round(scale, 2), round_trip_s=trip, cores=cores, forced=bool(forced))
+    return _SCALE
+
+
+def scaled_lease(base_s: float) -> str:
+    """A lease of `base_s` seconds on the reference machine, for this one (whole seconds)."""
+    return f"{math.ceil(base_s * machine_scale()['scale'])}s"
 
 
 # --- plans -----------------------------------------------------------------------------
@@ -177,7 +221,8 @@ def runner_toml(lease: str = "1h", max_attempts: int = 10, backoff: str = "0s", 
         f'backoff = "{backoff}"\n'
         'backoff_cap = "1m"\n\n'
         "[gates]\n"
-        "detect = false\n"
+        "detect = false\n\n"
+        "[brakes]\n"
         "max_fix_attempts = 0\n\n"
         "[worker]\n"
         f'grace_period = "{grace}"\n'
@@ -279,7 +324,7 @@ class Cluster:
     ):
         self.base = base
         self.json_out = json_out
-        self.lease_s = _seconds(lease)
+        self.lease_s = checker.seconds(lease)
         self.transport = transport
         self.lease = lease
         self.max_attempts = max_attempts
@@ -325,6 +370,9 @@ class Cluster:
         self.bare = self.srv / "remote.git"
         git(self.base, "clone", "-q", "--bare", str(seed), str(self.bare))
         git(self.bare, "config", "core.logAllRefUpdates", "always")  # the checker proves every update was a fast-forward
+        hook = self.bare / "hooks" / "reference-transaction"  # and judges takeovers by when heartbeats landed
+        hook.write_text(checker.REF_TIMES_HOOK.replace("@LOG@", checker.REF_TIMES))
+        hook.chmod(0o755)
         git(self.bare, "config", "daemon.receivepack", "true")
         self.admin = self.base / "admin"
         git(self.base, "clone", "-q", str(self.bare), str(self.admin))
@@ -564,16 +612,6 @@ class Cluster:
         slot.env["PATH"] = f"{shim}:{os.environ.get('PATH', '')}"
         return blip
 
-    def blip_after_push(self, slot: Slot, ref: str, arm: str) -> Path:
-        """Make `git push` or `git fetch` fail for one worker right after the remote accepted a push of
-        `ref`: `arm` is a shell command writing the blip file (see GIT_SHIM), e.g. 'echo "count 1 push" > "$BLIP"'."""
-        blip = self.git_shim(slot)
-        hook = self.bare / "hooks" / "post-receive"
-        hook.write_text(ARM_HOOK.replace("@REF@", ref).replace("@BLIP@", str(blip)).replace("@ARM@", arm.replace("$BLIP", str(blip))))
-        hook.chmod(0o755)
-        return blip
-
-
     def partition(self, host: Host) -> None:
         if self.transport == "netns":
             self.lab.cut(host.index)
@@ -661,14 +699,3 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _seconds(duration: str) -> float:
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-    number = duration.rstrip("smhd")
-    return float(number) * units[duration[len(number):] or "s"]
-
-
-def clean_copy(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst, symlinks=True)
-    return dst

@@ -10,12 +10,13 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from chaos import checker
 from chaos.checker import Report, Violation
-from chaos.cluster import Cluster, StepSpec, make_plan
+from chaos.cluster import Cluster, StepSpec, machine_scale, make_plan, scaled_lease
 from chaos.netns import Lab
 
 FULL = os.environ.get("RUNNER_CHAOS_FULL", "") not in ("", "0")
@@ -37,7 +38,7 @@ class Size:
     netns_kills: int
     netns_partitions: int
     drain_timeout: float
-    lease_s: float  # for the kill, partition and skew scenarios: long enough that a loaded host still heartbeats in time
+    lease_s: float  # kill, partition and skew scenarios, on the reference machine (scaled_lease fits it to this one)
 
 
 CI = Size(
@@ -59,15 +60,6 @@ FULL_SIZE = Size(
 SIZE = FULL_SIZE if FULL else CI
 
 
-# Worker crashes whose cause is an open core bug shown by a strict xfail test in test_chaos.py (like
-# checker.KNOWN_BUGS): xfail test name -> strings its traceback contains. Tallied under "known core
-# bugs" in the table instead of failing every scenario that hits them; any other crash is a violation.
-# Both crashes found so far were fixed in 39db7aa (an OSError escaping GitStore._track, tested by
-# test_a_busy_tracking_ref_after_a_successful_push_is_not_an_error; KeyError 'step' in print_report,
-# tested by test_daemon_survives_a_plan_blocked_by_a_failed_step), so none is tolerated now.
-KNOWN_CRASHES: dict[str, tuple[str, ...]] = {}
-
-
 @dataclass
 class Result:
     report: Report
@@ -87,21 +79,17 @@ def finish(cluster: Cluster, name: str, timeout: float, facts: dict[str, Any] | 
     for exit_ in cluster.unexpected_exits:
         text = exit_["stderr"]
         last = next((line for line in reversed(text.splitlines()) if line.strip() and not line.startswith(("│", "╰", "╭"))), text[-200:])
-        bug = next((name for name, needles in KNOWN_CRASHES.items() if all(n in text for n in needles)), None)
-        what = f"{exit_['worker']} pid {exit_['pid']} exited {exit_['rc']}: {last.strip()[:300]}"
-        if bug and overrides.get("tolerate_known_bugs", True):
-            report.known.append(Violation("crash", what, bug))
-        else:
-            report.violations.append(Violation("crash", what + "\n" + text[-2500:]))
+        report.violations.append(Violation("crash", f"{exit_['worker']} pid {exit_['pid']} exited {exit_['rc']}: {last.strip()[:300]}\n{text[-2500:]}"))
     report.stats["violations"] = len(report.violations)
-    report.stats["known core bugs hit"] = len(report.known)
+    machine = machine_scale()
+    report.stats["lease scale (git round trip, cores)"] = f"x{machine['scale']:g} ({machine['round_trip_s'] * 1000:.0f} ms, {machine['cores']})"
     report.stats["seed"] = SEED
     return Result(report, cluster, facts or {})
 
 
 def abandoned_only(cluster: Cluster) -> bool:
-    """True when every unfinished step is a claim its (live) holder gave up on after an error (the
-    known core bug checker.KNOWN_BUGS['abandoned-claim']): nothing more will happen, stop waiting."""
+    """True when every unfinished step is a claim its (live) holder gave up on after an error
+    (checker.KNOWN_BUGS['abandoned-claim']): nothing more will happen, stop waiting."""
     _, states = cluster.terminal()
     unfinished = [s for s, v in states.items() if v not in ("done", "failed", "blocked")]
     if not unfinished:
@@ -154,10 +142,10 @@ def running_now(cluster: Cluster, workers: set[str], steps: set[str] | None = No
 
 
 def race(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
-    """Many workers, several per clone, on a plan with dependencies; no faults at all:
-    every takeover would be a stolen live claim, every second execution a bug."""
+    """Many workers, several per clone, on a plan with dependencies; no faults at all: a
+    takeover may only be of a holder whose heartbeats were late beyond the lease."""
     # idle workers poll every 0.5 s: a dozen Python processes polling every 0.2 s on two cores starve the busy ones
-    cluster = Cluster(base, hosts=size.race_hosts, workers_per_host=size.race_workers_per_host, transport="path", lease="20s", interval=0.5)
+    cluster = Cluster(base, hosts=size.race_hosts, workers_per_host=size.race_workers_per_host, transport="path", lease=scaled_lease(20), interval=0.5)
     try:
         cluster.configure()
         cluster.add_plan(make_plan(size.race_steps, seed, max_deps=2, window=max(12, size.race_steps // 6)))
@@ -177,7 +165,7 @@ def kills(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
     """SIGKILL workers at each crash point of the protocol, mid-step, at random times, and by a
     step that kills its own worker; every killed worker restarts with the same id."""
     rng = random.Random(seed)
-    cluster = Cluster(base, hosts=3, workers_per_host=2, transport="path", lease=f"{size.lease_s:g}s", max_attempts=8)
+    cluster = Cluster(base, hosts=3, workers_per_host=2, transport="path", lease=scaled_lease(size.lease_s), max_attempts=8)
     stop = threading.Event()
     try:
         cluster.configure()
@@ -248,8 +236,8 @@ def partitions(base: Path, size: Size = SIZE, seed: int = SEED, transport: str =
     """Cut hosts off from the git server for longer than a lease while they hold a claim, then
     restore them: the cut-off worker must record nothing for the claim it lost."""
     rng = random.Random(seed)
-    lease_s = size.lease_s
-    cluster = Cluster(base, hosts=3, workers_per_host=workers_per_host, transport=transport, lease=f"{lease_s:g}s", max_attempts=10, lab=lab)
+    cluster = Cluster(base, hosts=3, workers_per_host=workers_per_host, transport=transport, lease=scaled_lease(size.lease_s), max_attempts=10, lab=lab)
+    lease_s = cluster.lease_s
     stop = threading.Event()
     try:
         cluster.configure()
@@ -296,8 +284,8 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
     """Two of three hosts run hours off (one ahead, one behind) on a plan of steps longer than
     the lease: no live claim may be taken over. Then the host with the true clock dies in the
     middle of a step: the skewed hosts must take it over, but only after the lease."""
-    lease_s = size.lease_s
-    cluster = Cluster(base, hosts=3, workers_per_host=1, transport="path", lease=f"{lease_s:g}s", max_attempts=6)
+    cluster = Cluster(base, hosts=3, workers_per_host=1, transport="path", lease=scaled_lease(size.lease_s), max_attempts=6)
+    lease_s = cluster.lease_s
     try:
         cluster.configure()
         steps = make_plan(size.skew_steps, seed, max_deps=1, window=4)
@@ -314,14 +302,15 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
         run = cluster.wait_for(lambda: running_now(cluster, {honest.id}, slow), 60, what="the honest host to run a slow step")
         cluster.resume_worker(ahead)
         cluster.resume_worker(behind)
+        watch_from = time.time()
         time.sleep(lease_s + 1)  # the skewed hosts watch the honest host's live claim for longer than a lease
         with cluster.lock:
             honest.want = False  # it stays dead: only the skewed hosts can take over
-        killed_at = time.time()
+        held = cluster.plan_state()[run["step"]]
         cluster.kill(honest, how=f"SIGKILL during step {run['step']} (stays down)")
-        result = finish(cluster, f"clock skew: hosts at +{SKEW_S // 3600}h and -{SKEW_S // 3600}h, {len(steps)} steps", size.drain_timeout,
-                        {"killed": run, "killed_at": killed_at, "lease_s": lease_s})
-        return result
+        watched = {"seconds": round(time.time() - watch_from, 1), "still_held": held["status"] == "claimed" and held["attempt"] == run["attempt"]}
+        return finish(cluster, f"clock skew: hosts at +{SKEW_S // 3600}h and -{SKEW_S // 3600}h, {len(steps)} steps", size.drain_timeout,
+                      {"killed": run, "watched": watched, "lease_s": lease_s})
     finally:
         cluster.close()
 
@@ -329,7 +318,7 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
 def skewed_backoff(base: Path, seed: int = SEED) -> Result:
     """A host whose clock is hours ahead fails a step once (backoff 2s) and then goes away:
     the other hosts must retry the step after the backoff, not hours later."""
-    cluster = Cluster(base, hosts=2, workers_per_host=1, transport="path", lease="3s", max_attempts=4, backoff="2s")
+    cluster = Cluster(base, hosts=2, workers_per_host=1, transport="path", lease=scaled_lease(3), max_attempts=4, backoff="2s")
     try:
         cluster.configure()
         script = (
@@ -347,7 +336,11 @@ def skewed_backoff(base: Path, seed: int = SEED) -> Result:
         cluster.wait_for(lambda: ahead.proc is None or ahead.proc.poll() is not None, 30, what="the skewed host to stop")
         not_before = cluster.plan_state()["flaky"]["meta"].get("not_before")
         cluster.resume_worker(honest)
-        return finish(cluster, "skewed backoff: the failing host is 3h ahead", 10, {"not_before": str(not_before), "real_now": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        ahead_s = None
+        if not_before:
+            written = not_before if isinstance(not_before, datetime) else datetime.fromisoformat(str(not_before).replace("Z", "+00:00"))
+            ahead_s = round(written.replace(tzinfo=written.tzinfo or timezone.utc).timestamp() - time.time())
+        return finish(cluster, "skewed backoff: the failing host is 3h ahead", 60, {"not_before": str(not_before), "ahead_of_true_clock_s": ahead_s})
     finally:
         cluster.close()
 
