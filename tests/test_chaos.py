@@ -613,15 +613,20 @@ def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path
     try:
         cluster.configure()
         cluster.add_plan([StepSpec("t1")])
-        lock = cluster.hosts[0].clone / ".git" / "refs" / "heads" / "runner" / "steps" / "t1.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        lock.write_text("")  # what `kill -9` in the middle of a ref update leaves
+        refs = cluster.hosts[0].clone / ".git" / "refs"
+        # what `kill -9` in the middle of a ref update left a minute ago, on each ref of the step's branch in the clone
+        locks = [refs / "heads" / "runner" / "steps" / "t1.lock", refs / "remotes" / "origin" / "runner" / "steps" / "t1.lock"]
+        for lock in locks:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            lock.write_text("")
+            os.utime(lock, (time.time() - 60, time.time() - 60))
         cluster.start()
         result = scenarios.finish(cluster, "a stale step-branch lock in the clone", 60)
     finally:
         cluster.close()
     publish(result.report, tmp_path, started)
     print(git(cluster.bare, "log", "--reverse", "--format=%h %s", "runner/queue"))
+    assert any(not lock.exists() for lock in locks), "the worker never met the stale lock"
     assert_clean(result.report)
     t1 = result.cluster.plan_state()["t1"]
     assert t1["status"] == "done" and t1["attempt"] == 1 and result.report.stats["retries (fail/release)"] == 0, t1["meta"]
