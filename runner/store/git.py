@@ -163,8 +163,10 @@ class GitStore:
             id=str(commit.id),
             parents=tuple(str(p) for p in commit.parent_ids),
             tree=str(commit.tree_id),
-            message=commit.message,
-            author=commit.author.name,
+            # As UTF-8 whatever the commit's `encoding` header says: runner writes UTF-8 only, and
+            # a header naming an unknown codec must not crash every reader (the hook refuses it).
+            message=commit.raw_message.decode("utf-8", errors="replace"),
+            author=commit.author.raw_name.decode("utf-8", errors="replace"),
             time=commit.commit_time,
         )
 
@@ -198,8 +200,10 @@ class GitStore:
             return None
         return FileEntry(path, str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_LINK)
 
-    def raw_message(self, oid: str) -> bytes:
-        return self._commit(oid).raw_message
+    def raw_commit(self, oid: str) -> bytes:
+        """A commit object as git stores it: its headers, a blank line, its message."""
+        self._commit(oid)
+        return self.repo.odb.read(oid)[1]
 
     def tree_id(self, commit: str, path: str = "") -> str | None:
         entry = self._entry(commit, path)
@@ -258,19 +262,6 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return []
         return [(str(e.oid_old), str(e.oid_new), e.committer.time) for e in entries]
-
-    def gitlinks(self, tree: str) -> list[str]:
-        """Paths of submodule entries (gitlinks) anywhere in a tree."""
-        found, stack = [], [("", self.repo[tree])]
-        while stack:
-            base, node = stack.pop()
-            for entry in node:
-                path = f"{base}/{entry.name}" if base else entry.name
-                if entry.filemode == pygit2.GIT_FILEMODE_COMMIT:
-                    found.append(path)
-                elif entry.type_str == "tree":
-                    stack.append((path, self.repo[entry.id]))
-        return found
 
     def log(self, tip: str) -> Iterator[CommitInfo]:
         walker = self.repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL)
@@ -421,10 +412,13 @@ class GitStore:
             return
         # A refspec with a '*' matches nothing without failing: a branch not there yet is fine.
         specs = [f"+refs/heads/{b}*:refs/remotes/{self.remote}/{b}*" for b in dict.fromkeys(branches)]
+        # A heartbeat ref deleted on the remote must vanish from our view too: its worker chains
+        # its next beat on what it sees, and a stale view would lose that race for ever.
+        prune = ["--prune"] if heartbeats else []
         if heartbeats:
             specs.append(f"+{HEARTBEAT_PREFIX}*:{self.view_ref(HEARTBEAT_PREFIX + 'x')[:-1]}*")
         for attempt in range(5):
-            proc = run_git(self.git_dir, "fetch", "--quiet", "--no-write-fetch-head", "--no-tags", self.remote_url, *specs, check=False)
+            proc = run_git(self.git_dir, "fetch", "--quiet", *prune, "--no-write-fetch-head", "--no-tags", self.remote_url, *specs, check=False)
             if proc.returncode == 0:
                 return
             err = proc.stderr.decode(errors="replace")
