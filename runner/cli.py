@@ -8,12 +8,21 @@ from __future__ import annotations
 
 import sys
 
-import typer
+# typer imports its rich help renderer, and markdown-it with it, whenever rich is installed:
+# ~50 ms more for every command people and schedulers start. runner's help is plain text
+# (rich stays for the tables, imported where a command prints one).
+_rich, sys.modules["rich"] = sys.modules.get("rich"), None  # type: ignore[assignment]
+try:
+    import typer
+finally:
+    if _rich is None:
+        del sys.modules["rich"]
+    else:
+        sys.modules["rich"] = _rich
 
-from runner import __version__
-from runner.commands import agents as _agents  # noqa: F401  (imported lazily by init; named here for readers)
-from runner.commands import doctor, hooks, plan, schedule, steps, workers
-from runner.commands.common import command
+from runner import __version__  # noqa: E402
+from runner.commands import doctor, hooks, plan, schedule, steps, workers  # noqa: E402
+from runner.commands.common import command  # noqa: E402
 
 app = typer.Typer(
     name="runner",
@@ -22,7 +31,6 @@ app = typer.Typer(
     "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
     no_args_is_help=True,
     add_completion=False,
-    rich_markup_mode=None,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )

@@ -1,0 +1,117 @@
+"""The layout shows the architecture (issue 14): packages that name the parts, imports that
+respect the layers, no cycles, small modules; and a command line that starts without the
+heavy libraries it does not need (issue 15)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "runner"
+PARTS = ("core", "store", "queue", "worker", "schedules", "hooks", "commands", "agents")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        found[name] = path
+    return found
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every runner module a file imports, at the top or inside a function."""
+    known = modules()
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("runner"):
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(known)
+            # `from runner.x import y` of a module y imports y, not the package's __init__.
+            found.update(submodules if len(submodules) == len(node.names) else submodules | {node.module})
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("runner"))
+    return {name for name in found if name in known}
+
+
+def part(module: str) -> str:
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else ""
+
+
+# What each part may import. core imports nothing of runner's outer parts; store knows bytes
+# and refs (core's errors and layout only, never steps); schedules and hooks never import the worker.
+ALLOWED = {
+    "core": {"core"},
+    "store": {"store", "core.errors", "core.layout"},
+    "queue": {"queue", "store", "core"},
+    "worker": {"worker", "queue", "store", "core"},
+    "hooks": {"hooks", "store", "core", "queue.leases", "resources"},
+    "schedules": {"schedules", "store", "core", "resources"},
+    "agents": {"agents", "resources"},
+    "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources"},
+}
+
+
+def allowed(source: str, target: str) -> bool:
+    rules = ALLOWED.get(part(source))
+    if rules is None or target == "runner":
+        return True
+    inner = target.removeprefix("runner.")
+    return any(inner == rule or inner.startswith(rule + ".") for rule in rules)
+
+
+def test_runner_is_made_of_packages_that_name_the_parts():
+    for name in PARTS:
+        assert (PACKAGE / name / "__init__.py").is_file(), name
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text()))
+        assert doc and len(doc) > 40, f"runner/{name}/__init__.py says what the part owns"
+    loose = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py", "cli.py", "resources.py"]
+
+
+def test_imports_respect_the_layers():
+    wrong = [f"{source} imports {target}" for source, path in modules().items() for target in imports_of(path) if not allowed(source, target)]
+    assert wrong == []
+
+
+def test_there_is_no_import_cycle():
+    graph = {source: {t for t in imports_of(path) if t != source} for source, path in modules().items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == 1:
+                cycles.append(trail[trail.index(nxt):] + [nxt] if nxt in trail else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_modules_and_classes_stay_small():
+    big = []
+    for name, path in modules().items():
+        lines = path.read_text().count("\n")
+        if lines > 420:
+            big.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno > 260:
+                big.append(f"{name}.{node.name}: {node.end_lineno - node.lineno} lines")
+    assert big == []
+
+
+def test_the_command_line_starts_without_the_heavy_libraries():
+    probe = "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml'))))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert json.loads(out.stdout) == []
