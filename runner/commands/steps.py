@@ -81,7 +81,7 @@ def fail(
     permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
 ) -> None:
     """Record a failure of STEP: ready again after a backoff, or failed when its attempts are spent or --permanent."""
-    from runner.queue.queue import retry_at
+    from runner.queue.backoff import retry_at
 
     check_worker_id(worker)
     queue = target.queue()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from runner.core.machine import Event, Kind

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from runner.core.errors import BadInput  # noqa: F401  (re-exported until every caller imports it from errors)
 
 
 STORED_STATUSES = ("ready", "claimed", "review", "done", "failed")

@@ -7,15 +7,12 @@ rebuild.
 
 from __future__ import annotations
 
-import heapq
-import random
 import time
 from pathlib import Path
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable
 
-from runner.core.codec import decode, encode, encode_beat, merge_message, one_line, trailers_of, CodecError
+from runner.core.codec import encode, encode_beat, merge_message
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
@@ -29,12 +26,13 @@ from runner.core.layout import (
     branch_ref,
     heartbeat_ref,
 )
-from runner.core.machine import Context, Event, Kind, Status, TransitionError
+from runner.core.machine import Context, Event, Kind, Status
 from runner.core.model import Step, format_duration, format_time, utc_now
-from runner.core.plan import sort_key
+from runner.queue.backoff import race_backoff
+from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, host_name
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
-from runner.store import FORCE, Author, Conflict, Failed, Lost, Merged, RefUpdate, Refused, Store, StoreError, Won
+from runner.store import FORCE, Author, Conflict, Failed, Merged, RefUpdate, Refused, Store, StoreError, Won
 
 OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
 
@@ -138,7 +136,7 @@ class Queue:
             if isinstance(outcome, Failed):
                 raise StoreError(str(outcome))
             self.races_lost += 1
-            time.sleep(_backoff(attempt, remote=bool(self.store.remote)))
+            time.sleep(race_backoff(attempt, remote=bool(self.store.remote)))
             snap = self.snapshot(branches=branches)
         raise LostRace(f"lost {tries} compare-and-swap races in a row on {self.branch}; giving up this time")
 
@@ -230,7 +228,7 @@ class Queue:
             now = utc_now()
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
             tries.append(1)
-            for step, kind, reason in self.candidates(snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
+            for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
                 lease = str(step.meta.get("lease") or format_duration(snap.config.leases.lease)) if kind == Kind.TAKEOVER else format_duration(snap.config.leases.lease)
                 event = Event(
                     kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
@@ -238,65 +236,9 @@ class Queue:
                 )
                 refs = [self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})] if beat is not None else []
                 return self.step_change(snap, event, refs=refs)
-            raise Skip(self.why_nothing(snap, tags, step_id))
+            raise Skip(why_nothing(snap, tags, step_id))
 
         return self.publish(build, by or worker, snapshot)
-
-    def candidates(self, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime,
-                   step_id: str | None = None, ignore_deps: bool = False, spread: bool = False):
-        """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
-        plan = snap.plan
-        if step_id is not None:
-            step = plan.steps.get(step_id)
-            if step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step)):
-                if not step.tags or set(step.tags) <= set(tags):
-                    yield step, Kind.CLAIM, None
-                    return
-        claimed = list(plan.with_status("claimed"))
-        # Observe every claim (the observations are shared by all workers on this host), then
-        # keep those this worker may take over.
-        expired = self.observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}
-        for step in claimed:
-            if step.holder.get("incarnation") == incarnation:
-                # A worker claims only between steps: a claim of its own incarnation now was
-                # dropped by an earlier tick that could not record (the remote was down, say).
-                expired[step.id] = "abandoned by an earlier tick of this worker"
-        takeovers = sorted(
-            ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
-             if (step_id is None or sid == step_id) and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
-            key=lambda item: sort_key(item[0]),
-        )
-        if step_id is not None:
-            yield from takeovers
-            return
-        max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
-        ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
-        yield from heapq.merge(_spread(ready) if spread else ready, takeovers, key=lambda item: sort_key(item[0]))
-
-    def why_nothing(self, snap: Snapshot, tags: list[str], step_id: str | None) -> str:
-        plan = snap.plan
-        now = utc_now()
-        if step_id:
-            step = plan.find(step_id)
-            if step is None:
-                return f"no step {step_id!r}"
-            status = plan.derived_status(step)
-            if status == "ready" and step.not_before and step.not_before > now:
-                return f"{step_id} backs off until {format_time(step.not_before)}"
-            if status == "ready" and step.tags and not set(step.tags) <= set(tags):
-                return f"{step_id} needs tags {step.tags}"
-            if status == "waiting":
-                return f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a person may run it anyway: --ignore-deps --by NAME)"
-            return f"{step_id} is {status}"
-        counts: dict[str, int] = {}
-        for step in [*plan.steps.values(), *plan.invalid]:
-            status = plan.derived_status(step)
-            counts[status] = counts.get(status, 0) + 1
-        backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if s.not_before and s.not_before > now]
-        summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
-        if backing_off:
-            summary += f"; {len(backing_off)} backing off"
-        return f"nothing ready ({summary})"
 
     # --- heartbeats ----------------------------------------------------------------------
 
@@ -395,86 +337,9 @@ class Queue:
     # --- the audit trail -------------------------------------------------------------------
 
     def log(self, step_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        tip = self.snapshot().tip
-        entries = []
-        for info in self.store.log(tip):
-            entry = log_entry(info.id, info.message, info.author, info.time)
-            if step_id and entry["step"] != step_id and not any(p.endswith(f"/{step_id}.md") for p in self.store.changed_paths(info.id)):
-                continue
-            entries.append(entry)
-            if limit and len(entries) >= limit:
-                break
-        return entries
+        from runner.queue.audit import log
 
-
-def log_entry(commit: str, message: str, author: str, when: int) -> dict[str, Any]:
-    """One commit of the queue branch as `runner log` shows it, with the runs it recorded."""
-    try:
-        decoded = decode(message)
-        event = decoded.event
-    except CodecError:
-        event, decoded = None, None
-    trailers = decoded.trailers if decoded else trailers_of_quietly(message)
-    return {
-        "commit": commit,
-        "time": format_time(datetime.fromtimestamp(when).astimezone()),
-        "author": author,
-        "event": str(event.kind) if event else trailers.get("Event", "edit"),
-        "step": event.step if event else trailers.get("Step"),
-        "actor": event.actor if event else trailers.get("Actor", trailers.get("Worker", author)),
-        "attempt": event.attempt if event else (int(trailers["Attempt"]) if trailers.get("Attempt", "").isdigit() else None),
-        "status": decoded.status if decoded else trailers.get("Status"),
-        "reason": event.reason if event and event.kind != Kind.EDIT else None,
-        "runs": list(event.runs) if event else [],
-        "subject": message.split("\n", 1)[0],
-    }
-
-
-def trailers_of_quietly(message: str) -> dict[str, str]:
-    try:
-        return trailers_of(message)
-    except CodecError:
-        return {}
-
-
-def _spread(ready: Iterable[tuple[Step, Kind, str | None]]):
-    """After a lost race, racers that would all take the same best step again spread over
-    the next few steps of the same priority instead."""
-    ready = iter(ready)
-    first = next(ready, None)
-    if first is None:
-        return
-    group = [first]
-    for item in ready:
-        if item[0].priority != first[0].priority or len(group) >= 8:
-            rest = item
-            break
-        group.append(item)
-    else:
-        rest = None
-    start = random.randrange(len(group)) if len(group) > 1 else 0
-    # heapq.merge needs sorted input: the spread group keeps its sort keys, only the first pick moves.
-    yield group[start]
-    yield from (item for index, item in enumerate(group) if index != start)
-    if rest is not None:
-        yield rest
-        yield from ready
-
-
-def _backoff(attempt: int, remote: bool) -> float:
-    """Full-jitter exponential backoff for a lost compare-and-swap."""
-    base = 0.05 if remote else 0.005
-    return random.uniform(0, min(1.0, base * (2**attempt)))
-
-
-def retry_delay(config: Config, failures: int) -> float:
-    """Delay before a failed step may run again: exponential from [leases] backoff, +-20 % jitter."""
-    delay = min(config.leases.backoff_cap, config.leases.backoff * (2 ** max(failures - 1, 0)))
-    return delay * random.uniform(0.8, 1.2)
-
-
-def retry_at(config: Config, failures: int) -> datetime:
-    return utc_now() + timedelta(seconds=retry_delay(config, failures))
+        return log(self.store, self.snapshot().tip, step_id, limit)
 
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:

@@ -19,7 +19,6 @@ import pygit2
 
 from runner.core.layout import HEARTBEAT_PREFIX
 from runner.store import (
-    ABSENT,
     FORCE,
     Author,
     Change,

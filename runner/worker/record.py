@@ -13,7 +13,8 @@ from typing import Any
 from runner.core.machine import Event, Kind, holds, needs_person, resulting_status
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
-from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue, retry_at
+from runner.queue.backoff import retry_at
+from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
 from runner.worker import executor

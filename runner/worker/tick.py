@@ -19,11 +19,11 @@ from runner.core.config import Config
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import Kind
 from runner.core.model import format_time, utc_now
-from runner.queue.leases import holder_info, local_holder_gone, new_incarnation
+from runner.queue.leases import holder_info, new_incarnation
 from runner.queue.queue import ClaimLost, LostRace, PushRefused, Queue, Skip
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
-from runner.worker import executor, report
+from runner.worker import report, worktrees
 from runner.worker.actions import WorktreeActions
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
@@ -102,7 +102,7 @@ class Worker:
     def _tick(self) -> dict[str, Any]:
         if self.stopping.is_set():
             return self.skip("worker is stopping")
-        self.prune_stale_worktrees()
+        worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
             snap = self.queue.snapshot(branches=[self.integration_branch])
             if snap.config.queue.integration_branch != self.integration_branch:
@@ -158,7 +158,7 @@ class Worker:
         step = snap.plan.steps[step_id]
         self.log("TICK", f"claimed {step_id} attempt {attempt}")
         if kind == Kind.TAKEOVER:
-            self.kill_leftovers(step_id, replaces or 0, before)
+            worktrees.kill_leftovers(self.dirs["sessions"], step_id, replaces or 0, before, self.log)
         crash_point("after-claim")
         heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation, snap.config.heartbeat_interval,
                               lambda: self.facts("running", step_id, attempt), self.log)
@@ -175,7 +175,7 @@ class Worker:
             base = snap.tips.get(self.integration_branch)
             if base is None:
                 raise StoreError(f"no integration branch {self.integration_branch!r}: run `runner init`")
-            self.fresh(worktree)
+            worktrees.remove(self.store, worktree)
             attempt_dir.mkdir(parents=True, exist_ok=True)
             self.store.add_worktree(worktree, base)
             actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
@@ -196,7 +196,7 @@ class Worker:
         finally:
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
-            self.cleanup(worktree, state)
+            worktrees.clean_up(self.store, worktree, state, self.log)
 
     # --- recording ---------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ class Worker:
     def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float) -> dict[str, Any]:
         result, files = (None, [])
         if outcome.kind != Kind.RELEASE:
-            result, files = self.commit_worktree(state, worktree, base)
+            result, files = worktrees.commit(self.store, self.id, state, worktree, base)
         notes_file = attempt_dir / "notes.md"
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
@@ -261,54 +261,6 @@ class Worker:
         if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
             return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt, "worker": self.id}
         return {"sentinel": "SKIP", "outcome": "lost", "reason": reason, "step": step_id, "attempt": attempt, "worker": self.id}
-
-    # --- worktrees ------------------------------------------------------------------------------
-
-    def commit_worktree(self, state: State, worktree: Path, base: str) -> tuple[str | None, list[str]]:
-        """The attempt's change as one commit on top of its base (kept on runner/steps/<id>)."""
-        from runner.core.codec import result_message
-        from runner.queue.queue import author_for
-
-        if not worktree.exists():
-            return None, []
-        tree, changed = self.store.snapshot_worktree(worktree, base)
-        message = result_message(state.step.id, state.step.title, state.attempt, self.id)
-        return self.store.make_commit([base], {}, message, author_for(self.id), base_tree=tree), changed
-
-    def fresh(self, worktree: Path) -> None:
-        if worktree.exists():
-            self.store.remove_worktree(worktree)
-            shutil.rmtree(worktree, ignore_errors=True)
-
-    def cleanup(self, worktree: Path, state: State) -> None:
-        if not worktree.exists():
-            return
-        if state.config.worker.keep_worktree_on_failure and any(g.result == "fail" for g in state.gates):
-            self.log("KEEP", f"kept worktree {worktree}")
-            return
-        self.store.remove_worktree(worktree)
-        shutil.rmtree(worktree, ignore_errors=True)
-
-    def prune_stale_worktrees(self) -> None:
-        """Worktrees of this worker id left by a crashed tick (we hold the id's lock: none is live)."""
-        stale = [p for p in self.own_worktrees.iterdir() if p.is_dir()] if self.own_worktrees.is_dir() else []
-        for path in stale:
-            self.store.remove_worktree(path)
-            shutil.rmtree(path, ignore_errors=True)
-        if stale:
-            self.store.prune_worktrees()
-            self.log("PRUNE", f"removed {len(stale)} stale worktree(s)")
-
-    def kill_leftovers(self, step_id: str, replaced: int, snap: Snapshot) -> None:
-        """A takeover on the holder's own host: kill what the dead holder's command left running."""
-        step = snap.plan.steps.get(step_id)
-        if step is None or not local_holder_gone(step.holder):
-            return
-        for record in self.dirs["sessions"].glob(f"{step_id}-a*.json"):
-            if record.stem.rsplit("-a", 1)[-1].isdigit() and int(record.stem.rsplit("-a", 1)[-1]) <= replaced:
-                if killed := executor.kill_recorded_session(record):
-                    self.log("KILL", f"killed {killed} process(es) left running by {step.assignee}'s attempt of {step_id}")
-
 
 def resource_floor(config: Config, folder: Path) -> str | None:
     import psutil

@@ -1,0 +1,96 @@
+"""Which step a worker claims: the ready steps it may take, best first (priority, then id),
+merged with the claims whose holder this host judges gone; and, when there is none, why."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from datetime import datetime
+from typing import Iterable
+
+from runner.core.machine import Kind, Status
+from runner.core.model import Step, format_time, utc_now
+from runner.core.plan import sort_key
+from runner.queue.leases import LeaseObserver
+from runner.queue.snapshot import Snapshot
+
+
+def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime,
+               step_id: str | None = None, ignore_deps: bool = False, spread: bool = False):
+    """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
+    plan = snap.plan
+    if step_id is not None:
+        step = plan.steps.get(step_id)
+        if step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step)):
+            if not step.tags or set(step.tags) <= set(tags):
+                yield step, Kind.CLAIM, None
+                return
+    claimed = list(plan.with_status("claimed"))
+    # Observe every claim (the observations are shared by all workers on this host), then
+    # keep those this worker may take over.
+    expired = observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}
+    for step in claimed:
+        if step.holder.get("incarnation") == incarnation:
+            # A worker claims only between steps: a claim of its own incarnation now was
+            # dropped by an earlier tick that could not record (the remote was down, say).
+            expired[step.id] = "abandoned by an earlier tick of this worker"
+    takeovers = sorted(
+        ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
+         if (step_id is None or sid == step_id) and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
+        key=lambda item: sort_key(item[0]),
+    )
+    if step_id is not None:
+        yield from takeovers
+        return
+    max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
+    ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
+    yield from heapq.merge(spread_out(ready) if spread else ready, takeovers, key=lambda item: sort_key(item[0]))
+
+def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
+    plan = snap.plan
+    now = utc_now()
+    if step_id:
+        step = plan.find(step_id)
+        if step is None:
+            return f"no step {step_id!r}"
+        status = plan.derived_status(step)
+        if status == "ready" and step.not_before and step.not_before > now:
+            return f"{step_id} backs off until {format_time(step.not_before)}"
+        if status == "ready" and step.tags and not set(step.tags) <= set(tags):
+            return f"{step_id} needs tags {step.tags}"
+        if status == "waiting":
+            return f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a person may run it anyway: --ignore-deps --by NAME)"
+        return f"{step_id} is {status}"
+    counts: dict[str, int] = {}
+    for step in [*plan.steps.values(), *plan.invalid]:
+        status = plan.derived_status(step)
+        counts[status] = counts.get(status, 0) + 1
+    backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if s.not_before and s.not_before > now]
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
+    if backing_off:
+        summary += f"; {len(backing_off)} backing off"
+    return f"nothing ready ({summary})"
+
+
+def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):
+    """After a lost race, racers that would all take the same best step again spread over
+    the next few steps of the same priority instead."""
+    ready = iter(ready)
+    first = next(ready, None)
+    if first is None:
+        return
+    group = [first]
+    for item in ready:
+        if item[0].priority != first[0].priority or len(group) >= 8:
+            rest = item
+            break
+        group.append(item)
+    else:
+        rest = None
+    start = random.randrange(len(group)) if len(group) > 1 else 0
+    # heapq.merge needs sorted input: the spread group keeps its sort keys, only the first pick moves.
+    yield group[start]
+    yield from (item for index, item in enumerate(group) if index != start)
+    if rest is not None:
+        yield rest
+        yield from ready

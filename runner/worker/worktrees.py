@@ -1,0 +1,61 @@
+"""A step's worktree: made fresh for each attempt, committed as the attempt's change,
+removed afterwards (kept on failure when configured); and what a crashed holder left."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from runner.core.codec import result_message
+from runner.queue.leases import local_holder_gone
+from runner.queue.queue import author_for
+from runner.queue.snapshot import Snapshot
+from runner.store import Store
+from runner.worker import executor
+from runner.worker.pipeline import State
+
+Log = Callable[[str, str], None]
+
+
+def commit(store: Store, worker: str, state: State, worktree: Path, base: str) -> tuple[str | None, list[str]]:
+    """The attempt's change as one commit on top of its base (kept on runner/steps/<id>)."""
+    if not worktree.exists():
+        return None, []
+    tree, changed = store.snapshot_worktree(worktree, base)
+    message = result_message(state.step.id, state.step.title, state.attempt, worker)
+    return store.make_commit([base], {}, message, author_for(worker), base_tree=tree), changed
+
+
+def remove(store: Store, worktree: Path) -> None:
+    if worktree.exists():
+        store.remove_worktree(worktree)
+        shutil.rmtree(worktree, ignore_errors=True)
+
+
+def clean_up(store: Store, worktree: Path, state: State, log: Log) -> None:
+    if worktree.exists() and state.config.worker.keep_worktree_on_failure and any(g.result == "fail" for g in state.gates):
+        log("KEEP", f"kept worktree {worktree}")
+        return
+    remove(store, worktree)
+
+
+def prune_stale(store: Store, own: Path, log: Log) -> None:
+    """Worktrees of this worker id left by a crashed tick (its id's lock is held: none is live)."""
+    stale = [p for p in own.iterdir() if p.is_dir()] if own.is_dir() else []
+    for path in stale:
+        remove(store, path)
+    if stale:
+        store.prune_worktrees()
+        log("PRUNE", f"removed {len(stale)} stale worktree(s)")
+
+
+def kill_leftovers(sessions: Path, step_id: str, replaced: int, snap: Snapshot, log: Log) -> None:
+    """A takeover on the holder's own host: kill what the dead holder's commands left running."""
+    step = snap.plan.steps.get(step_id)
+    if step is None or not local_holder_gone(step.holder):
+        return
+    for record in sessions.glob(f"{step_id}-a*.json"):
+        attempt = record.stem.rsplit("-a", 1)[-1]
+        if attempt.isdigit() and int(attempt) <= replaced and (killed := executor.kill_recorded_session(record)):
+            log("KILL", f"killed {killed} process(es) left running by {step.assignee}'s attempt of {step_id}")
