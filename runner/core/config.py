@@ -188,7 +188,7 @@ class Worker:
 @dataclass(frozen=True)
 class Hooks:
     pusher_env: str | None = key(None, _text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
-    people: tuple[str, ...] = key((), _strings, "pushers who are people: only they may approve, reject, retry, abort, halt, resume", "[]")
+    people: tuple[str, ...] = key((), _strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
     admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
     identities: dict[str, tuple[str, ...]] = key({}, _identities, "pusher -> the worker ids they may act as", "{}")
 
