@@ -23,6 +23,9 @@ os.environ.update(
 )
 
 
+ENV_PATH = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:

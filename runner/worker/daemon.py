@@ -62,6 +62,8 @@ class Daemon:
         while not w.stopping.is_set():
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
+            if self.once and not self.json_out and "step" in result:
+                self.progress()
             ticks += 1
             errors = errors + 1 if result["outcome"] == "error" else 0
             if errors >= MAX_ERRORS_IN_A_ROW:
@@ -90,6 +92,20 @@ class Daemon:
             return report.skip(self.w.id, str(exc), outcome="error")
         finally:
             self.w.ticks += 1
+
+    def progress(self) -> None:
+        """One line after each step of a drain: how far the plan is."""
+        try:
+            plan = self.w.queue.snapshot(fetch=False).plan
+        except (NotInitialised, StoreError):
+            return
+        counts: dict[str, int] = {}
+        for step in plan.steps.values():
+            status = plan.derived_status(step)
+            counts[status] = counts.get(status, 0) + 1
+        done = counts.pop("done", 0)
+        rest = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+        print(f"progress: {done}/{len(plan.steps)} done" + (f", {rest}" if rest else ""), flush=True)
 
     def config(self):
         try:

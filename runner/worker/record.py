@@ -48,7 +48,7 @@ class Recorder:
         self.queue = queue
         self.worker = worker
         self.incarnation = incarnation
-        self.beat = beat  # () -> the heartbeat facts after this record
+        self.beat = beat  # (last step, attempt, status) -> the heartbeat facts after this record
 
     def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None, elapsed: float) -> Event:
         metrics: dict[str, Any] = {}
@@ -90,7 +90,7 @@ class Recorder:
                 raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
             event = self.event(state, outcome, snap, result, notes, elapsed)
             context = queue.context(snap, step)
-            refs = [queue.beat_update(self.worker, self.beat())]
+            refs = []
             if event.kind == Kind.COMPLETE and not needs_person(step.meta, event, context):
                 merged, update = queue.merge_update(snap, result, step.id, state.attempt, self.worker)
                 if isinstance(merged, Conflict):
@@ -104,6 +104,7 @@ class Recorder:
             elif result:
                 refs.append(queue.step_branch_update(snap.config, step.id, result, done=False))
             status = str(resulting_status(step.meta, event, context))
+            refs.append(queue.beat_update(self.worker, self.beat(step.id, state.attempt, status)))
             handoff = self.handoff(state, event, status, files, log_path, elapsed)
             return queue.step_change(snap, event, handoff, refs)
 

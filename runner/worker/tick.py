@@ -201,7 +201,11 @@ class Worker:
     # --- recording ---------------------------------------------------------------------------
 
     def recorder(self) -> Recorder:
-        return Recorder(self.queue, self.id, self.incarnation, lambda: self.facts("idle"))
+        def beat(step: str, attempt: int, status: str) -> dict[str, Any]:
+            self.last = {"step": step, "attempt": attempt, "outcome": status}
+            return self.facts("idle")
+
+        return Recorder(self.queue, self.id, self.incarnation, beat)
 
     def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float) -> dict[str, Any]:
         result, files = (None, [])
@@ -214,7 +218,6 @@ class Worker:
         published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap)
         crash_point("after-record")
         event, status = published.change.event, published.change.status
-        self.last = {"step": state.step.id, "attempt": state.attempt, "outcome": status}
         self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status}" + (f": {event.reason}" if event.reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
