@@ -2,14 +2,17 @@
 data lives.
 
 The queue branch is linear and every new commit on it (all of old..new, not a first-parent
-walk) is checked: a runner commit is decoded by the one codec (malformed, non-canonical or
-non-UTF-8 messages are refused), its event replayed through the same state machine and the
-same file writer the clients use, and the files it changed compared byte for byte; a
-person's commit (a plan edit) may not touch a runner-managed field. Runner's other refs
-are type-checked (commits of the expected shape), fast-forward only, never deleted but as
-allowed. Who may push what comes from [hooks] of runner.toml as it was before the push.
-With the hook installed it is also the best observer of leases there is: a takeover is
-judged by the server's own clock against the holder's last heartbeat it received.
+walk; a merge commit is refused) is checked: a runner commit is decoded by the one codec
+(malformed, non-canonical messages are refused), its event replayed through the same state
+machine and the same file writer the clients use, and the files it changed compared byte
+for byte; a person's commit (a plan edit) may not touch a runner-managed field. Commits are
+UTF-8 (author, message, file names, no other `encoding`) and hold no gitlinks. Runner's
+other refs are type-checked (a commit of the expected shape: never a blob or a tag object),
+fast-forward only, never deleted but as allowed. Who may push what comes from [hooks] of
+runner.toml as it was before the push (see runner.hooks.people). With the hook installed it
+is also the best observer of leases there is: a takeover is judged by the server's own
+clock against when the holder's claim or heartbeat last reached it (the reflogs).
+Each refusal is one line; the first bad commit of a push stops the check.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ from runner.core.layout import (
     is_step_file,
     step_id_of,
 )
+from runner.core.ids import worker_id_problem
 from runner.core.machine import Event, Kind, TransitionError
-from runner.core.model import MANAGED_KEYS, Step
+from runner.core.model import MANAGED_KEYS, Step, parse_duration
 from runner.core.plan import Plan
 from runner.core.stepfile import parse_step
 from runner.hooks.people import Pushers
-from runner.queue.leases import lease_of
 from runner.store import CommitInfo, StoreError
 from runner.store.git import GitStore
 
@@ -65,6 +68,8 @@ class PushCheck:
         self.store = GitStore.receiving(repo_path)
         self.queue_ref = branch_ref(queue_branch or queue_branch_from_env())
         self.pusher_override = pusher
+        # The server's own clock, never a pusher's: RUNNER_CLOCK_OFFSET in a local pusher's
+        # environment reaches this process and must not move it.
         self.now = now if now is not None else time.time()
         self._steps: dict[tuple[str, str], Step] = {}
         self._configs: dict[bytes, Config] = {}
@@ -77,11 +82,13 @@ class PushCheck:
         updates = list(updates)
         before = self.store.ref(self.queue_ref)
         # Who may do what, and which names are protected, come from the queue as it was before
-        # this push: a push cannot grant itself an identity or switch a protection off.
+        # this push: a push cannot grant itself an identity or switch a protection off. The
+        # names the push leaves behind are protected too (read only from a commit: anything
+        # else pushed there is refused below).
         config = self._config(before)
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
-        queue_after = next((new for old, new, ref in updates if ref == self.queue_ref and new != ZERO), before)
-        after = self._config(queue_after) if queue_after else config
+        queue_after = next((new for old, new, ref in updates if ref == self.queue_ref), before)
+        after = self._config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit" else config
         integration = {branch_ref(config.queue.integration_branch), branch_ref(after.queue.integration_branch)}
         prefixes = {branch_ref(config.queue.step_branch_prefix), branch_ref(after.queue.step_branch_prefix)}
         problems: list[str] = []
@@ -124,8 +131,9 @@ class PushCheck:
         if problems:
             return problems
         for commit in self.store.commits_between(None if old == ZERO else old, new):
-            problems += [f"{label(commit)}: {p}" for p in self.check_commit(commit, first=old == ZERO)]
-        return problems
+            if problems := [f"{label(commit)}: {p}" for p in self.check_commit(commit, first=old == ZERO)]:
+                return problems  # the commits after it were written on a state that cannot be
+        return []
 
     # --- heartbeats -------------------------------------------------------------------------
 
@@ -133,10 +141,14 @@ class PushCheck:
         worker = ref[len(HEARTBEAT_PREFIX):]
         if new == ZERO:
             return self._heartbeat_deletion(worker, ref)
+        if problem := worker_id_problem(worker):
+            return [f"not a heartbeat ref: {problem}"]
         problems = self._must_be("a heartbeat commit", new, "commit") or self._fast_forward(old, new)
         if problems:
             return problems
         commit = self.store.commit(new)
+        if problem := self._encoding_problem(new):
+            return [problem]
         info = decode_beat(commit.message)
         if info is None or info.get("worker") != worker or commit.tree != EMPTY_TREE:
             problems.append(f"{new[:10]} is not a heartbeat of {worker} (runner writes an empty tree and a JSON body naming the worker)")
@@ -146,9 +158,8 @@ class PushCheck:
 
     def _heartbeat_deletion(self, worker: str, ref: str) -> list[str]:
         if self.pushers.configured:
-            if self.pushers.is_person() or self.pushers.may_act_as(worker) is None:
-                return []
-            return [f"only {worker} itself or a person may delete its heartbeat ({self.pushers.who()})"]
+            problem = None if self.pushers.is_person() else self.pushers.may_act_as(worker)
+            return [f"only {worker} itself or a person may delete its heartbeat: {problem}"] if problem else []
         beats = self.store.reflog(ref)
         if beats and self.now - beats[0][2] < self._beat_lease(beats[0][1]):
             return [f"{worker} beat {self.now - beats[0][2]:.0f}s ago: a live worker's heartbeat may not be deleted"]
@@ -164,31 +175,44 @@ class PushCheck:
 
     # --- one commit of the queue ------------------------------------------------------------
 
+    def _encoding_problem(self, oid: str) -> str | None:
+        """Runner's commits are UTF-8 through and through: names, message and no other encoding."""
+        raw = self.store.raw_commit(oid)
+        headers = raw.split(b"\n\n", 1)[0]
+        for line in headers.split(b"\n"):
+            if line.startswith(b"encoding ") and line[9:].strip().lower().replace(b"-", b"") != b"utf8":
+                return f"the commit declares encoding {line[9:49].decode('ascii', 'replace')!r}: runner's commits are UTF-8"
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            where = "message" if exc.start > len(headers) else "author or committer"
+            return f"the commit's {where} is not UTF-8 (byte {exc.start}): runner's commits are UTF-8"
+        return None
+
     def check_commit(self, commit: CommitInfo, first: bool) -> list[str]:
         parent = commit.parents[0] if commit.parents else None
         if len(commit.parents) > 1:
-            return ["the queue branch is linear: a merge commit is refused"]
+            return ["the queue branch is linear: a merge commit is refused (rebase onto the queue instead)"]
         if parent is None and not first:
             return ["a second root commit on the queue branch"]
-        raw = self.store.raw_message(commit.id)
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return ["the commit message is not UTF-8"]
-        if links := self.store.gitlinks(commit.tree):
-            return [f"gitlinks (submodules) have no place on the queue branch: {', '.join(links[:5])}"]
+        if problem := self._encoding_problem(commit.id):
+            return [problem]
+        changes = self.store.diff_trees(self.store.commit(parent).tree if parent else EMPTY_TREE, commit.tree)
+        if names := [c.path for c in changes if not is_utf8(c.path)]:
+            return [f"a file name is not UTF-8: {ascii(names[0])}"]
+        if links := [c.path for c in changes if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
+            return [f"a gitlink (submodule) has no place on the queue branch: {', '.join(links[:5])}"]
         try:
             decoded = decode(commit.message)
         except CodecError as exc:
             return [f"not a well-formed runner commit: {exc}"]
         event = decoded.event
-        changes = self.store.diff_trees(self.store.commit(parent).tree if parent else EMPTY_TREE, commit.tree)
         if event is not None and event.actor != commit.author:
             return [f"the author ({commit.author!r}) is not the actor the commit names ({event.actor!r})"]
-        if event is None or event.kind == Kind.EDIT:
+        if event is not None and event.kind == Kind.INIT and parent is not None:
+            return ["Runner-Event init belongs to the first commit of the queue only"]
+        if event is None or event.kind in (Kind.EDIT, Kind.INIT):
             return self.check_edit(parent, commit, changes, event)
-        if event.kind == Kind.INIT:
-            return [] if parent is None else ["Runner-Event init belongs to the first commit of the queue only"]
         if event.kind in (Kind.HALT, Kind.RESUME):
             return self.check_halt(event, parent, commit, changes)
         return self.check_step_event(event, decoded.status, parent, commit, changes)
@@ -229,29 +253,56 @@ class PushCheck:
             problems.append(f"{path} is not what a {event.kind} by {event.actor} writes")
         if event.notes is not None and self.store.file_at(commit.id, NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
-        if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before)):
+        if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
         return problems
 
-    def _live_holder(self, step: Step) -> str | None:
-        """Refuse a takeover of a holder whose heartbeat (or claim) reached this server within
-        its lease, by this server's clock. A worker may always take over its own claim."""
+    def _live_holder(self, step: Step, event: Event, path: str, default_lease: float) -> str | None:
+        """Refuse a takeover of a holder whose claim or heartbeat for this attempt reached this
+        server within its lease, by this server's clock: the reflogs (core.logAllRefUpdates,
+        set by install-hooks) say when each update arrived. A worker may always take over its
+        own claim (an earlier tick of it that could not record)."""
         holder = step.assignee or ""
-        if self.pushers.configured and self.pushers.may_act_as(holder) is None and not self.pushers.is_person():
+        if event.actor == holder or (self.pushers.configured and not self.pushers.is_person() and self.pushers.may_act_as(holder) is None):
             return None
-        lease = lease_of(step, 3600.0)
-        last = None
-        for _, new, when in self.store.reflog(HEARTBEAT_PREFIX + holder):
+        try:
+            lease = parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default_lease
+        except ValueError:
+            lease = default_lease
+        since = self.now - lease
+        for what, when in (("heartbeat", self._last_beat(step, holder, since)), ("claim", self._claim_arrived(step, path, since))):
+            if when is not None:
+                return (f"{holder}'s {what} for {step.id} attempt {step.attempt} reached this server {self.now - when:.0f}s ago, "
+                        f"within its lease ({lease:.0f}s): a live claim is not taken over")
+        return None
+
+    def _last_beat(self, step: Step, holder: str, since: float) -> float | None:
+        """When the holder's latest heartbeat for this attempt arrived, if after `since`."""
+        for _, new, when in self.store.reflog(HEARTBEAT_PREFIX + holder):  # newest first
+            if when < since:
+                return None
+            if new == ZERO or self.store.object_type(new) != "commit":
+                continue
             info = decode_beat(self.store.commit(new).message) or {}
             if info.get("step") == step.id and info.get("attempt") == step.attempt:
-                last = when
-                break
-        if last is None:
-            return None  # no evidence kept here (no reflog): the observers' judgement stands
-        quiet = self.now - last
-        if quiet <= lease:
-            return f"{holder}'s heartbeat for {step.id} attempt {step.attempt} reached this server {quiet:.0f}s ago, within its lease ({lease:.0f}s): not taken over"
+                return when
         return None
+
+    def _claim_arrived(self, step: Step, path: str, since: float) -> float | None:
+        """When the queue update that brought this attempt's claim arrived, if after `since`."""
+        for old, new, when in self.store.reflog(self.queue_ref):  # newest first
+            if when < since:
+                return None
+            if self._attempt_at(new, path) == step.attempt and self._attempt_at(old, path) != step.attempt:
+                return when
+        return None
+
+    def _attempt_at(self, commit: str, path: str) -> int | None:
+        if commit == ZERO or self.store.object_type(commit) != "commit":
+            return None
+        entry = self.store.entry_at(commit, path)
+        found = self._parse(path, entry.oid) if entry is not None and not entry.link else None
+        return found.attempt if found is not None and not found.problems else None
 
     def check_edit(self, parent: str | None, commit: CommitInfo, changes, event: Event | None) -> list[str]:
         """A person's plan edit: titles, bodies, new steps, runner.toml; never a managed field."""
@@ -355,15 +406,39 @@ class PushCheck:
         return self._configs[data]
 
     def _index(self, commit: str) -> dict[str, list[str]]:
-        """Step id -> paths of its step files at a commit (file names only: nothing parsed)."""
+        """Step id -> paths of its step files at a commit (file names only: nothing parsed).
+        Listed in full once per push; each commit after that is its parent's index with the
+        step files it added or deleted, so a long push of a large plan costs what it changes."""
         tree = self.store.tree_id(commit, STEPS_DIR)
         if tree not in self._indexes:
-            index: dict[str, list[str]] = {}
-            for entry in self.store.list_files(commit, STEPS_DIR):
-                if is_step_file(entry.path):
-                    index.setdefault(step_id_of(entry.path), []).append(entry.path)
+            index = self._derived_index(commit, tree)
+            if index is None:
+                index = {}
+                for entry in self.store.list_files(commit, STEPS_DIR):
+                    if is_step_file(entry.path):
+                        index.setdefault(step_id_of(entry.path), []).append(entry.path)
+            if len(self._indexes) >= 4:  # commits are checked in order: only the last few are asked for again
+                del self._indexes[next(iter(self._indexes))]
             self._indexes[tree] = index
         return self._indexes[tree]
+
+    def _derived_index(self, commit: str, tree: str | None) -> dict[str, list[str]] | None:
+        parents = self.store.commit(commit).parents
+        parent_tree = self.store.tree_id(parents[0], STEPS_DIR) if parents else None
+        base = self._indexes.get(parent_tree)
+        if base is None or parent_tree is None or tree is None:
+            return None
+        index = dict(base)  # lists are replaced, never changed in place: the parent's index stays true
+        for change in self.store.diff_trees(parent_tree, tree):
+            path = f"{STEPS_DIR}/{change.path}"
+            if change.kind in ("A", "D") and is_step_file(path):
+                step_id = step_id_of(path)
+                paths = [p for p in index.get(step_id, []) if p != path] + ([path] if change.kind == "A" else [])
+                if paths:
+                    index[step_id] = paths
+                else:
+                    index.pop(step_id, None)
+        return index
 
     def _blob(self, commit: str, path: str) -> str:
         entry = self.store.entry_at(commit, path)
@@ -381,6 +456,15 @@ class PushCheck:
             else:
                 self._steps[key] = parse_step(path, self.store.read(blob))
         return self._steps[key]
+
+
+def is_utf8(name: str) -> bool:
+    """pygit2 hands a name that is not UTF-8 over with surrogate escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def new_step_problems(step: Step) -> list[str]:
