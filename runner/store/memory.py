@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from runner.core.layout import HEARTBEAT_PREFIX
+from runner.core.layout import EMPTY_TREE, HEARTBEAT_PREFIX
 from runner.store import (
     FORCE,
     Author,
@@ -44,6 +44,7 @@ class MemoryStore:
         self.clock = 1_700_000_000
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="runner-memory-"))
         self.empty_tree = self._put_tree({})
+        self.trees[EMPTY_TREE] = {}  # git's own id of the empty tree, which callers name
         self.publishes = 0  # how many publishes moved refs (tests count round trips with it)
 
     # --- objects ---
