@@ -262,3 +262,12 @@ def test_halt_stops_ticks_and_worktrees_are_cleaned_up(queue_repo):
     assert len(worktrees) == 1
     log = (queue_repo / ".git" / "runner" / "logs" / "worker-w1.log").read_text()
     assert "HALT" in log and "TICK" in log
+
+
+def test_the_change_is_staged_like_git_add_all_deletions_in_ignored_files_out(queue_repo):
+    run = ["sh", "-c", "git rm -q README.md; printf '*.log\\n' > .gitignore; echo noise > build.log; echo new > new.txt"]
+    add_step(queue_repo, "01-tidy", run=run)
+    report = tick(queue_repo)
+    assert report["sentinel"] == "STEP_COMPLETE" and report["files_changed"] == [".gitignore", "README.md", "new.txt"]
+    files = git(queue_repo, "ls-tree", "--name-only", "runner/integration").splitlines()
+    assert "README.md" not in files and "build.log" not in files and "new.txt" in files

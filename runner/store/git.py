@@ -448,19 +448,33 @@ class GitStore:
             run_git(self.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), commit)
 
     def remove_worktree(self, path: Path) -> None:
+        """Remove a worktree and its administrative files, in process (no git to start)."""
+        import shutil
+
         with self._worktree_lock():
-            run_git(self.git_dir, "worktree", "remove", "--force", str(path), check=False)
+            shutil.rmtree(path, ignore_errors=True)
+            for name in self.repo.list_worktrees():
+                try:
+                    worktree = self.repo.lookup_worktree(name)
+                    if Path(worktree.path).resolve() == path.resolve():
+                        worktree.prune(True)
+                except (pygit2.GitError, KeyError, OSError):
+                    continue
 
     def prune_worktrees(self) -> None:
         with self._worktree_lock():
             run_git(self.git_dir, "worktree", "prune", check=False)
 
     def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]:
-        """Stage everything in a worktree (git's own rules: .gitignore, attributes); the tree
-        it makes and the paths that differ from `base`."""
-        run_git(path, "add", "-A")
+        """Stage everything in a worktree as `git add -A` would (.gitignore honoured), in
+        process; the tree it makes and the paths that differ from `base`."""
         index = pygit2.Repository(str(path)).index
         index.read()
+        index.add_all()
+        for delta in index.diff_to_workdir().deltas:  # what add_all left: files deleted in the worktree
+            if delta.status_char() == "D":
+                index.remove(delta.old_file.path)
+        index.write()
         tree = str(index.write_tree())
         changed = self.diff_trees(str(self._commit(base).tree_id), tree)
         return tree, sorted({c.path for c in changed})
