@@ -153,26 +153,46 @@ def _node_id(step_id: str) -> str:
 
 
 def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str, halted: str | None = None) -> None:
-    """A rich table for a plan of human size; for a large one, the rows that need attention.
-    Plain text when the output is not a terminal."""
-    out = console()
-    if halted:
-        out.print(f"[bold red]queue halted:[/] {halted}  (runner resume)")
+    """A rich table for a plan of human size on a terminal; plain text otherwise (a pipe, a log,
+    a large plan), without even importing rich. A large plan shows the rows that need attention."""
     shown = rows
     if len(rows) > RICH_ROW_LIMIT and not show_all:
         shown = [r for r in rows if r["status"] in ATTENTION] if summary_of == "status" else rows[:50]
         shown = shown[:100]
+    lines: list[str] = []
+    if halted:
+        lines.append(f"[bold red]queue halted:[/] {halted}  (runner resume)")
+    table = None
     if not shown and rows:
-        out.print(f"{title}: no step needs attention")
+        lines.append(f"{title}: no step needs attention")
     elif len(shown) > RICH_ROW_LIMIT or not sys.stdout.isatty():
-        sys.stdout.write(plain_table(shown, title) + "\n")
+        table = plain_table(shown, title)
     else:
-        out.print(status_table(plan, shown, title))
+        table = status_table(plan, shown, title)
+    after = []
     if len(shown) < len(rows):
         what = "that need attention" if summary_of == "status" else "first"
-        out.print(f"[dim]{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts[/]")
+        after.append(f"[dim]{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts[/]")
     if summary_of == "status":
-        out.print(counts_line(rows) or 'no steps yet: runner add "..." --id 01-first')
+        after.append(counts_line(rows) or 'no steps yet: runner add "..." --id 01-first')
+    if isinstance(table, str) or not sys.stdout.isatty():
+        plain = [_unmarked(line) for line in lines] + ([table] if table else []) + [_unmarked(line) for line in after]
+        sys.stdout.write("\n".join(plain) + "\n")
+        return
+    out = console()
+    for line in lines:
+        out.print(line)
+    if table is not None:
+        out.print(table)
+    for line in after:
+        out.print(line)
+
+
+def _unmarked(line: str) -> str:
+    """A line without rich's [style] markup."""
+    import re
+
+    return re.sub(r"\[/?[a-z ]*\]", "", line)
 
 
 def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> None:

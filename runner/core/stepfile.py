@@ -12,8 +12,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-import yaml
-
 from runner.core.model import (
     MAX_STEP_BYTES,
     STORED_STATUSES,
@@ -25,36 +23,13 @@ from runner.core.model import (
 from runner.core.config import step_override_problems
 from runner.core.ids import step_id_problem, worker_id_problem
 
-MAX_YAML_DEPTH = 20
-
-
-class _SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """SafeLoader that refuses aliases (billion-laughs bombs)."""
-
-
-def _check_node(node: yaml.Node, depth: int = 0) -> None:
-    if depth > MAX_YAML_DEPTH:
-        raise yaml.YAMLError(f"frontmatter nests deeper than {MAX_YAML_DEPTH} levels")
-    if isinstance(node, yaml.SequenceNode):
-        for child in node.value:
-            _check_node(child, depth + 1)
-    elif isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            _check_node(key, depth + 1)
-            _check_node(value, depth + 1)
-
 
 def load_yaml(text: str) -> Any:
-    """Parse YAML refusing anchors/aliases and deep nesting, without building objects first."""
-    if "&" in text or "*" in text:
-        for token in yaml.scan(text, Loader=_SafeLoader):
-            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
-                raise yaml.YAMLError("YAML anchors and aliases are not allowed in step files")
-    if text.count("[") + text.count("{") + text.count("\n") > MAX_YAML_DEPTH:
-        node = yaml.compose(text, Loader=_SafeLoader)
-        if node is not None:
-            _check_node(node)
-    return yaml.load(text, Loader=_SafeLoader)
+    """Parse YAML safely (runner.core.yamlsafe, imported only when a file must be parsed:
+    a warm parse cache never pays for it). Raises YamlError, a ValueError."""
+    from runner.core import yamlsafe
+
+    return yamlsafe.load(text)
 
 
 def split_frontmatter(text: str) -> tuple[str, str] | None:
@@ -110,7 +85,7 @@ def parse_step(path: str, data: bytes) -> Step:
         return step
     try:
         meta = load_yaml(parts[0])
-    except yaml.YAMLError as exc:
+    except ValueError as exc:
         step.problems.append(f"bad YAML: {' '.join(str(exc).split())}")
         return step
     except RecursionError:
@@ -335,7 +310,7 @@ def set_fields(text: str, updates: dict[str, Any]) -> str:
 def _same_value(old_lines: list[str], value: Any) -> bool:
     try:
         parsed = load_yaml("".join(old_lines))
-    except yaml.YAMLError:
+    except (ValueError, RecursionError):
         return False
     if not isinstance(parsed, dict) or len(parsed) != 1:
         return False

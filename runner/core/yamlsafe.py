@@ -1,0 +1,50 @@
+"""YAML, read safely: no anchors or aliases (billion-laughs bombs), no nesting deeper than
+MAX_YAML_DEPTH, nothing but plain data. Errors are YamlError, a ValueError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+MAX_YAML_DEPTH = 20
+
+
+class YamlError(ValueError):
+    pass
+
+
+class _SafeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """SafeLoader that refuses aliases (billion-laughs bombs)."""
+
+
+def _check_node(node: yaml.Node, depth: int = 0) -> None:
+    if depth > MAX_YAML_DEPTH:
+        raise YamlError(f"frontmatter nests deeper than {MAX_YAML_DEPTH} levels")
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            _check_node(child, depth + 1)
+    elif isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            _check_node(key, depth + 1)
+            _check_node(value, depth + 1)
+
+
+def load(text: str) -> Any:
+    """Parse YAML refusing anchors/aliases and deep nesting, without building objects first."""
+    try:
+        return _load(text)
+    except yaml.YAMLError as exc:
+        raise YamlError(str(exc)) from None
+
+
+def _load(text: str) -> Any:
+    if "&" in text or "*" in text:
+        for token in yaml.scan(text, Loader=_SafeLoader):
+            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
+                raise YamlError("YAML anchors and aliases are not allowed in step files")
+    if text.count("[") + text.count("{") + text.count("\n") > MAX_YAML_DEPTH:
+        node = yaml.compose(text, Loader=_SafeLoader)
+        if node is not None:
+            _check_node(node)
+    return yaml.load(text, Loader=_SafeLoader)
