@@ -106,8 +106,9 @@ queue_file() { git -C "$WORK/remote.git" show "runner/queue:$1" 2>/dev/null || t
 handoffs="$(for s in 01-count 02-cli 03-tests; do queue_file "plans/handoffs/$s.md"; done)"
 logs="$(cat "$WORK"/host-*/.git/runner/logs/steps/*.log 2>/dev/null || true)"
 prompt_heads="$(find "$WORK"/host-*/.git/runner -name '*prompt*' -type f -exec head -n 1 {} \; 2>/dev/null || true)"
+missing=0
 check() {  # check NAME WHERE-TEXT PATTERN
-    if grep -qE -- "$3" <<<"$2"; then echo "  ok       $1"; else echo "  MISSING  $1"; fi
+    if grep -qE -- "$3" <<<"$2"; then echo "  ok       $1"; else echo "  MISSING  $1"; missing=$((missing + 1)); fi
 }
 check "role prompts in plans/prompts/ (runner init)" "$(git -C "$WORK/remote.git" ls-tree --name-only runner/queue plans/prompts/)" "implement.md"
 check "the prompt file starts with the role's prompt" "$prompt_heads" "^# Role: "
@@ -126,3 +127,4 @@ check "03-tests merged into runner/integration" "$(git -C "$WORK/remote.git" ls-
 echo
 echo "demo repository kept in $WORK (git -C $WORK/remote.git log runner/queue is the audit trail)"
 "$RUNNER" status --repo "$WORK/host-a" --json | python3 -c "import json,sys; s=json.load(sys.stdin)['steps']; bad=['%s (%s)' % (x['step'], x['status']) for x in s if x['status']!='done']; sys.exit('not done: %s' % ', '.join(bad) if bad else 0)"
+[ "$missing" -eq 0 ] || { echo "$missing part(s) of the pipeline left nothing behind" >&2; exit 1; }
