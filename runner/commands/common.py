@@ -93,11 +93,6 @@ def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
         say(f"error: {exc}")
         raise typer.Exit(exc.exit_code)
     except Exception as exc:
-        from runner.core.machine import TransitionError
-
-        if isinstance(exc, TransitionError):
-            say(f"error: refused: {exc}")
-            raise typer.Exit(EXIT_FAILURE)
         raise typer.Exit(report_bug(exc))
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from runner.core.errors import RunnerError
 from runner.core.model import format_time
 
 
@@ -89,8 +90,9 @@ TABLE: dict[tuple[Status, Kind], tuple[Status, ...]] = {
 REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED = "result", "deviation", "blocked"
 
 
-class TransitionError(Exception):
-    """A transition the state machine refuses, with the reason."""
+class TransitionError(RunnerError):
+    """A transition the state machine refuses, with the reason (exit 1: the step is not in
+    a state that allows it; `runner show` says which)."""
 
 
 @dataclass(frozen=True)
