@@ -57,7 +57,7 @@ def tip(bare: Path, ref: str = QUEUE) -> str | None:
 
 
 def add_steps(queue: Queue, *steps: tuple[str, dict], actor: str = "alice") -> None:
-    files = dict(step_file(step_id, step_id.split("-", 1)[1].title(), fields.pop("body", ""), **fields) for step_id, fields in steps)
+    files = dict(step_file(step_id, step_id.split("-")[-1].title(), fields.pop("body", ""), **fields) for step_id, fields in steps)
     queue.edit(lambda snap: files, "add " + ", ".join(s for s, _ in steps), actor)
 
 

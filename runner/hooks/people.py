@@ -1,9 +1,34 @@
-"""Who pushes: people or workers. With [hooks] identities configured, each pusher (named by
-the variable [hooks] pusher_env, which the git server sets) is either a worker key mapped to
-the worker ids it may act as, or a person ([hooks] people; admins are people too). Person
-events (approve, reject, retry, abort, resume, plan edits, a claim that ignores
-dependencies) come only from people; a worker key can never push them. Without identities
-the hook cannot tell who pushes, and enforces the protocol but not people vs workers."""
+"""Who pushes: people or workers.
+
+With [hooks] identities, the git server names each pusher in the variable [hooks] pusher_env
+(per key: a forced command in authorized_keys, GL_USERNAME on GitLab, ...). A pusher is
+either a worker key, mapped to the worker ids it may act as, or a person ([hooks] people;
+[hooks] admins are people too). The hook then enforces, from runner.toml as it was before
+the push:
+- a worker key acts only as its own worker ids: the claims, takeovers, holder events
+  (release, fail, complete, block), halts and heartbeats it pushes name one of them, and it
+  deletes only their heartbeats;
+- person events (approve, reject, retry, abort, resume, a claim with --ignore-deps) and
+  every plan edit (steps, bodies, runner.toml) come only from people; a change of [hooks] or
+  of the branch names only from admins;
+- a worker key moves the integration branch only in the push whose queue event records
+  that merge (a complete of a step that needs no approval): it cannot merge its own work
+  past a review;
+- a pusher the server does not name, or that is neither a worker key nor a person, pushes
+  nothing to the queue, the integration branch or a heartbeat.
+A person's events may name any person (--by); people are trusted with each other's names.
+
+Without identities the hook cannot tell who pushes. It still enforces the protocol: every
+queue commit is one legal transition replayed byte for byte, by the holder, attempt and
+incarnation the step file names (a fence against stale holders), the queue and integration
+branches only fast-forward and are never deleted, runner's refs have the expected shape, a
+live claim is not taken over and a live worker's heartbeat is not deleted. It does not
+enforce who anyone is: any pusher may write any actor's name, so it may approve, reject,
+retry, abort or resume as a person, record a holder event as the holder (whose name and
+incarnation the step file shows), claim as any worker, edit the plan and runner.toml
+(including [hooks]: turning identities on is open to everyone until they are on), move the
+integration branch forward with any commit, and delete a heartbeat that is not live.
+"""
 
 from __future__ import annotations
 

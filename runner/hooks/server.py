@@ -74,6 +74,7 @@ class PushCheck:
         self._steps: dict[tuple[str, str], Step] = {}
         self._configs: dict[bytes, Config] = {}
         self._indexes: dict[str | None, dict[str, list[str]]] = {}
+        self._merges: set[str] = set()  # integration tips the push's checked queue events record
 
     # --- the refs of a push -------------------------------------------------------------
 
@@ -92,7 +93,7 @@ class PushCheck:
         integration = {branch_ref(config.queue.integration_branch), branch_ref(after.queue.integration_branch)}
         prefixes = {branch_ref(config.queue.step_branch_prefix), branch_ref(after.queue.step_branch_prefix)}
         problems: list[str] = []
-        for old, new, ref in updates:
+        for old, new, ref in sorted(updates, key=lambda update: update[2] != self.queue_ref):  # the queue first
             if ref == self.queue_ref:
                 found = self.check_queue(old, new)
             elif ref in integration:
@@ -122,7 +123,13 @@ class PushCheck:
     def check_integration(self, old: str, new: str) -> list[str]:
         if new == ZERO:
             return ["the integration branch may not be deleted"]
-        return self._must_be("a commit", new, "commit") or self._fast_forward(old, new)
+        if problems := self._must_be("a commit", new, "commit") or self._fast_forward(old, new):
+            return problems
+        if self.pushers.configured and not self.pushers.is_person() and new not in self._merges:
+            # Else a worker key could merge its own unapproved work without any queue event.
+            return [f"{self.pushers.who()} moves the integration branch only in the push whose queue event records "
+                    f"that merge (a complete that needs no approval); people merge by hand"]
+        return []
 
     def check_queue(self, old: str, new: str) -> list[str]:
         if new == ZERO:
@@ -255,6 +262,8 @@ class PushCheck:
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
+        if not problems and (merge := (event.result or {}).get("merge")):
+            self._merges.add(str(merge))
         return problems
 
     def _live_holder(self, step: Step, event: Event, path: str, default_lease: float) -> str | None:
