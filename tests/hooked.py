@@ -11,6 +11,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -116,6 +118,22 @@ def record(queue: Queue, kind: Kind, actor: str, step_id: str, **fields: Any):
 
         return queue.publish(build, actor)
     return queue.event(step_id, kind, actor, **fields)
+
+
+@contextmanager
+def arriving(seconds_ago: float):
+    """Pushes made inside reach the server `seconds_ago`, by its reflog: git dates a reflog
+    entry with GIT_COMMITTER_DATE, and a local push hands the pusher's environment to the
+    receiving side (over ssh a pusher cannot)."""
+    saved = os.environ.get("GIT_COMMITTER_DATE")
+    os.environ["GIT_COMMITTER_DATE"] = f"@{int(time.time() - seconds_ago)} +0000"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["GIT_COMMITTER_DATE"]
+        else:
+            os.environ["GIT_COMMITTER_DATE"] = saved
 
 
 # --- forged commits ---------------------------------------------------------------------------

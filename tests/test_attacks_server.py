@@ -3,15 +3,12 @@ push is refused with its own one-line reason and the ref does not move. Where a 
 must survive without the hook, it is attacked without it too.
 
 Time on the server: the hook judges a lease by when an update reached the server, as its
-reflog recorded it. A test makes an update "arrive two hours ago" the way git itself
-dates a reflog entry, with GIT_COMMITTER_DATE in the pushing process's environment (a
-local push hands its environment to the receiving side; over ssh a pusher cannot)."""
+reflog recorded it; `arriving(seconds_ago)` makes an update arrive in the past (see hooked.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from hooked import (  # template, remote and queue are fixtures
     INTEGRATION,
     QUEUE,
     accepted,
+    arriving,
     claim,
     clone,
     push_commit,
@@ -51,20 +49,6 @@ admins = ["alice"]
 key-a = ["w1"]
 key-b = ["w2"]
 """
-
-
-@contextmanager
-def arriving(seconds_ago: float):
-    """Pushes made inside arrive at the server `seconds_ago` by its reflog."""
-    saved = os.environ.get("GIT_COMMITTER_DATE")
-    os.environ["GIT_COMMITTER_DATE"] = f"@{int(time.time() - seconds_ago)} +0000"
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["GIT_COMMITTER_DATE"]
-        else:
-            os.environ["GIT_COMMITTER_DATE"] = saved
 
 
 @contextmanager
