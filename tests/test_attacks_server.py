@@ -37,6 +37,7 @@ from runner.core.machine import Event, Kind
 from runner.core.model import utc_now
 from runner.queue.queue import Queue, author_for
 from runner.store import FORCE, RefUpdate
+from runner.store.git import GitStore
 
 BEAT = "refs/runner/heartbeats/w1"
 IDENTITIES = """
@@ -310,3 +311,13 @@ def test_the_remote_keeps_what_it_receives_packed(remote: Path, queue: Queue):
         claim(queue, "w1", step_id)
     counts = dict(line.split(": ") for line in git(remote, "count-objects", "-v").splitlines())
     assert counts["count"] == "0" and int(counts["packs"]) >= 3
+
+
+def test_a_runner_toml_that_does_not_parse_never_switches_identities_off(remote: Path, queue: Queue):
+    configure(queue, IDENTITIES)
+    direct = GitStore(remote, remote=None)  # written on the server without the hook (under an old runner's rules, say)
+    before = direct.ref(QUEUE)
+    broken = direct.make_commit([before], {"runner.toml": (DEFAULT_TOML + IDENTITIES + "\n[nonsense]\nx = 1\n").encode()}, "x\n", author_for("alice"))
+    accepted(direct.publish([RefUpdate(QUEUE, broken, before)]))
+    with pushing_as("key-b"):  # with the defaults, key-b could act as w1
+        refused(remote, lambda: queue.beat("w1", {}), "runner.toml on runner/queue does not parse", "nothing can be judged", ref=BEAT)

@@ -86,7 +86,12 @@ class PushCheck:
         # this push: a push cannot grant itself an identity or switch a protection off. The
         # names the push leaves behind are protected too (read only from a commit: anything
         # else pushed there is refused below).
-        config = self._config(before)
+        try:
+            config = self._config(before, strict=True)
+        except BadInput as exc:
+            # Never fall back to defaults here: that would switch identities and protections off.
+            return [f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), so nothing "
+                    "can be judged: an admin fixes it with the hook off (uninstall-hooks --server, push the fix, install-hooks --server)"]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
         queue_after = next((new for old, new, ref in updates if ref == self.queue_ref), before)
         after = self._config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit" else config
@@ -405,12 +410,15 @@ class PushCheck:
 
     # --- cached reads -----------------------------------------------------------------------
 
-    def _config(self, commit: str | None) -> Config:
+    def _config(self, commit: str | None, strict: bool = False) -> Config:
+        """runner.toml at a commit (the defaults where it does not parse, or BadInput if `strict`)."""
         data = (self.store.file_at(commit, CONFIG_FILE) if commit else None) or b""
         if data not in self._configs:
             try:
                 self._configs[data] = parse_config(data.decode("utf-8", errors="replace"))
             except BadInput:
+                if strict:
+                    raise
                 self._configs[data] = Config()
         return self._configs[data]
 
