@@ -597,7 +597,8 @@ def test_a_worker_that_cannot_record_does_not_abandon_its_claim(tmp_path):
     finally:
         cluster.close()
     publish(result.report, tmp_path, started)
-    assert blip.read_text().split()[:2] == ["count", "0"], "the record's pushes never failed"
+    # the holder's record push failed (twice, when the holder claims the step again after giving it back)
+    assert int(blip.read_text().split()[1]) < 2, "the record's push never failed"
     print(git(cluster.bare, "log", "--reverse", "--format=%h %ad %s", "--date=format:%T", "runner/queue"))
     assert_clean(result.report)
     assert result.report.stats["takeovers"] == 0, "the holder was alive and reachable: nobody should have had to take over"

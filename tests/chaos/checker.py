@@ -1092,8 +1092,9 @@ class Checker:
             "known bugs allowed (RUNNER_CHAOS_ALLOW)": len(self.allowed),
         }
         if self.stats["heartbeat gaps longer than the lease"]:
-            self.notes.append(f"heartbeats landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} times: "
-                              "this machine needs longer leases (RUNNER_CHAOS_LEASE_SCALE) for the scenarios to test what they mean to")
+            self.notes.append(f"a live holder's signs of life landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} "
+                              "times: the machine was too slow for the lease (RUNNER_CHAOS_LEASE_SCALE), or the holder stopped beating; "
+                              "such takeovers are legal, but the scenario tested less than it meant to")
         if self.takeovers["unjudged"]:
             self.stats["  not judged (no landing time)"] = self.takeovers["unjudged"]
         for error in self.runner_errors[:5]:
