@@ -23,6 +23,7 @@ from hooked import (  # template, remote and queue are fixtures
     arriving,
     claim,
     clone,
+    forge,
     push_commit,
     queue,
     record,
@@ -321,3 +322,17 @@ def test_a_runner_toml_that_does_not_parse_never_switches_identities_off(remote:
     accepted(direct.publish([RefUpdate(QUEUE, broken, before)]))
     with pushing_as("key-b"):  # with the defaults, key-b could act as w1
         refused(remote, lambda: queue.beat("w1", {}), "runner.toml on runner/queue does not parse", "nothing can be judged", ref=BEAT)
+
+
+# --- a step recorded done carries its merge in the same push -------------------------------------
+
+
+def test_a_complete_that_names_a_merge_the_integration_branch_does_not_hold_is_refused(remote: Path, queue: Queue):
+    claim(queue, "w1", "04-d")
+    queue.store.fetch(["runner/integration"])
+    base = queue.store.tip("runner/integration")
+    change = queue.store.make_commit([base], {"d.txt": b"d\n"}, "04-d: D (attempt 1)\n", author_for("w1"))
+    merge = queue.store.make_commit([base, change], {"d.txt": b"d\n"}, "merge 04-d\n", author_for("w1"))
+    result = {"commit": change, "merge": merge}
+    refused(remote, lambda: forge(queue, "04-d", "complete", "w1", result=result), "records merge", "which the integration branch does not hold after this push")
+    assert tip(remote, INTEGRATION) == base

@@ -93,6 +93,7 @@ class PushCheck:
             return [f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), so nothing "
                     "can be judged: an admin fixes it with the hook off (uninstall-hooks --server, push the fix, install-hooks --server)"]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
+        self.lease = config.leases.lease
         queue_after = next((new for old, new, ref in updates if ref == self.queue_ref), before)
         after = self._config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit" else config
         integration = {branch_ref(config.queue.integration_branch), branch_ref(after.queue.integration_branch)}
@@ -112,7 +113,15 @@ class PushCheck:
             else:
                 found = []  # branches and tags people keep on the remote are theirs
             problems += [f"{ref}: {problem}" for problem in found]
-        return problems
+        return problems + self._merges_landed(updates, integration)
+
+    def _merges_landed(self, updates: list[tuple[str, str, str]], integration: set[str]) -> list[str]:
+        """A queue event that records a merge is published with that merge (one atomic push):
+        never a step recorded done whose change the integration branch does not hold."""
+        moved = {ref: new for old, new, ref in updates}
+        tips = [moved[ref] if ref in moved else self.store.ref(ref) for ref in integration]
+        return [f"{self.queue_ref}: records merge {merge[:10]}, which the integration branch does not hold after this push"
+                for merge in sorted(self._merges) if not any(tip and tip != ZERO and self.store.is_ancestor(merge, tip) for tip in tips)]
 
     def _must_be(self, what: str, oid: str, kind: str) -> list[str]:
         found = self.store.object_type(oid)
@@ -172,18 +181,12 @@ class PushCheck:
         if self.pushers.configured:
             problem = None if self.pushers.is_person() else self.pushers.may_act_as(worker)
             return [f"only {worker} itself or a person may delete its heartbeat: {problem}"] if problem else []
+        # Live: its last beat reached this server within the queue's lease (not the lease the
+        # beat itself names, which its writer could make endless).
         beats = self.store.reflog(ref)
-        if beats and self.now - beats[0][2] < self._beat_lease(beats[0][1]):
+        if beats and self.now - beats[0][2] < self.lease:
             return [f"{worker} beat {self.now - beats[0][2]:.0f}s ago: a live worker's heartbeat may not be deleted"]
         return []
-
-    def _beat_lease(self, commit: str) -> float:
-        try:
-            info = decode_beat(self.store.commit(commit).message) or {}
-        except StoreError:
-            return 0.0
-        lease = info.get("lease")
-        return float(lease) if isinstance(lease, (int, float)) and lease > 0 else 3600.0
 
     # --- one commit of the queue ------------------------------------------------------------
 
