@@ -107,7 +107,7 @@ def test_every_transition_the_queue_writes_passes(remote: Path, queue: Queue):
     record(queue, Kind.COMPLETE, "w2", "01-a", ticked=("passes: `true`",), notes="01-a leaves a fact behind")
     claim(queue, "w3", "02-b")  # its dependency is done now
     claim(queue, "w1", "03-c")
-    record(queue, Kind.COMPLETE, "w1", "03-c")
+    record(queue, Kind.COMPLETE, "w1", "03-c", notes="")  # empty notes leave plans/NOTES.md alone
     record(queue, Kind.REJECT, "bob", "03-c", reason="needs tests")
     claim(queue, "w1", "03-c")
     record(queue, Kind.COMPLETE, "w1", "03-c")

@@ -24,7 +24,7 @@ from conftest import git
 from hooked import add_steps, cli, clone, hooked_remote, tip
 from runner.core.config import DEFAULT_TOML
 from runner.queue.queue import PushRefused, Queue, author_for
-from runner.store import RefUpdate, Refused, Won
+from runner.store import FORCE, RefUpdate, Refused, Won
 from runner.store.git import GitStore
 
 PEOPLE = ("alice", "bob")
@@ -211,6 +211,10 @@ def test_a_worker_key_acts_only_as_its_own_worker_ids(hosts):
     refused_over_ssh(run(clones, "key-b", "heartbeat", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'")
     refused_over_ssh(run(clones, "key-b", "release", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'")
     refused_over_ssh(run(clones, "carol", "claim", "a1", "--id", "w1"), "pusher 'carol' is neither a worker key in [hooks] identities nor a person")
+    stranger = queue_of(clones, "carol").store
+    junk = stranger.make_commit([], {"junk.txt": b"x\n"}, "junk\n", author_for("carol"))
+    outcome = stranger.publish([RefUpdate("refs/heads/runner/steps/t1", junk, FORCE)])
+    assert isinstance(outcome, Refused) and "pusher 'carol' is neither a worker key" in str(outcome)
     assert run(clones, "key-a", "heartbeat", "t1", "--id", "w1").returncode == 0
     assert run(clones, "key-a", "complete", "t1", "--id", "w1").returncode == 0
     assert queue_of(clones, "bob").snapshot().plan.find("t1").status == "done"

@@ -15,7 +15,7 @@ the push:
   that merge (a complete of a step that needs no approval): it cannot merge its own work
   past a review;
 - a pusher the server does not name, or that is neither a worker key nor a person, pushes
-  nothing to the queue, the integration branch or a heartbeat.
+  nothing to the queue, the integration branch, a step branch or a heartbeat.
 A person's events may name any person (--by); people are trusted with each other's names.
 
 Without identities the hook cannot tell who pushes. It still enforces the protocol: every
@@ -56,7 +56,8 @@ class Pushers:
     def who(self) -> str:
         return f"pusher {self.pusher!r}" if self.pusher else f"an unnamed pusher (${self.hooks.pusher_env or 'pusher_env'} is not set)"
 
-    def _unknown(self) -> str | None:
+    def unknown(self) -> str | None:
+        """Why this pusher is nobody runner knows (with identities configured), or None."""
         if not self.configured:
             return None
         if self.pusher is None:
@@ -71,7 +72,7 @@ class Pushers:
     def may_act_as(self, worker: str) -> str | None:
         if not self.configured:
             return None
-        if problem := self._unknown():
+        if problem := self.unknown():
             return problem
         if self.is_person() or worker in self.hooks.identities.get(self.pusher or "", ()):
             return None
@@ -89,7 +90,7 @@ class Pushers:
     def may_edit(self) -> str | None:
         if not self.configured:
             return None
-        return self._unknown() or (None if self.is_person() else f"only people edit the plan: {self.who()} is a worker key")
+        return self.unknown() or (None if self.is_person() else f"only people edit the plan: {self.who()} is a worker key")
 
     def may_administer(self) -> str | None:
         if not self.configured:

@@ -107,7 +107,7 @@ class PushCheck:
             elif ref.startswith(HEARTBEAT_PREFIX):
                 found = self.check_heartbeat(old, new, ref)
             elif any(ref.startswith(prefix) for prefix in prefixes):
-                found = self._must_be("a commit", new, "commit") if new != ZERO else []
+                found = [p for p in [self.pushers.unknown()] if p] or (self._must_be("a commit", new, "commit") if new != ZERO else [])
             elif ref.startswith("refs/runner/"):
                 found = ["runner keeps no such ref (only refs/runner/heartbeats/<worker>)"]
             else:
@@ -266,7 +266,7 @@ class PushCheck:
             problems.append(f"Runner-Status {status} is not the status a {event.kind} leads to ({written.status})")
         if self.store.file_at(commit.id, path) != written.text.encode("utf-8"):
             problems.append(f"{path} is not what a {event.kind} by {event.actor} writes")
-        if event.notes is not None and self.store.file_at(commit.id, NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
+        if event.notes and self.store.file_at(commit.id, NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
