@@ -126,3 +126,25 @@ def test_a_full_disk_mid_step_is_a_clear_message_and_the_daemon_goes_on(tmp_path
         assert statuses(repo)["01-fill"] in ("ready", "failed", "claimed")
     finally:
         subprocess.run(["umount", "-l", str(disk)])
+
+
+def test_a_remote_away_for_a_moment_when_the_outcome_is_recorded_costs_nothing(tmp_path):
+    bare, (clone,) = make_remote(tmp_path, clones=1)
+    runner(clone, "init")
+    set_config(clone, detect=False)
+    gone = tmp_path / "remote.away"
+    add_step(clone, "01-a", run=["sh", "-c", f"mv {bare} {gone}; echo ok > a.txt"])  # the step takes the remote away
+
+    def bring_back():
+        wait_for(gone.exists, timeout=60, every=0.05)
+        time.sleep(2)  # the remote is away while the worker records (a fault to cause, not a timing to assert)
+        gone.rename(bare)
+
+    import threading
+
+    helper = threading.Thread(target=bring_back)
+    helper.start()
+    report = runner_json(clone, "tick", "--id", "w1")
+    helper.join()
+    assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 1
+    assert git(bare, "show", "runner/integration:a.txt") == "ok"

@@ -117,13 +117,17 @@ class Queue:
     # --- publishing: the one retry policy -----------------------------------------------
 
     def publish(self, build: Callable[[Snapshot], Change], actor: str, snapshot: Snapshot | None = None,
-                tries: int | None = None, branches: Iterable[str] = ()) -> Published:
+                tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0) -> Published:
         """Build a change on the tip and publish it with every ref it moves, all or none; on a
-        lost race read the queue (and `branches`) again and rebuild."""
+        lost race read the queue (and `branches`) again and rebuild. With `patience`, a failure
+        to reach the remote is tried again for that many seconds (an outcome costs work to redo;
+        nothing was published, and a holder that lost its claim meanwhile is fenced off)."""
         branches = list(branches)
         snap = snapshot or self.snapshot(branches=branches)
         author = author_for(actor)
         tries = tries or self.max_tries
+        give_up = time.monotonic() + patience
+        wait = 0.5
         for attempt in range(tries):
             change = build(snap)
             commit = self.store.make_commit([snap.tip], change.files, change.message, author)
@@ -134,11 +138,21 @@ class Queue:
             if isinstance(outcome, Refused):
                 raise PushRefused(str(outcome))
             if isinstance(outcome, Failed):
-                raise StoreError(str(outcome))
-            self.races_lost += 1
-            time.sleep(race_backoff(attempt, remote=bool(self.store.remote)))
-            snap = self.snapshot(branches=branches)
+                if time.monotonic() + wait > give_up:
+                    raise StoreError(str(outcome))
+                time.sleep(wait)
+                wait = min(wait * 2, 10.0)
+            else:
+                self.races_lost += 1
+                time.sleep(race_backoff(attempt, remote=bool(self.store.remote)))
+            snap = self._fresh(snap, branches)
         raise LostRace(f"lost {tries} compare-and-swap races in a row on {self.branch}; giving up this time")
+
+    def _fresh(self, snap: Snapshot, branches: list[str]) -> Snapshot:
+        try:
+            return self.snapshot(branches=branches)
+        except StoreError:
+            return snap  # the remote is still away: try the same change again
 
     def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None, refs: Iterable[RefUpdate] = ()) -> Change:
         """The commit of one step event on this snapshot (TransitionError when refused)."""

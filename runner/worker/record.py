@@ -108,7 +108,8 @@ class Recorder:
             handoff = self.handoff(state, event, status, files, log_path, elapsed)
             return queue.step_change(snap, event, handoff, refs)
 
-        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration])
+        patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
+        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience)
         return published, sentinel_for(published.change.event.kind, published.change.status or "")
 
     def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float) -> bytes:
