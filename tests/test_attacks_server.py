@@ -35,7 +35,7 @@ from hooked import (  # template, remote and queue are fixtures
 from runner.core.config import DEFAULT_TOML
 from runner.core.events import write_step_event
 from runner.core.machine import Event, Kind
-from runner.core.model import utc_now
+from runner.core.model import Step, utc_now
 from runner.queue.queue import Queue, author_for
 from runner.store import FORCE, RefUpdate
 from runner.store.git import GitStore
@@ -100,8 +100,8 @@ def test_forged_commits_merged_in_from_a_side_branch_are_refused(remote: Path, q
     claim(queue, "w1", "01-a")
     snap = queue.snapshot()
     step = snap.plan.find("01-a")
-    forged = write_step_event(step.__class__(step.id, step.path, {**step.meta, "assignee": "w2", "holder": {}}, step.text),
-                              Event(Kind.COMPLETE, "w2", utc_now(), step="01-a", attempt=1), Queue.context(snap, step))
+    believed = Step(step.id, step.path, {**step.meta, "assignee": "w2", "holder": {}}, step.text)  # w2 pretends it holds 01-a
+    forged = write_step_event(believed, Event(Kind.COMPLETE, "w2", utc_now(), step="01-a", attempt=1), Queue.context(snap, step))
     side = queue.store.make_commit([snap.tip], {step.path: forged.text.encode()}, forged.message, author_for("w2"))
     empty_merge = commit_of(queue, [snap.tip, side], queue.store.commit(snap.tip).tree, "merge\n")
     said = refused(remote, lambda: queue.store.publish([RefUpdate(QUEUE, empty_merge, snap.tip)]), "the step is held by 'w1', not 'w2'")
