@@ -43,8 +43,9 @@ import pygit2
 import yaml
 
 from runner.core import codec
+from runner.core.machine import Event, Kind
 
-HOLDER_OUTCOMES = ("complete", "fail", "release", "deviation", "block")
+HOLDER_OUTCOMES = ("complete", "fail", "release", "block")
 PERSON_EVENTS = ("approve", "reject", "retry", "abort")
 TRANSITIONS = ("claim", "takeover", *HOLDER_OUTCOMES, *PERSON_EVENTS)
 STEPS_DIR = "plans/steps/"
@@ -88,42 +89,25 @@ class Message:
 
 
 def read_event(message: str) -> Message:
-    """The only reader of runner's commit messages in the chaos suite. Raises ValueError for a
-    message that claims to be runner's but does not decode."""
-    if hasattr(codec, "decode"):  # issue 12's lossless codec
-        trailers = codec.trailers_of(message)
-        if "Event" not in trailers:
-            return Message(None, trailers.get("Step", ""), trailers.get("Actor", ""), _int(trailers.get("Attempt")))
-        decoded = codec.decode(message)
-        e = decoded.event
-        return Message(str(e.kind), e.step or "", e.actor, e.attempt, e.replaces, decoded.status, e.reason or "")
-    trailers = codec.parse_trailers(message)  # the trailers before issue 12
-    return Message(
-        trailers.get("Event"), trailers.get("Step", ""), trailers.get("Worker", ""), _int(trailers.get("Attempt")),
-        _int(trailers.get("Replaces")), trailers.get("Status"), trailers.get("Reason", ""),
-    )
+    """The only reader of runner's commit messages in the chaos suite. Raises ValueError
+    (codec.CodecError) for a message that claims to be runner's but does not decode."""
+    trailers = codec.trailers_of(message)
+    if "Event" not in trailers:
+        return Message(None, trailers.get("Step", ""), trailers.get("Actor", ""), _int(trailers.get("Attempt")))
+    decoded = codec.decode(message)
+    e = decoded.event
+    return Message(str(e.kind), e.step or "", e.actor, e.attempt, e.replaces, decoded.status, e.reason or "")
 
 
 def forge_message(kind: str, step: str, actor: str, attempt: int, status: str) -> str:
     """A message as runner writes it, for the tests that plant a forged commit in a copy of a run."""
-    if hasattr(codec, "encode"):
-        from runner.core.machine import Event, Kind
-
-        now = datetime.now(timezone.utc).replace(microsecond=0)
-        return codec.encode(Event(kind=Kind(kind), actor=actor, at=now, step=step, attempt=attempt), status)
-    return codec.commit_message(f"{kind} {step} (attempt {attempt}) by {actor}",
-                                {"Event": kind, "Step": step, "Worker": actor, "Attempt": attempt, "Status": status})
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    return codec.encode(Event(kind=Kind(kind), actor=actor, at=now, step=step, attempt=attempt), status)
 
 
 def read_beat(message: str) -> dict[str, Any]:
     """What a heartbeat commit says: worker, step, attempt, incarnation (empty when unreadable)."""
-    if hasattr(codec, "decode_beat"):
-        return codec.decode_beat(message) or {}
-    try:
-        info = json.loads(message.partition("\n\n")[2])
-    except ValueError:
-        return {}
-    return info if isinstance(info, dict) else {}
+    return codec.decode_beat(message) or {}
 
 
 def _int(text: str | None) -> int | None:
@@ -502,7 +486,7 @@ class Attempt:
     commit: str
     kind: str  # claim | takeover
     lease_s: float | None = None
-    ended: str | None = None  # complete | fail | release | deviation | block | takeover | person
+    ended: str | None = None  # complete | fail | release | block | takeover | person
     ended_status: str | None = None
     ended_commit: str | None = None
     ended_reason: str | None = None
