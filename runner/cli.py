@@ -70,6 +70,7 @@ add(workers.tick)
 add(workers.worker)
 add(workers.workers)
 add(doctor.doctor)
+add(doctor.gc, json=False)
 # Hooks and schedules
 add(hooks.install_hooks, queue=False, json=False)
 add(hooks.uninstall_hooks, queue=False, json=False)

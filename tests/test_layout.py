@@ -28,7 +28,10 @@ def imports_of(path: Path) -> set[str]:
     """Every runner module a file imports, at the top or inside a function."""
     known = modules()
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and getattr(block.test, "id", "") == "TYPE_CHECKING"
+                   for n in ast.walk(block)}
+    for node in (n for n in ast.walk(tree) if id(n) not in typing_only):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("runner"):
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(known)
             # `from runner.x import y` of a module y imports y, not the package's __init__.

@@ -101,3 +101,11 @@ def doctor(target) -> None:
             out.print(f"{mark}  {check['name']}: {check['detail']}", markup=True)
     if any(c["result"] == "fail" for c in checks):
         raise typer.Exit(1)
+
+
+def gc(target) -> None:
+    """Pack and prune this clone's git objects and stale worktrees. runner's own git calls never
+    start git's auto-gc (it would stall a tick): run this from a daily schedule instead."""
+    import typer
+
+    typer.echo(target.queue().store.gc())

@@ -54,14 +54,14 @@ def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help=
     """Workers from their heartbeats: alive / late / gone, the step each holds, its last step and outcome, ticks, uptime."""
     from runner.commands.render import age, console, print_json
     from runner.core.model import parse_time
-    from runner.queue.workers import prunable, worker_rows
+    from runner.queue.workers import forget, prunable, worker_rows
 
     queue = target.queue()
     rows = worker_rows(queue.snapshot())
     pruned = []
     if prune:
         pruned = [r["worker"] for r in prunable(rows)]
-        queue.forget_workers({r["worker"]: r["commit"] for r in rows if r["worker"] in pruned})
+        forget(queue.store, {r["worker"]: r["commit"] for r in rows if r["worker"] in pruned})
         rows = [r for r in rows if r["worker"] not in pruned]
     if target.json:
         print_json({"workers": rows, "pruned": pruned})

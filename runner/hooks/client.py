@@ -16,7 +16,8 @@ from runner.core.stepfile import parse_step
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:
     """`runner validate` for the plan files a commit adds or changes, read from the index."""
-    from runner.store.git import GitStore, staged_files
+    from runner.store.git import GitStore
+    from runner.store.worktrees import staged_files
 
     store = GitStore(repo_path, remote=None)
     entries, changed = staged_files(store)

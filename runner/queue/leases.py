@@ -29,6 +29,13 @@ def host_name() -> str:
     return os.environ.get("RUNNER_HOST") or socket.gethostname()
 
 
+def author_for(actor: str):
+    """The git author of an actor's commits: its name, at this host."""
+    from runner.store import Author
+
+    return Author(name=actor, email=f"{actor}@{host_name()}".replace(" ", "-"))
+
+
 def boot_id() -> str:
     """What changes when this host restarts (monotonic readings do not survive a restart)."""
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
-from runner.core.codec import encode, encode_beat, merge_message
+from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
@@ -30,9 +30,10 @@ from runner.core.machine import Context, Event, Kind, Status
 from runner.core.model import Step, format_duration, format_time, utc_now
 from runner.queue.backoff import race_backoff
 from runner.queue.claims import candidates, why_nothing
-from runner.queue.leases import LeaseObserver, host_name
+from runner.queue.leases import LeaseObserver, author_for, host_name
+from runner.queue.merging import merge_update, step_branch_update
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
-from runner.store import FORCE, Author, Conflict, Failed, Merged, RefUpdate, Refused, Store, StoreError, Won
+from runner.store import Failed, RefUpdate, Refused, Store, StoreError, Won
 
 OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
 
@@ -73,10 +74,6 @@ class Published:
     commit: str
     change: Change
     snapshot: Snapshot  # the snapshot the change was built on
-
-
-def author_for(actor: str) -> Author:
-    return Author(name=actor, email=f"{actor}@{host_name()}".replace(" ", "-"))
 
 
 class Queue:
@@ -183,24 +180,6 @@ class Queue:
 
     # --- merging into the integration branch ---------------------------------------------
 
-    def merge_update(self, snap: Snapshot, result: str, step: str, attempt: int, actor: str) -> tuple[Merged | Conflict, RefUpdate | None]:
-        """Merge a step's result into the integration branch as this snapshot saw it: the merge
-        and the compare-and-swap that publishes it (None when it conflicts)."""
-        branch = snap.config.queue.integration_branch
-        tip = snap.tips.get(branch)
-        if tip is None:
-            raise StoreError(f"no integration branch {branch!r}: run `runner init`")
-        merged = self.store.merge(tip, result, merge_message(step, attempt, branch, actor), author_for(actor))
-        if isinstance(merged, Conflict):
-            return merged, None
-        return merged, RefUpdate(branch_ref(branch), merged.commit, tip)
-
-    def step_branch_update(self, config: Config, step: str, commit: str | None, done: bool) -> RefUpdate:
-        ref = branch_ref(config.queue.step_branch_prefix + step)
-        if done and config.queue.prune_merged_step_branches:
-            return RefUpdate(ref, None, FORCE)  # the merge on the integration branch keeps the record
-        return RefUpdate(ref, commit, FORCE)
-
     def approve(self, step_id: str, person: str) -> Published:
         """A person's approval: a result waiting in review is merged and recorded done in one
         publish; a merge that conflicts sends the step back to ready with the conflict."""
@@ -212,12 +191,12 @@ class Queue:
             base = Event(Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None)
             if not (waiting and isinstance(result, dict) and result.get("commit")):
                 return self.step_change(snap, base)
-            merged, update = self.merge_update(snap, result["commit"], step_id, step.attempt, person)
+            merged, update = merge_update(self.store, snap, result["commit"], step_id, step.attempt, person)
             if update is None:
                 conflict = f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: re-run on the new base"
                 return self.step_change(snap, replace(base, reason=conflict))
             event = replace(base, result={"merge": merged.commit})
-            prune = self.step_branch_update(snap.config, step_id, result["commit"], done=True)
+            prune = step_branch_update(snap.config, step_id, result["commit"], done=True)
             return self.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))
 
         return self.publish(build, person, tries=OUTCOME_TRIES, branches=[self.integration_branch()])
@@ -276,16 +255,6 @@ class Queue:
                 raise StoreError(str(outcome))
             self.store.fetch([], heartbeats=True)  # ours moved (or vanished): chain on what is there
         raise LostRace(f"could not move the heartbeat ref of {worker}")
-
-    def forget_workers(self, beats: dict[str, str]) -> None:
-        """Delete the heartbeat refs of workers that are gone (worker -> the beat we saw)."""
-        if not beats:
-            return
-        outcome = self.store.publish([RefUpdate(heartbeat_ref(worker), None, commit) for worker, commit in beats.items()])
-        if isinstance(outcome, Refused):
-            raise PushRefused(str(outcome))
-        if not isinstance(outcome, Won):
-            raise LostRace(f"a worker beat again while it was being pruned ({outcome}); run it again")
 
     # --- the plan as people edit it -------------------------------------------------------
 

@@ -9,7 +9,10 @@ from typing import Any
 from runner.core.clock import wall_clock
 from runner.core.model import parse_time
 from runner.queue.leases import host_name, process_start_time
+from runner.core.layout import heartbeat_ref
 from runner.queue.snapshot import Snapshot
+from runner.queue.queue import LostRace, PushRefused
+from runner.store import RefUpdate, Refused, Store, Won
 
 DAY = 86400.0
 
@@ -66,3 +69,14 @@ def worker_rows(snap: Snapshot) -> list[dict[str, Any]]:
 def prunable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Workers gone for longer than a day."""
     return [r for r in rows if r["liveness"] == "gone" and (r["beat_age_s"] or 0) > DAY]
+
+
+def forget(store: Store, beats: dict[str, str]) -> None:
+    """Delete the heartbeat refs of workers that are gone (worker -> the beat we saw)."""
+    if not beats:
+        return
+    outcome = store.publish([RefUpdate(heartbeat_ref(worker), None, commit) for worker, commit in beats.items()])
+    if isinstance(outcome, Refused):
+        raise PushRefused(str(outcome))
+    if not isinstance(outcome, Won):
+        raise LostRace(f"a worker beat again while it was being pruned ({outcome}); run it again")

@@ -14,6 +14,7 @@ from runner.core.machine import Event, Kind, holds, needs_person, resulting_stat
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
 from runner.queue.backoff import retry_at
+from runner.queue.merging import merge_update, step_branch_update
 from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
@@ -92,17 +93,17 @@ class Recorder:
             context = queue.context(snap, step)
             refs = []
             if event.kind == Kind.COMPLETE and not needs_person(step.meta, event, context):
-                merged, update = queue.merge_update(snap, result, step.id, state.attempt, self.worker)
+                merged, update = merge_update(queue.store, snap, result, step.id, state.attempt, self.worker)
                 if isinstance(merged, Conflict):
                     why = f"merge conflict with {integration} in: {', '.join(merged.paths)} (the next attempt starts from its new tip)"
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
-                    refs.append(queue.step_branch_update(snap.config, step.id, result, done=False))
+                    refs.append(step_branch_update(snap.config, step.id, result, done=False))
                 else:
                     event = replace(event, result={**event.result, "merge": merged.commit})
-                    refs += [update, queue.step_branch_update(snap.config, step.id, result, done=True)]
+                    refs += [update, step_branch_update(snap.config, step.id, result, done=True)]
             elif result:
-                refs.append(queue.step_branch_update(snap.config, step.id, result, done=False))
+                refs.append(step_branch_update(snap.config, step.id, result, done=False))
             status = str(resulting_status(step.meta, event, context))
             refs.append(queue.beat_update(self.worker, self.beat(step.id, state.attempt, status)))
             handoff = self.handoff(state, event, status, files, log_path, elapsed)

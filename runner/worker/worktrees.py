@@ -9,7 +9,7 @@ from typing import Callable
 
 from runner.core.codec import result_message
 from runner.queue.leases import local_holder_gone
-from runner.queue.queue import author_for
+from runner.queue.leases import author_for
 from runner.queue.snapshot import Snapshot
 from runner.store import Store
 from runner.worker import executor

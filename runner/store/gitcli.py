@@ -1,0 +1,31 @@
+"""Starting git: argv only (never a shell), C locale, no prompts, and git's automatic gc
+and maintenance off for runner's own calls (runner gc does that on purpose)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from runner.store import StoreError
+
+QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
+    return env
+
+
+def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run git (argv, never a shell). The one way runner starts a git process."""
+    try:
+        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(), input=input, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
+    except OSError as exc:
+        raise StoreError(f"cannot run git: {exc.strerror} (install git 2.38 or newer)") from exc
+    if check and proc.returncode != 0:
+        raise StoreError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
+    return proc

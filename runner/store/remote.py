@@ -1,0 +1,174 @@
+"""Moving refs, all or none, and fetching: one local ref transaction, or one atomic push
+with a lease per ref whose answer is read from git's porcelain output (and looked up on the
+remote when it was lost); fetches of the queue's branches and heartbeats in one round trip."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from runner.core.layout import HEARTBEAT_PREFIX
+from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won
+from runner.store import locks
+from runner.store.gitcli import run_git
+
+if TYPE_CHECKING:
+    from runner.store.git import GitStore
+
+
+def publish(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+    outcome = _push(store, updates) if store.remote else _transaction(store, updates)
+    if isinstance(outcome, Won) and store.remote:
+        for update in updates:
+            _track(store, update.ref, update.new)
+    return outcome
+
+def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+    """One local ref transaction: every ref locked, checked, then written."""
+    for attempt in range(2):
+        try:
+            with store.repo.transaction() as txn:
+                for update in updates:
+                    txn.lock_ref(update.ref)
+                for update in updates:
+                    current = store.ref(update.ref)
+                    if update.old != FORCE and current != update.old:
+                        raise _Moved(update.ref)
+                for update in updates:
+                    if update.new is None:
+                        if store.ref(update.ref) is not None:
+                            txn.remove(update.ref)
+                    else:
+                        txn.set_target(update.ref, update.new, message="runner")
+            return Won()
+        except _Moved as moved:
+            return Lost(moved.ref)
+        except (pygit2.GitError, OSError, ValueError) as exc:
+            if attempt == 0 and locks.clear_stale(str(exc), store.git_dir, store.workdir):
+                continue
+            if locks.lock_path(str(exc)):
+                return Lost(updates[0].ref)  # another process holds the ref's lock this instant
+            return Failed(f"updating {', '.join(u.ref for u in updates)}: {exc}")
+    return Failed("a stale lock file could not be removed")
+
+def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+    args = ["push", "--porcelain", "--atomic", "--no-verify"]
+    for u in updates:
+        if u.old != FORCE:
+            args.append(f"--force-with-lease={u.ref}:{u.old or ''}")
+    args.append(store.remote_url)
+    args += [f"{'+' if u.old == FORCE else ''}{u.new or ''}:{u.ref}" for u in updates]
+    try:
+        proc = run_git(store.git_dir, *args, check=False, timeout=300)
+    except StoreError as exc:
+        return _landed_or(store, updates, Failed(str(exc)))
+    if proc.returncode == 0:
+        return Won()
+    outcome = _push_outcome(proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
+    return _landed_or(store, updates, outcome) if isinstance(outcome, Failed) else outcome
+
+def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> Outcome:
+    """A push whose answer was lost may have landed: look at the remote before deciding."""
+    try:
+        there = remote_refs(store, [u.ref for u in updates])
+    except StoreError:
+        return outcome
+    if all(there.get(u.ref) == u.new for u in updates):
+        return Won()
+    return outcome
+
+def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
+    proc = run_git(store.git_dir, "ls-remote", store.remote_url, *refs, timeout=120)
+    found = {}
+    for line in proc.stdout.decode().splitlines():
+        oid, _, name = line.partition("\t")
+        found[name] = oid
+    return found
+
+def remote_branches(store: GitStore) -> dict[str, str]:
+    return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
+
+def _track(store: GitStore, ref: str, new: str | None) -> None:
+    """Mirror a ref we just pushed into our view, so the next read needs no fetch."""
+    local = store.view_ref(ref)
+    if local == ref:
+        return
+    try:
+        if new is None:
+            if store.repo.references.get(local) is not None:
+                store.repo.references.delete(local)
+        else:
+            store.repo.references.create(local, new, force=True)
+    except (pygit2.GitError, OSError, KeyError) as exc:
+        locks.clear_stale(str(exc), store.git_dir, store.workdir)  # the next fetch brings it
+
+def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> None:
+    """Bring our view of `branches` (and every heartbeat ref) up to date in one round trip.
+    A branch the remote does not have yet is not an error."""
+    if not store.remote:
+        return
+    # A refspec with a '*' matches nothing without failing: a branch not there yet is fine.
+    specs = [f"+refs/heads/{b}*:refs/remotes/{store.remote}/{b}*" for b in dict.fromkeys(branches)]
+    # A heartbeat ref deleted on the remote must vanish from our view too: its worker chains
+    # its next beat on what it sees, and a stale view would lose that race for ever.
+    prune = ["--prune"] if heartbeats else []
+    if heartbeats:
+        specs.append(f"+{HEARTBEAT_PREFIX}*:{store.view_ref(HEARTBEAT_PREFIX + 'x')[:-1]}*")
+    for attempt in range(5):
+        proc = run_git(store.git_dir, "fetch", "--quiet", *prune, "--no-write-fetch-head", "--no-tags", store.remote_url, *specs, check=False)
+        if proc.returncode == 0:
+            return
+        err = proc.stderr.decode(errors="replace")
+        if locks.clear_stale(err, store.git_dir, store.workdir):
+            continue
+        # Another process sharing this clone updated the same tracking ref at that moment
+        # (git names the ref it could not lock), or a neighbour's half-made worktree upset
+        # fetch's checks: both pass on their own.
+        if not (locks.lock_path(err) or "cannot lock ref" in err or "worktrees/" in err):
+            raise StoreError(f"git fetch from {store.remote_url} failed: {err.strip()}")
+        time.sleep(0.02 * (attempt + 1))
+    # Another process sharing this clone keeps updating the same tracking refs: its view is
+    # as fresh as ours would be, and a stale view is safe because every publish is a CAS.
+
+
+class _Moved(Exception):
+    def __init__(self, ref: str):
+        super().__init__(ref)
+        self.ref = ref
+
+
+_PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
+
+
+def _push_outcome(out: str, err: str) -> Outcome:
+    """Read `git push --porcelain`'s per-ref lines: which ref failed, and why."""
+    lost, refused, failed = [], False, []
+    for line in out.splitlines():
+        match = _PORCELAIN_RE.match(line)
+        if not match or match["flag"] != "!":
+            continue
+        ref = match["spec"].rpartition(":")[2]
+        summary = match["summary"]
+        if summary.startswith("[rejected]"):
+            if "atomic push failed" not in summary:
+                lost.append(ref)  # stale info, fetch first, non-fast-forward: another writer was first
+        elif summary.startswith("[remote rejected]"):
+            if "hook declined" in summary:
+                refused = True
+            elif "lock" in summary or "failed to update ref" in summary or "transaction failed" in summary:
+                # The remote's own ref transaction found a ref moved or locked between its lease
+                # check and its update: another push landed at that moment.
+                lost.append(ref)
+            elif "atomic push failed" not in summary:
+                failed.append(f"{ref}: {summary}")
+        else:
+            failed.append(f"{ref}: {summary}")
+    if refused:
+        reasons = [line[len("remote: "):].strip() for line in err.splitlines() if line.startswith("remote: ")]
+        return Refused(tuple(r for r in reasons if r) or ("the remote's hook declined the push",))
+    if lost and not failed:
+        return Lost(lost[0])
+    return Failed("git push failed: " + ("; ".join(failed) or err.strip() or "no answer"))

@@ -1,0 +1,76 @@
+"""Worktrees of the repository: detached ones for each attempt (no branch checked out, so a
+crashed holder's worktree never blocks the next attempt), staged and removed in process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from runner.store import FileEntry
+from runner.store.gitcli import run_git
+
+if TYPE_CHECKING:
+    from runner.store.git import GitStore
+
+
+def _worktree_lock(store: GitStore):
+    """Worktree administration is not safe to run concurrently in one repository (a prune
+    can delete another process's half-made worktree): workers on this host take turns."""
+    from filelock import FileLock
+
+    return FileLock(str(store.state_dir / "worktrees.lock"))
+
+def add_worktree(store: GitStore, path: Path, commit: str) -> None:
+    """A detached worktree: no branch is checked out, so a stale worktree of a crashed
+    holder can never block the next attempt of the same step."""
+    with _worktree_lock(store):
+        run_git(store.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), commit)
+
+def remove_worktree(store: GitStore, path: Path) -> None:
+    """Remove a worktree and its administrative files, in process (no git to start)."""
+    import shutil
+
+    with _worktree_lock(store):
+        shutil.rmtree(path, ignore_errors=True)
+        for name in store.repo.list_worktrees():
+            try:
+                worktree = store.repo.lookup_worktree(name)
+                if Path(worktree.path).resolve() == path.resolve():
+                    worktree.prune(True)
+            except (pygit2.GitError, KeyError, OSError):
+                continue
+
+def prune_worktrees(store: GitStore) -> None:
+    with _worktree_lock(store):
+        run_git(store.git_dir, "worktree", "prune", check=False)
+
+def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list[str]]:
+    """Stage everything in a worktree as `git add -A` would (.gitignore honoured), in
+    process; the tree it makes and the paths that differ from `base`."""
+    index = pygit2.Repository(str(path)).index
+    index.read()
+    index.add_all()
+    for delta in index.diff_to_workdir().deltas:  # what add_all left: files deleted in the worktree
+        if delta.status_char() == "D":
+            index.remove(delta.old_file.path)
+    index.write()
+    tree = str(index.write_tree())
+    changed = store.diff_trees(str(store._commit(base).tree_id), tree)
+    return tree, sorted({c.path for c in changed})
+
+def diff_text(store: GitStore, path: Path, base: str) -> bytes:
+    run_git(path, "add", "-A")
+    return run_git(path, "diff", "--cached", "--binary", base).stdout
+
+
+def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
+    """(every file in the index being committed, the paths the commit adds or changes).
+    `git commit -a` and `git commit PATH` stage into a temporary index named by GIT_INDEX_FILE."""
+    names = run_git(store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT").stdout.decode("utf-8", errors="replace")
+    index_file = os.environ.get("GIT_INDEX_FILE")
+    index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
+    entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
+    return entries, {name for name in names.split("\0") if name}
