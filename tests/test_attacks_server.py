@@ -336,3 +336,11 @@ def test_a_complete_that_names_a_merge_the_integration_branch_does_not_hold_is_r
     result = {"commit": change, "merge": merge}
     refused(remote, lambda: forge(queue, "04-d", "complete", "w1", result=result), "records merge", "which the integration branch does not hold after this push")
     assert tip(remote, INTEGRATION) == base
+
+
+def test_a_claim_under_an_endless_lease_is_refused(remote: Path, queue: Queue):
+    from runner.core.machine import Context
+
+    pretended = Context(lease="1000d")  # the forger writes as if the queue's lease were endless
+    refused(remote, lambda: forge(queue, "01-a", "claim", "w1", lease="1000d", context=pretended),
+            "a claim is made under the queue's lease (1h), not '1000d'")

@@ -29,6 +29,8 @@ def who(kind: Kind) -> str:
         return "the holder"
     if kind == Kind.CLAIM:
         return "a worker (a person with --ignore-deps)"
+    if kind == Kind.HALT:
+        return "a person (a worker with reason verifier_failed:<why>)"
     if spec.person:
         return "a person"
     return "a worker or a person" if not spec.step else "a worker"

@@ -164,7 +164,9 @@ def test_a_worker_key_cannot_record_person_events_and_a_persons_key_can(hosts):
     for step in ("r1", "r2"):
         assert run(clones, "key-a", "complete", step, "--id", "w1").returncode == 0
     assert run(clones, "key-a", "fail", "f1", "--id", "w1", "--permanent", "--reason", "broken").returncode == 0
-    assert run(clones, "key-b", "halt", "--reason", "w2's verifier crashed", "--by", "w2").returncode == 0  # a worker may halt
+    # A worker key halts only as its pipeline does, on a verifier fault; any other halt is a person's.
+    refused_over_ssh(run(clones, "key-b", "halt", "--reason", "deploy freeze", "--by", "w2"), "halt is a person's event")
+    assert run(clones, "key-b", "halt", "--reason", "verifier_failed: w2's verifier crashed", "--by", "w2").returncode == 0
 
     person_events = [
         (("approve", "r1"), "approve is a person's event"),

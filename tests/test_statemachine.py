@@ -177,3 +177,9 @@ def test_every_status_and_event_pair_is_allowed_exactly_as_the_table_says():
                     transition(meta, event)
             else:
                 assert transition(meta, event)["status"] in allowed, (status, kind)
+
+
+def test_a_claim_is_made_under_the_queues_lease():
+    with pytest.raises(TransitionError, match="the queue's lease"):
+        transition({"status": "ready"}, ev("claim", attempt=1, lease="1000d"), Context(lease="1h"))
+    assert transition({"status": "ready"}, ev("claim", attempt=1, lease="1h"), Context(lease="1h"))["lease"] == "1h"

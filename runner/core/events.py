@@ -67,9 +67,12 @@ def halt_file(event: Event) -> bytes | None:
 
 def context_for(config: Any, deps_done: bool, halted: bool) -> Context:
     """The machine's view of the plan around a step (`config` is a runner.core.config.Config)."""
+    from runner.core.model import format_duration
+
     return Context(
         deps_done=deps_done,
         halted=halted,
         max_attempts=config.leases.max_attempts,
         requires_approval=config.queue.requires_approval,
+        lease=format_duration(config.leases.lease),
     )

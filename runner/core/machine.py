@@ -63,7 +63,7 @@ KINDS: dict[Kind, KindSpec] = {
     Kind.REJECT: KindSpec(person=True),
     Kind.RETRY: KindSpec(person=True),
     Kind.ABORT: KindSpec(person=True),
-    Kind.HALT: KindSpec(step=False),  # a worker halts the queue on a verifier fault
+    Kind.HALT: KindSpec(person=True, step=False),  # (and a worker's halt on a verifier fault: person_event)
     Kind.RESUME: KindSpec(person=True, step=False),
     Kind.EDIT: KindSpec(person=True, step=False),
     Kind.INIT: KindSpec(person=True, step=False),
@@ -85,6 +85,9 @@ TABLE: dict[tuple[Status, Kind], tuple[Status, ...]] = {
     (S.CLAIMED, Kind.ABORT): (S.FAILED,),
     (S.REVIEW, Kind.ABORT): (S.FAILED,),
 }
+
+# The reason of the one halt a worker may record: its verifier crashed or printed no verdict.
+VERIFIER_HALT = "verifier_failed:"
 
 # What a step in review waits for (the `review` key).
 REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED = "result", "deviation", "blocked"
@@ -133,11 +136,22 @@ class Context:
 
     deps_done: bool = True
     halted: bool = False
+    lease: str | None = None  # runner.toml [leases] lease: every claim is made under it
     max_attempts: int = 3  # runner.toml [leases] max_attempts: a step's own value wins
     requires_approval: bool = False  # runner.toml [queue] requires_approval: a step's own value wins
 
 
 CARRIED = ("scores", "spent", "last_verdict")  # what a holder carries across attempts for the brakes
+
+
+def person_event(event: Event) -> bool:
+    """Only a person may record it: a person's kind of event, a claim that ignores the
+    dependencies, a halt but the pipeline's own on a verifier fault."""
+    if event.kind == Kind.CLAIM:
+        return event.ignore_deps
+    if event.kind == Kind.HALT:
+        return not (event.reason or "").startswith(VERIFIER_HALT)
+    return event.spec.person
 
 
 def status_of(meta: dict[str, Any]) -> Status:
@@ -203,10 +217,12 @@ def _cleared_claim() -> dict[str, Any]:
     return {"assignee": None, "claimed_at": None, "lease": None, "holder": None}
 
 
-def _new_claim(meta: dict[str, Any], event: Event) -> dict[str, Any]:
+def _new_claim(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     expected = attempt_of(meta) + 1
     if event.attempt != expected:
         raise TransitionError(f"a new claim of {event.step} is attempt {expected}, not {event.attempt}")
+    if context.lease and event.lease != context.lease:
+        raise TransitionError(f"a claim is made under the queue's lease ({context.lease}), not {event.lease!r}")
     holder = dict(event.holder)
     if event.incarnation:
         holder["incarnation"] = event.incarnation
@@ -228,7 +244,7 @@ def _claim(meta, event: Event, context: Context) -> dict[str, Any]:
         raise TransitionError(f"{event.step} has dependencies that are not done")
     if event.ignore_deps and not event.by:
         raise TransitionError("only a person may claim a step before its dependencies are done (--by NAME)")
-    return _new_claim(meta, event)
+    return _new_claim(meta, event, context)
 
 
 def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
@@ -242,7 +258,7 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
     lost = f"attempt {attempt_of(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
     if failures >= max_attempts_of(meta, context):
         return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "last_error": lost + "; attempts spent"}
-    return {**_new_claim(meta, event), "failures": failures, "last_error": lost}
+    return {**_new_claim(meta, event, context), "failures": failures, "last_error": lost}
 
 
 def _release(meta, event: Event, context: Context) -> dict[str, Any]:

@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass
 
 from runner.core.config import Hooks
-from runner.core.machine import Event, Kind
+from runner.core.machine import Event, person_event
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Pushers:
         """May this pusher push a commit of `event`?"""
         if not self.configured:
             return None
-        if event.spec.person or (event.kind == Kind.CLAIM and event.ignore_deps):
+        if person_event(event):
             return self.may_edit() and f"{event.kind} is a person's event: {self.who()} is not in [hooks] people"
         return self.may_act_as(event.actor)
 

@@ -222,7 +222,7 @@ class Queue:
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
             tries.append(1)
             for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
-                lease = str(step.meta.get("lease") or format_duration(snap.config.leases.lease)) if kind == Kind.TAKEOVER else format_duration(snap.config.leases.lease)
+                lease = format_duration(snap.config.leases.lease)
                 event = Event(
                     kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
                     incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runner.core.config import Config
-from runner.core.machine import REVIEW_BLOCKED, REVIEW_DEVIATION, Kind
+from runner.core.machine import REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
 from runner.core.model import Step
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, gate_failure_feedback
@@ -234,7 +234,7 @@ class _Pipeline:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
             if self.s.config.pipeline.halt_on_verifier_fault:
-                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)", halt=f"verifier_failed:{why}"))
+                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)", halt=f"{VERIFIER_HALT}{why}"))
             raise _Stop(Outcome(Kind.FAIL, reason=f"verifier fault: {why}"))
         verdict = self.s.verdict
         self.s.scores.append(verdict.score)
