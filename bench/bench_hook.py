@@ -17,7 +17,7 @@ STEPS = 1_000
 
 def measure(quick: bool = False, peers: bool = False) -> dict:
     rounds = 10 if quick else 30
-    name = "server hook cost per claim (`runner claim`, hooked vs plain bare remote)"
+    name = "server hook cost per `runner claim`"
     with workspace("hook") as base:
         try:
             log(f"bench_hook: two bare remotes of {STEPS:,} steps, one with the server hook")
@@ -38,7 +38,7 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         "topic": "bench_hook",
         "params": {"steps": STEPS, "rounds": rounds},
         "figures": [figure(name, h["median"] - p["median"], "ms", None, [b - a for a, b in zip(column(results, "plain"), column(results, "hooked"))],
-                           detail=f"runner claim {h['median'] * 1000:.0f} ms with the hook, {p['median'] * 1000:.0f} ms without")],
+                           detail=f"`runner claim` to a bare remote with `install-hooks --server` {h['median'] * 1000:.0f} ms, without {p['median'] * 1000:.0f} ms")],
         "data": {"samples": {k: column(results, k) for k in variants}},
     }
 

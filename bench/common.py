@@ -159,7 +159,7 @@ def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "-"
     if unit == "x":
-        return f"{value:.2f}x"
+        return f"{value:.3f}x" if abs(value) < 0.1 else f"{value:.2f}x"
     if unit == "ms":
         return f"{value * 1000:.0f} ms"
     if unit == "MiB":
@@ -382,10 +382,13 @@ def main_for(topic_run: Callable[..., dict]) -> None:
     parser.add_argument("--peers", action="store_true", help="install missing peers before measuring them")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    before = load()
-    started = time.monotonic()
+    before, started = load(), time.monotonic()
+    try:
+        source = runner_source()  # per topic: runner may change under a long run
+    except Exception as exc:
+        source = {"error": error_text(exc)}
     result = topic_run(quick=args.quick, peers=args.peers)
-    result.update(load_before=before, load_after=load(), seconds=time.monotonic() - started)
+    result.update(load_before=before, load_after=load(), seconds=time.monotonic() - started, runner=source)
     text = json.dumps(result, indent=1, default=str)
     if args.out:
         args.out.write_text(text)

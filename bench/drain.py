@@ -42,35 +42,39 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def spawn_and_wait(cmds: list[tuple[list, Path]], base: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of processes started together; each must exit 0."""
+def spawn_and_wait(cmds: list[list], base: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of processes started together, each logging to
+    base/p<i>.log; each must exit 0."""
     cpu0, start = children_cpu(), time.perf_counter()
+    logs = [base / f"p{i}.log" for i in range(len(cmds))]
     procs = []
-    for i, (cmd, cwd) in enumerate(cmds):
-        err = open(base / f"p{i}.err", "wb")
-        procs.append((subprocess.Popen([str(c) for c in cmd], cwd=cwd, stdout=err, stderr=err, env=env(base / "cache")), base / f"p{i}.err"))
-    deadline = start + TIMEOUT
-    for proc, err in procs:
-        try:
-            proc.wait(timeout=max(deadline - time.perf_counter(), 1))
-        except subprocess.TimeoutExpired:
-            for p, _ in procs:
-                p.kill()
-            raise RuntimeError(f"drain did not finish within {TIMEOUT} s")
-        if proc.returncode:
-            raise RuntimeError(f"{cmds[0][0][0]} exited {proc.returncode}: {err.read_text(errors='replace')[-600:]}")
+    for cmd, path in zip(cmds, logs):
+        with open(path, "wb") as out:
+            procs.append(subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env(base / "cache")))
+    try:
+        for proc, path in zip(procs, logs):
+            proc.wait(timeout=max(start + TIMEOUT - time.perf_counter(), 1))
+            if proc.returncode:
+                raise RuntimeError(f"{Path(cmds[0][0]).name} exited {proc.returncode}: {path.read_text(errors='replace')[-600:]}")
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"drain did not finish within {TIMEOUT} s") from None
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
     return time.perf_counter() - start, children_cpu() - cpu0
 
 
 def audit(repo: Path) -> dict:
     """From the queue branch: steps done, (step, attempt) pairs claimed more than once,
-    events other than claim and complete (fail, release, takeover, ...)."""
+    events other than claim and complete (fail, release, takeover, ...; not the plan's
+    init and import edit)."""
     events = queue_events(repo)
     claims = Counter((e.get("step"), e.get("attempt")) for e in events if e.get("event") in ("claim", "takeover"))
     return {
         "done": len({e.get("step") for e in events if e.get("event") == "complete"}),
         "double_claims": sum(n - 1 for n in claims.values() if n > 1),
-        "other_events": dict(Counter(e["event"] for e in events if e.get("event") not in ("claim", "complete", "init", None))),
+        "other_events": dict(Counter(e["event"] for e in events if e.get("event") not in ("claim", "complete", "init", "edit", None))),
     }
 
 
@@ -100,7 +104,7 @@ class Drains:
         else:
             repos = [cold_copy(self.local, base / "repo")]
             audited = repos[0]
-        cmds = [([RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo], None) for i, repo in enumerate(repos)]
+        cmds = [[RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo] for i, repo in enumerate(repos)]
         before = load()
         wall, cpu = spawn_and_wait(cmds, base)
         result = {"workers": workers, "remote": remote, "seconds": wall, "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(audited)}
@@ -116,8 +120,8 @@ class Drains:
         base = self._dir()
         try:
             run([py, script, "prepare", "--dsn", dsn, "--jobs", str(STEPS)])
-            wall, _ = spawn_and_wait([([py, script, "work", "--dsn", dsn], None)], base)
-            done = int((base / "p0.err").read_text().split()[-1])
+            wall, _ = spawn_and_wait([[py, script, "work", "--dsn", dsn]], base)
+            done = int((base / "p0.log").read_text().split()[-1])
         except Exception as exc:
             return {"error": error_text(exc)}
         log(f"  procrastinate x1: {done / wall:.2f} jobs/s")

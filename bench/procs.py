@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 from common import RUNNER, cold_copy, env, error_text, figure, git, log, main_for, new_queue, queue_events, run, workspace
+from peers import harness
 
 STEPS = 30
 EXEC = re.compile(r'^(\d+)\s+execve\("([^"]*)", \[(.*?)\]')
@@ -57,7 +58,7 @@ def count_execs(trace: Path) -> Counter:
 
 
 def traced_worker(repo: Path, trace: Path, cache: Path) -> Counter:
-    run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", trace,
+    run([shutil.which("strace"), "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", trace,
          RUNNER, "worker", "--id", "p1", "--once", "--interval", "0.2", "--repo", repo], env=env(cache))
     return count_execs(trace)
 
@@ -77,8 +78,8 @@ def per_tick(repo: Path, audited: Path) -> Counter:
 def measure(quick: bool = False, peers: bool = False) -> dict:
     figures = []
     data = {}
-    if not shutil.which("strace"):
-        why = "strace not found (apt-get install strace)"
+    strace, why = harness.find_strace(peers)
+    if not strace:
         return {"topic": "procs", "figures": [figure(f"processes per tick, {m}", None, "", ("<=", 4), error=why) for m in ("bare remote", "local")]}
     with workspace("procs") as base:
         for mode in ("bare remote", "local"):

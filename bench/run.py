@@ -55,6 +55,16 @@ def header(info: dict, quick: bool, started: datetime, load_before: list, load_a
     ])
 
 
+def runner_changes(results: list[dict]) -> str:
+    """A line naming each topic's runner commit when they differ (runner changed mid-run)."""
+    def label(src: dict) -> str:
+        return f"{src.get('commit', '?')[:10]}+{len(src.get('uncommitted_files', []))} uncommitted"
+    labels = {r["topic"]: label(r.get("runner", {})) for r in results}
+    if len(set(labels.values())) <= 1:
+        return ""
+    return "runner changed during the run; per topic: " + ", ".join(f"{t} {l}" for t, l in labels.items())
+
+
 def goal_text(row: dict) -> str:
     if not row["goal"]:
         return "-"
@@ -104,6 +114,8 @@ def main() -> None:
     total, load_after = time.monotonic() - start, load()
     rows = [row for result in results for row in result["figures"]]
     print(header(info, args.quick, started, load_before, load_after, total))
+    if changed := runner_changes(results):
+        print(changed)
     print()
     print(table(rows))
     print("\nper topic: " + ", ".join(f"{r['topic']} {r.get('seconds', 0):.0f} s (load {r.get('load_before', ['?'])[0]} -> {r.get('load_after', ['?'])[0]})" for r in results))

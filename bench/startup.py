@@ -26,8 +26,8 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         copies = itertools.count()
 
         def status_cold() -> float:
-            copy = cold_copy(repo, base / f"cold{next(copies)}")
-            return timed([RUNNER, "status", "--repo", copy], env=env(base / f"cache{next(copies)}"))
+            n = next(copies)
+            return timed([RUNNER, "status", "--repo", cold_copy(repo, base / f"cold{n}")], env=env(base / f"cache{n}"))
 
         variants = {
             "python -c pass": lambda: timed([RUNNER_PY, "-c", "pass"]),

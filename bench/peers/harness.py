@@ -96,6 +96,14 @@ def find_postgres(install: bool) -> tuple[Path | None, str | None]:
     return (Path(found[-1]).parent, None) if found else (None, why or "postgresql installed no pg_ctl")
 
 
+def find_strace(install: bool) -> tuple[Path | None, str | None]:
+    """strace, which procs.py counts processes with (Debian package `strace`)."""
+    if not shutil.which("strace") and install and os.geteuid() == 0:
+        _install_step(["apt-get", "install", "-y", "strace"], "strace")
+    found = shutil.which("strace")
+    return (Path(found), None) if found else (None, "strace not found (apt-get install strace; --peers does it as root)")
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
