@@ -37,8 +37,10 @@ NPM_PEERS = {"backlog": ("backlog.md", "backlog"), "taskmaster": ("task-master-a
 
 
 def _tail(proc: subprocess.CompletedProcess) -> str:
-    text = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip()
-    return text.splitlines()[-1][:300] if text else f"exit {proc.returncode}"
+    """The lines that say what went wrong (npm ends on where its log is, not why)."""
+    lines = (proc.stderr or proc.stdout or b"").decode(errors="replace").strip().splitlines()
+    errors = [line for line in lines if "error" in line.lower() and "complete log" not in line]
+    return " / ".join(errors[:2] or lines[-1:])[:300] or f"exit {proc.returncode}"
 
 
 def _install_step(cmd: list[str], what: str, timeout: int = 900) -> str | None:
