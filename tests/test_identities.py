@@ -240,3 +240,18 @@ def test_a_worker_key_merges_only_through_the_event_that_records_the_merge(hosts
     person.store.fetch(["runner/integration"])
     by_hand = person.store.make_commit([merged], {"hotfix.txt": b"reviewed\n"}, "a hotfix\n", author_for("alice"))
     assert isinstance(person.store.publish([RefUpdate("refs/heads/runner/integration", by_hand, merged)]), Won)
+
+
+def test_a_worker_key_moves_only_the_branch_of_a_step_it_records_in_the_same_push(hosts):
+    bare, clones = hosts
+    add_plan(clones)
+    done = run(clones, "key-a", "tick", "--id", "w1", "--step", "a1")  # its record carries a1's branch: accepted
+    assert done.returncode == 0, done.stderr
+    kept = tip(bare, "refs/heads/runner/steps/a1")
+    assert kept
+    other = queue_of(clones, "key-b").store
+    junk = other.make_commit([], {"junk.txt": b"x\n"}, "overwrite a1's change\n", author_for("w2"))
+    for new in (junk, None):  # neither overwritten nor deleted by another worker's key
+        outcome = other.publish([RefUpdate("refs/heads/runner/steps/a1", new, FORCE)])
+        assert isinstance(outcome, Refused) and "only in the push that records that step's outcome" in str(outcome)
+    assert tip(bare, "refs/heads/runner/steps/a1") == kept

@@ -27,6 +27,7 @@ class CommitCheck:
         self.queue_ref = queue_ref
         self.now = now
         self.merges: set[str] = set()  # integration tips the push's checked queue events record
+        self.recorded: set[str] = set()  # steps whose holder recorded an outcome in this push
 
     def encoding_problem(self, oid: str) -> str | None:
         """Runner's commits are UTF-8 through and through: names, message and no other encoding."""
@@ -110,6 +111,8 @@ class CommitCheck:
             problems.append(problem)
         if not problems and (merge := (event.result or {}).get("merge")):
             self.merges.add(str(merge))
+        if not problems and event.spec.holder:
+            self.recorded.add(event.step)
         return problems
 
     def _live_holder(self, step: Step, event: Event, path: str, default_lease: float) -> str | None:

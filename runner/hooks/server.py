@@ -87,14 +87,23 @@ class PushCheck:
                 found = self.check_integration(old, new)
             elif ref.startswith(HEARTBEAT_PREFIX):
                 found = self.check_heartbeat(old, new, ref)
-            elif any(ref.startswith(prefix) for prefix in prefixes):
-                found = [p for p in [self.pushers.unknown()] if p] or (self._must_be("a commit", new, "commit") if new != ZERO else [])
+            elif prefix := next((p for p in prefixes if ref.startswith(p)), None):
+                found = self.check_step_branch(new, ref[len(prefix):])
             elif ref.startswith("refs/runner/"):
                 found = ["runner keeps no such ref (only refs/runner/heartbeats/<worker>)"]
             else:
                 found = []  # branches and tags people keep on the remote are theirs
             problems += [f"{ref}: {problem}" for problem in found]
         return problems + self._merges_landed(updates, integration)
+
+    def check_step_branch(self, new: str, step: str) -> list[str]:
+        """A step's branch holds its holder's change: with identities, a worker key moves it only
+        in the push that records an outcome of that step (never another step's branch)."""
+        if problem := self.pushers.unknown():
+            return [problem]
+        if self.pushers.configured and not self.pushers.is_person() and step not in self.commits.recorded:
+            return [f"{self.pushers.who()} moves a step's branch only in the push that records that step's outcome"]
+        return self._must_be("a commit", new, "commit") if new != ZERO else []
 
     def _merges_landed(self, updates: list[tuple[str, str, str]], integration: set[str]) -> list[str]:
         """A queue event that records a merge is published with that merge (one atomic push):
