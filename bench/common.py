@@ -116,6 +116,20 @@ def ratios(rounds: list[dict[str, Any]], a: str, b: str, key: Callable[[Any], fl
     return [key(r[a]) / key(r[b]) for r in rounds if a in r and b in r and key(r[b])]
 
 
+def judged_ratio(rounds: list[dict[str, Any]], a: str, b: str, op: str, best: Callable = min,
+                 key: Callable[[Any], float] = lambda v: v) -> tuple[float, list[float], str]:
+    """a/b taken two ways, and the one less favourable to runner against goal `op`:
+    the median of the per-round ratios, and a's best sample over b's best (best=min for
+    times, max for rates: the samples least disturbed by the machine's load). Under load
+    the process that needs more CPU suffers more, so either way alone could flatter.
+    Returns (value, per-round ratios, a note saying both)."""
+    per_round = ratios(rounds, a, b, key)
+    median = statistics.median(per_round)
+    of_best = best(key(v) for v in column(rounds, a)) / best(key(v) for v in column(rounds, b))
+    value = max(median, of_best) if op == "<=" else min(median, of_best)
+    return value, per_round, f"median of per-round ratios {median:.3g}x, best over best {of_best:.3g}x, the {'higher' if op == '<=' else 'lower'} judged"
+
+
 # --- result rows ----------------------------------------------------------------------
 
 

@@ -2,8 +2,8 @@
 
   remote x1, remote x8   a bare remote reached by path, one fresh clone per worker
   local x1               one repository, no remote
-  procrastinate          the same 200 no-op jobs, one worker (concurrency 1) on PostgreSQL
-                         (bench/peers; skipped with the reason when absent)
+  procrastinate          the same 200 no-op jobs, one worker (concurrency 1) on PostgreSQL,
+                         fastest of 5 (bench/peers; skipped with the reason when absent)
 
 Every run starts from a copy of the same freshly imported plan (no `.git/runner/`, fresh
 clones), and the variants are interleaved round by round. Throughput is steps done divided
@@ -28,13 +28,14 @@ from collections import Counter
 from pathlib import Path
 
 from common import (
-    RUNNER, cold_copy, column, env, error_text, figure, git, interleave, load, log, main_for, new_queue, queue_events,
-    ratios, run, summary, workspace,
+    RUNNER, cold_copy, column, env, error_text, figure, git, interleave, judged_ratio, load, log, main_for, new_queue,
+    queue_events, run, summary, workspace,
 )
 from peers import harness
 
 STEPS = 200
 TIMEOUT = 1800
+PEER_REPEATS = 5
 
 
 def children_cpu() -> float:
@@ -114,18 +115,23 @@ class Drains:
         return result
 
     def peer(self) -> dict:
-        """procrastinate's drain; a failure of the peer is its row's, not the topic's."""
+        """procrastinate's drain, the fastest of PEER_REPEATS: it lasts under a second, so
+        one spike of load could halve it and flatter runner. A failure of the peer is its
+        row's, not the topic's."""
         py, dsn = self.procrastinate
         script = Path(harness.__file__).parent / "procrastinate_drain.py"
-        base = self._dir()
+        runs = []
         try:
-            run([py, script, "prepare", "--dsn", dsn, "--jobs", str(STEPS)])
-            wall, _ = spawn_and_wait([[py, script, "work", "--dsn", dsn]], base)
-            done = int((base / "p0.log").read_text().split()[-1])
+            for _ in range(PEER_REPEATS):
+                base = self._dir()
+                run([py, script, "prepare", "--dsn", dsn, "--jobs", str(STEPS)])
+                wall, _ = spawn_and_wait([[py, script, "work", "--dsn", dsn]], base)
+                runs.append({"seconds": wall, "done": int((base / "p0.log").read_text().split()[-1])})
         except Exception as exc:
             return {"error": error_text(exc)}
-        log(f"  procrastinate x1: {done / wall:.2f} jobs/s")
-        return {"seconds": wall, "done": done, "steps_per_s": done / wall}
+        best = max(runs, key=lambda r: r["done"] / r["seconds"])
+        log(f"  procrastinate x1: {best['done'] / best['seconds']:.2f} jobs/s (fastest of {PEER_REPEATS})")
+        return {**best, "steps_per_s": best["done"] / best["seconds"], "repeats": runs}
 
 
 def measure(quick: bool = False, peers: bool = False) -> dict:
@@ -165,10 +171,10 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
     one, eight, local = (summary([r["steps_per_s"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8", "local x1"))
     cpu1, cpu8 = (summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8"))
     runs = [r for rnd in results for k, r in rnd.items() if k != "procrastinate"]
-    x = ratios(results, "remote x8", "remote x1", rate)
+    value, x, how = judged_ratio(results, "remote x8", "remote x1", ">=", max, rate)
     rows = [figure(
-        "8 workers vs 1, 200 no-op steps, bare remote", summary(x)["median"], "x", (">=", 0.6), x,
-        detail=f"{eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms",
+        "8 workers vs 1, 200 no-op steps, bare remote", value, "x", (">=", 0.6), x,
+        detail=f"{eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
     )]
     for key, target in (("remote x1", 0.05), ("local x1", 0.2)):
         name = f"no-op drain, 1 worker vs procrastinate, {'bare remote' if key.startswith('remote') else 'local'}"
@@ -178,9 +184,9 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
             rows.append(figure(name, None, "x", (">=", target), skipped=f"procrastinate {peer_why or 'failed: ' + peer_errors[0]}",
                                detail=f"runner {own:.2f} steps/s"))
             continue
-        x = ratios(results, key, "procrastinate", rate)
+        value, x, how = judged_ratio(results, key, "procrastinate", ">=", max, rate)
         peer = summary([r["steps_per_s"] for r in column(results, "procrastinate")])["median"]
-        rows.append(figure(name, summary(x)["median"], "x", (">=", target), x, detail=f"runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s"))
+        rows.append(figure(name, value, "x", (">=", target), x, detail=f"runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s; {how}"))
     bad = sum(r["double_claims"] for r in runs)
     short = sum(STEPS - r["done"] for r in runs)
     other = Counter()

@@ -17,7 +17,7 @@ import itertools
 import re
 
 from common import (
-    RUNNER, cold_copy, column, env, error_text, figure, interleave, log, main_for, new_queue, ratios, run, summary, timed,
+    RUNNER, cold_copy, column, env, error_text, figure, interleave, judged_ratio, log, main_for, new_queue, ratios, run, summary, timed,
     workspace,
 )
 from peers import harness
@@ -70,11 +70,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     own = f"runner ready {warm['median'] * 1000:.0f} ms warm, {cold_s['median'] * 1000:.0f} ms cold"
     name = "`runner ready` at 1,000 steps vs Backlog.md"
     if backlog:
-        x = ratios(results, "runner ready", "backlog")
+        value, x, how = judged_ratio(results, "runner ready", "backlog", "<=")
         xc = summary(ratios(results, "runner ready cold", "backlog"))["median"]
         bl = summary(column(results, "backlog"))["median"]
-        figures = [figure(name, summary(x)["median"], "x", ("<=", 0.2), x,
-                          detail=f"fresh processes: {own} vs `backlog task list --ready --plain` {bl * 1000:.0f} ms; cold {xc:.2f}x; ready ids listed: {checks}")]
+        figures = [figure(name, value, "x", ("<=", 0.2), x,
+                          detail=f"fresh processes: {own} vs `backlog task list --ready --plain` {bl * 1000:.0f} ms; {how}; "
+                                 f"cold {xc:.2f}x; ready ids listed: {checks}")]
     else:
         figures = [figure(name, None, "x", ("<=", 0.2), skipped=f"Backlog.md {backlog_why}", detail=own)]
     tm_name = "`runner ready` at 1,000 steps vs Taskmaster"
