@@ -32,6 +32,7 @@ class Size:
     random_kills: int
     partition_steps: int
     partitions: int
+    cut_step_leases: int  # a step a cut hits lasts this many leases: longer than a takeover by a host busy with a step of its own
     skew_steps: int
     netns_steps: int
     netns_workers_per_host: int
@@ -44,7 +45,7 @@ class Size:
 CI = Size(
     race_steps=24, race_hosts=4, race_workers_per_host=3,
     kill_steps=24, random_kills=2,
-    partition_steps=9, partitions=2,
+    partition_steps=9, partitions=2, cut_step_leases=3,
     skew_steps=6,
     netns_steps=12, netns_workers_per_host=2, netns_kills=1, netns_partitions=1,
     drain_timeout=150, lease_s=3.0,
@@ -52,7 +53,7 @@ CI = Size(
 FULL_SIZE = Size(
     race_steps=320, race_hosts=4, race_workers_per_host=4,
     kill_steps=120, random_kills=20,
-    partition_steps=60, partitions=6,
+    partition_steps=60, partitions=6, cut_step_leases=6,
     skew_steps=40,
     netns_steps=300, netns_workers_per_host=4, netns_kills=12, netns_partitions=6,
     drain_timeout=1800, lease_s=6.0,
@@ -244,15 +245,18 @@ def partitions(base: Path, size: Size = SIZE, seed: int = SEED, transport: str =
         steps = make_plan(steps_n or size.partition_steps, seed, max_deps=1, window=6)
         cuts_wanted = n_partitions if n_partitions is not None else size.partitions
         previous = None
-        for index, spec in enumerate(steps):
-            if index % 2 == 0 and (FULL or index < 2 * cuts_wanted):
-                spec.sleep = 3 * lease_s + 3  # a cut in its middle outlasts a lease, and a heal can come before its end
-                if previous is not None and previous.id not in spec.depends_on and (FULL is False or index % 6 == 0):
-                    # one slow step at a time (in CI): the other hosts stay idle enough to notice the lost lease at once
-                    spec.depends_on = sorted({*spec.depends_on, previous.id})
-                previous = spec
+        for spec in steps[: 2 * cuts_wanted : 2]:
+            # the steps a cut hits, one at a time: a cut in the middle of one outlasts a lease, and a heal
+            # can come before its end even when the host that takes it over first finishes a step of its own
+            spec.sleep = size.cut_step_leases * lease_s + 3
+            if previous is not None and previous.id not in spec.depends_on:
+                spec.depends_on = sorted({*spec.depends_on, previous.id})
+            previous = spec
+        if FULL:  # and slow steps beside them, so that cuts hit hosts with work in hand
+            for spec in steps[2 * cuts_wanted :: 2]:
+                spec.sleep = 3 * lease_s + 3
         cluster.add_plan(steps)
-        slow = {s.id for s in steps if s.sleep}
+        slow = {s.id for s in steps[: 2 * cuts_wanted : 2]}
         cluster.start()
         killer = random_killer(cluster, kills_n, (3.0, 8.0), rng, stop) if kills_n else None
         cuts = []
