@@ -16,6 +16,7 @@ import json
 import os
 import plistlib
 import shutil
+import tempfile
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -297,8 +298,9 @@ needs_xmllint = pytest.mark.skipif(shutil.which("xmllint") is None, reason="xmll
 
 def systemd_verify(unit_dir: Path, units: list[str], tmp_path: Path) -> str:
     """All output of `systemd-analyze --user verify`: it exits 0 on many mistakes, so any output fails."""
-    runtime = tmp_path / "xdg-runtime"
-    runtime.mkdir(exist_ok=True)
+    # A short folder: the user units systemd-analyze reads put socket paths in it, which may
+    # not be longer than 108 bytes (tmp_path is long under pytest-xdist).
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-", dir="/tmp"))
     done = subprocess.run(
         ["systemd-analyze", "--user", "verify", "--man=no", *[str(unit_dir / u) for u in units]],
         env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
@@ -306,6 +308,7 @@ def systemd_verify(unit_dir: Path, units: list[str], tmp_path: Path) -> str:
         text=True,
         timeout=60,
     )
+    shutil.rmtree(runtime, ignore_errors=True)
     return (done.stdout + done.stderr).strip() + ("" if done.returncode == 0 else f"\n(exit {done.returncode})")
 
 
