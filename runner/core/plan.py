@@ -31,13 +31,17 @@ class Plan:
         then the caller builds the plan again from every file.
         """
         steps = dict(self.steps)
-        by_status = {status: set(ids) for status, ids in self.by_status.items()}
+        by_status = dict(self.by_status)  # the sets a change touches are copied, the others shared
+        copied: set[str] = set()
         for new in changed:
             old = steps.get(new.id)
             if old is None or new.problems or old.path != new.path or old.depends_on != new.depends_on or old.priority != new.priority:
                 return None
+            for status in {old.status, new.status} - copied:
+                by_status[status] = set(by_status.get(status, ()))
+                copied.add(status)
             by_status[old.status].discard(old.id)
-            by_status.setdefault(new.status, set()).add(new.id)
+            by_status[new.status].add(new.id)
             steps[new.id] = new
         return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status)
 
@@ -45,8 +49,11 @@ class Plan:
         return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status)
 
     def with_status(self, status: str):
-        """Steps with this stored status, in claim order (lazily: a claim needs only the first)."""
+        """Steps with this stored status, in claim order (lazily: a claim needs only the first).
+        A few among many are sorted; many are found by walking the claim order."""
         ids = self.by_status.get(status, set())
+        if len(ids) * 16 < len(self.order):
+            return iter(sorted((self.steps[sid] for sid in ids), key=sort_key))
         return (self.steps[sid] for sid in self.order if sid in ids)
 
     @classmethod

@@ -19,9 +19,11 @@ from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged
 from runner.store import remote, worktrees
 from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to start git, for its callers)
 
-# libgit2 caches up to 256 MiB of objects by default; the trees a claim rewrites are what
-# must stay cached, a long-running worker's memory must not grow with the plan.
+# libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
+# folder of a large flat plan (370 KB at 10,000 steps) was parsed again on every read. The
+# trees a claim reads and rewrites stay cached; memory stays bounded by the total.
 pygit2.settings.cache_max_size(32 * 1024 * 1024)
+pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 4 * 1024 * 1024)
 
 
 class GitStore:
