@@ -25,7 +25,9 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             if not step.tags or set(step.tags) <= set(tags):
                 yield step, Kind.CLAIM, None
                 return
-    claimed = list(plan.with_status("claimed"))
+    # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
+    # and a stale beat would look like a silent holder.
+    claimed = list(plan.with_status("claimed")) if snap.fetched else []
     # Observe every claim (the observations are shared by all workers on this host), then
     # keep those this worker may take over.
     expired = observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}

@@ -102,7 +102,7 @@ class Queue:
         if tip is None:
             where = f"remote {self.store.remote}" if self.store.remote else "this repository"
             raise NotInitialised(f"no queue branch {self.branch!r} in {where}: run `runner init` first")
-        return self.reader.snapshot_at(tip, branches)
+        return self.reader.snapshot_at(tip, branches, fetched=fetch or not self.store.remote)
 
     def snapshot_at(self, tip: str, branches: Iterable[str] = ()) -> Snapshot:
         return self.reader.snapshot_at(tip, list(branches))

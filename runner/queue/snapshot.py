@@ -34,10 +34,14 @@ class NotInitialised(StoreError):
 
 class Snapshot:
     """The queue at one commit, with the tips of the other branches read with it.
-    Heartbeats are read only when asked for."""
+    Heartbeats are read only when asked for. `fetched`: read just after a fetch (or with no
+    remote), so other workers' heartbeats are as fresh as they can be (leases are judged only
+    on such a view)."""
 
-    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None], read_beats: Callable[[], dict[str, Beat]]):
+    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None], read_beats: Callable[[], dict[str, Beat]],
+                 fetched: bool = True):
         self.tip = tip
+        self.fetched = fetched
         self.plan = plan
         self.config = config
         self.tips = tips
@@ -81,7 +85,7 @@ class Reader:
         self._parsed_new = 0
         self.malformed_beats: dict[str, str] = {}  # worker -> why its heartbeat ref was skipped
 
-    def snapshot_at(self, tip: str, branches: list[str] = ()) -> Snapshot:
+    def snapshot_at(self, tip: str, branches: list[str] = (), fetched: bool = True) -> Snapshot:
         halt = self.store.file_at(tip, HALT_FILE)
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         steps_tree = self.store.tree_id(tip, STEPS_DIR)
@@ -90,7 +94,7 @@ class Reader:
         # and then instead of growing for ever.
         self._last = (steps_tree, plan) if len(self._steps) < 2 * len(plan.steps) + 1000 else None
         tips = {branch: self.store.tip(branch) for branch in branches}
-        return Snapshot(tip, plan, self.config_at(tip), tips, self.beats)
+        return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched)
 
     def config_at(self, tip: str) -> Config:
         data = self.store.file_at(tip, CONFIG_FILE) or b""

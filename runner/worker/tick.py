@@ -55,6 +55,7 @@ class Worker:
         self.ticks = 0
         self.last: dict[str, Any] = {}  # the last step this worker ran and how it ended
         self.lease = 0.0
+        self.view_is_fresh = False  # our last publish left our view of the queue current
 
     # --- what the heartbeat says -----------------------------------------------------------
 
@@ -104,7 +105,10 @@ class Worker:
             return self.skip("worker is stopping")
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
-            snap = self.queue.snapshot(branches=[self.integration_branch])
+            # After our own record push, our view of the queue is as fresh as a fetch would make it
+            # (or the claim's compare-and-swap says otherwise): the fetch is skipped.
+            snap = self.queue.snapshot(fetch=not self.view_is_fresh, branches=[self.integration_branch])
+            self.view_is_fresh = False
             if snap.config.queue.integration_branch != self.integration_branch:
                 self.integration_branch = snap.config.queue.integration_branch
                 snap = self.queue.snapshot(branches=[self.integration_branch])
@@ -127,6 +131,8 @@ class Worker:
             published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
                                          snapshot=snap, beat=self.facts("running"))
         except Skip as exc:
+            if not snap.fetched:  # nothing in our own view: look at the remote's before saying so
+                return self._tick()
             return self.nothing_to_claim(snap, str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
@@ -216,6 +222,7 @@ class Worker:
         crash_point("before-record")
         snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
         published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap)
+        self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         event, status = published.change.event, published.change.status
         self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status}" + (f": {event.reason}" if event.reason else ""))
