@@ -1,9 +1,10 @@
-"""Proof under fire (issue 6): real workers on real git remotes under races, kills,
-partitions, clock skew and hostile input, each run judged by the history checker.
+"""Proof under fire: real workers on real git remotes under races, kills, partitions,
+clock skew and hostile input, each run judged by the history checker.
 
-  python -m pytest -m chaos -s tests/test_chaos.py                      # the CI size (a few minutes)
-  RUNNER_CHAOS_FULL=1 python -m pytest -m chaos -s tests/test_chaos.py  # the full size
-  RUNNER_CHAOS_SEED=1234 ...                                            # replay a seed
+  .ci/chaos                                                                 # CI: the CI size, seeds 1101 and 2202
+  .venv/bin/python -m pytest -q -m chaos -s tests/test_chaos.py             # the CI size (a few minutes)
+  RUNNER_CHAOS_FULL=1 .venv/bin/python -m pytest -q -m chaos -s tests/...   # the full size (about 26 minutes)
+  RUNNER_CHAOS_SEED=1234 ...                                                # replay a seed
 
 Every test prints the checker's table (visible with -s) and writes it next to its
 run as chaos-report.txt / .json; one summary line per run is printed at the end.
