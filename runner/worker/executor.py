@@ -13,7 +13,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
 
@@ -40,22 +39,6 @@ class RunResult:
         if self.cancelled:
             return "cancelled (claim lost or worker stopping)"
         return f"exit code {self.returncode}"
-
-
-def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> list[str]:
-    """Replace {token}s element by element; an unknown {token} stays literal.
-
-    A token's value may be a function, called only when an argument uses it
-    (writing the diff file costs git calls that most commands never need).
-    """
-    out = []
-    for arg in argv:
-        for name, value in tokens.items():
-            placeholder = "{" + name + "}"
-            if placeholder in arg:
-                arg = arg.replace(placeholder, value() if callable(value) else value)
-        out.append(arg)
-    return out
 
 
 def _prctl():

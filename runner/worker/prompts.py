@@ -17,29 +17,21 @@ TOKENS = (
 )
 
 
-def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> list[str]:
-    """Replace {token}s element by element; an unknown {token} stays literal. A token's value
-    may be a function, called only when an argument uses it (the diff costs git calls)."""
-    out = []
-    for arg in argv:
-        for name, value in tokens.items():
-            placeholder = "{" + name + "}"
-            if placeholder in arg:
-                arg = arg.replace(placeholder, value() if callable(value) else value)
-        out.append(arg)
-    return out
-
-
 def fill_tokens(text: str, tokens: dict[str, str | Callable[[], str]]) -> str:
-    """A prompt's {tokens} filled with the values the role's argv gets (only those it names)."""
+    """Replace each {token} `tokens` has; any other {word} stays as written. A token's value
+    may be a function, called only when the text names it (the diff costs git calls)."""
     def value(match: re.Match) -> str:
-        name = match.group(1)
-        if name not in tokens or name in ("prompt", "prompt_file"):
+        found = tokens.get(match.group(1))
+        if found is None:
             return match.group(0)
-        found = tokens[name]
         return found() if callable(found) else found
 
     return re.sub(r"\{([a-z_]+)\}", value, text)
+
+
+def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> list[str]:
+    """A command's argv with its {tokens} filled, element by element (never a shell)."""
+    return [fill_tokens(arg, tokens) for arg in argv]
 
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
@@ -49,7 +41,8 @@ def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, 
     parts = []
     own = read(f"{PROMPTS_DIR}/{role}.md")
     if own:
-        parts.append(fill_tokens(own.decode("utf-8", errors="replace"), tokens).rstrip())
+        values = {k: v for k, v in tokens.items() if k not in ("prompt", "prompt_file")}  # (the prompt names no prompt)
+        parts.append(fill_tokens(own.decode("utf-8", errors="replace"), values).rstrip())
     for path in (ROOT_FILE, NOTES_FILE):
         data = read(path)
         if data:
