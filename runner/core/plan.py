@@ -58,6 +58,8 @@ class Plan:
 
     @classmethod
     def build(cls, parsed: Iterable[Step], halted: str | None = None) -> "Plan":
+        """The plan of these step files, checked as a whole. The steps are not changed: one
+        that gains a problem here (a duplicate id, an unknown or cyclic dependency) is a copy."""
         by_id: dict[str, list[Step]] = {}
         for step in parsed:
             by_id.setdefault(step.id, []).append(step)
@@ -66,23 +68,20 @@ class Plan:
         for step_id, copies in by_id.items():
             if len(copies) > 1:
                 paths = ", ".join(sorted(s.path for s in copies))
-                for copy in copies:
-                    copy.problems.append(f"duplicate step id {step_id!r} ({paths})")
-                invalid.extend(copies)
+                invalid += [_with_problem(copy, f"duplicate step id {step_id!r} ({paths})") for copy in copies]
             elif copies[0].problems:
                 invalid.append(copies[0])
             else:
                 steps[step_id] = copies[0]
         known = set(by_id)
         for step in list(steps.values()):
-            unknown = [d for d in step.depends_on if d not in known]
-            if unknown:
-                step.problems.append(f"unknown dependency: {', '.join(unknown)}")
+            if unknown := [d for d in step.depends_on if d not in known]:
+                steps[step.id] = _with_problem(steps[step.id], f"unknown dependency: {', '.join(unknown)}")
             if step.id in step.depends_on:
-                step.problems.append("depends on itself")
+                steps[step.id] = _with_problem(steps[step.id], "depends on itself")
         for cycle in _cycles(steps):
             for step_id in cycle:
-                steps[step_id].problems.append(f"dependency cycle: {' -> '.join(cycle + [cycle[0]])}")
+                steps[step_id] = _with_problem(steps[step_id], f"dependency cycle: {' -> '.join(cycle + [cycle[0]])}")
         for step in list(steps.values()):
             if step.problems:
                 invalid.append(steps.pop(step.id))
@@ -170,6 +169,12 @@ class Plan:
         for step_id in sorted(self.steps):
             visit(step_id)
         return order
+
+
+def _with_problem(step: Step, problem: str) -> Step:
+    found = step.copy()
+    found.problems.append(problem)
+    return found
 
 
 def sort_key(step: Step) -> tuple[int, str]:

@@ -166,7 +166,7 @@ class Reader:
             else:
                 cached = parse_step(path, self.store.read(oid))
             self._steps[key] = cached
-        return cached.copy()
+        return cached  # shared: nothing changes a parsed step (Plan.build copies what it marks)
 
     def _load_parse_cache(self) -> None:
         if self._cache_loaded:
