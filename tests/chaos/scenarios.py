@@ -222,12 +222,16 @@ def partition_once(cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s
         info = cluster.plan_state().get(key[0])
         return bool(info) and (info["attempt"] > key[1] or info["status"] in ("done", "failed"))
 
-    cluster.wait_for(taken_over, 60, what=f"a takeover of {key[0]} attempt {key[1]} while {host.name} is cut off")
-    took = time.monotonic() - t0
     step_ends = (run.get("t") or time.time()) + sleeps.get(key[0], 0)
-    if not outlive_heal:  # the cut-off step ends (and fails to record) while still cut off
-        time.sleep(max(0.0, 3 * lease_s - (time.monotonic() - t0), step_ends + 1 - time.time()))
-    cluster.heal(host)
+    try:
+        # a bound, not a speed: the lease, plus a busy host's own step (as long as this one) before it looks
+        cluster.wait_for(taken_over, 60 + 2 * lease_s + sleeps.get(key[0], 0),
+                         what=f"a takeover of {key[0]} attempt {key[1]} while {host.name} is cut off")
+        took = time.monotonic() - t0
+        if not outlive_heal:  # the cut-off step ends (and fails to record) while still cut off
+            time.sleep(max(0.0, 3 * lease_s - (time.monotonic() - t0), step_ends + 1 - time.time()))
+    finally:
+        cluster.heal(host)
     return {"host": host.name, "worker": run["worker"], "step": key[0], "attempt": key[1], "takeover_after_s": round(took, 1),
             "cut_s": round(time.monotonic() - t0, 1), "step_still_running_at_heal": time.time() < step_ends}
 
