@@ -311,3 +311,23 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
     warm, fresh = views()
     assert warm == fresh == {"a": "done", "b": "ready", "c": "ready"}
     assert [s.id for s in queue.snapshot().plan.ready(utc_now())] == ["b", "c"]
+
+
+def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path):
+    from runner.core.layout import FANOUT_FROM, new_step_path
+
+    folder = tmp_path / "steps"
+    folder.mkdir()
+    for n in range(FANOUT_FROM):
+        (folder / f"s{n:04d}.md").write_text(f"---\ntitle: step {n}\nrun: [\"true\"]\n---\n")
+    runner(queue_repo, "import", str(folder))
+    path = new_step_path("s0000", fanned=True)
+    assert path.count("/") == 3 and git(queue_repo, "cat-file", "-t", f"runner/queue:{path}") == "blob"
+    folders = git(queue_repo, "ls-tree", "-d", "--name-only", "runner/queue:plans/steps/").splitlines()
+    largest = max(len(git(queue_repo, "ls-tree", "--name-only", f"runner/queue:plans/steps/{name}").splitlines()) for name in folders)
+    assert largest < 16  # no tree a claim rewrites grows with the plan
+    runner(queue_repo, "tick", "--id", "w1")
+    done = runner_json(queue_repo, "status")["steps"]
+    first = next(s for s in done if s["status"] == "done")
+    handoff = first["path"].replace("plans/steps/", "plans/handoffs/")
+    assert git(queue_repo, "cat-file", "-t", f"runner/queue:{handoff}") == "blob"

@@ -53,8 +53,8 @@ def allowed_paths(event: Event, step_path: str | None) -> set[str]:
     if event.kind in (Kind.HALT, Kind.RESUME):
         return {HALT_FILE}
     paths = {step_path} if step_path else set()
-    if event.spec.handoff and event.step:
-        paths.add(handoff_path(event.step))
+    if event.spec.handoff and step_path:
+        paths.add(handoff_path(step_path))
     if event.notes:
         paths.add(NOTES_FILE)
     return paths

@@ -24,6 +24,7 @@ from runner.core.layout import (
     NOTES_FILE,
     ROOT_FILE,
     branch_ref,
+    handoff_path,
     heartbeat_ref,
 )
 from runner.core.machine import Context, Event, Kind, Status
@@ -161,7 +162,7 @@ class Queue:
         written = write_step_event(step, event, self.context(snap, step))
         files: dict[str, bytes | None] = {step.path: written.text.encode("utf-8")}
         if handoff is not None and event.spec.handoff:
-            files[f"plans/handoffs/{step.id}.md"] = handoff
+            files[handoff_path(step.path)] = handoff
         if (notes := notes_after(self.store.file_at(snap.tip, NOTES_FILE), event)) is not None:
             files[NOTES_FILE] = notes
         assert set(files) <= allowed_paths(event, step.path)
