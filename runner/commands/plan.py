@@ -117,7 +117,7 @@ def import_(
     summary: list[str] = []
 
     def files(snap) -> dict:
-        found, what = import_files(folder, snap.plan)
+        found, what = import_files(folder, snap.plan, progress=None if target.json else progress_line("read"))
         steps_only = {p for p in found if p.startswith("plans/steps/")}
         from runner.core.plan import Plan
         from runner.core.stepfile import parse_step
@@ -130,6 +130,20 @@ def import_(
 
     target.queue().edit(files, f"import {folder.name}", person(by))
     emit(target, {"imported": summary}, f"imported {', '.join(summary)}")
+
+
+def progress_line(verb: str):
+    """Progress of long work on stderr: one line redrawn on a terminal, nothing in a log."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        sys.stderr.write(f"\r{verb} {done}/{total} step files" + ("\n" if done == total else ""))
+        sys.stderr.flush()
+
+    return show
 
 
 def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:

@@ -91,15 +91,18 @@ def find_plan_files(folder: Path) -> tuple[dict[str, Path], dict[str, Path], Pat
     return steps, extras, folder
 
 
-def import_files(folder: Path, existing: Plan) -> tuple[dict[str, bytes], list[str]]:
-    """The files to commit and a summary; BadInput listing every problem found."""
+def import_files(folder: Path, existing: Plan, progress=None) -> tuple[dict[str, bytes], list[str]]:
+    """The files to commit and a summary; BadInput listing every problem found.
+    `progress(done, total)` hears how far the reading is."""
     step_paths, extras, root = find_plan_files(folder)
     fanned = len(existing.steps) + len(existing.invalid) + len(step_paths) >= FANOUT_FROM or _is_fanned(existing)
     files: dict[str, bytes] = {}
     sources: dict[str, Path] = {}
     parsed = []
     problems: list[str] = []
-    for relative, source in step_paths.items():
+    for number, (relative, source) in enumerate(step_paths.items(), 1):
+        if progress and (number % 250 == 0 or number == len(step_paths)):
+            progress(number, len(step_paths))
         if problem := regular_file_problem(source, root):
             problems.append(problem)
             continue
