@@ -25,6 +25,7 @@ from runner.queue.leases import Beat
 from runner.store import Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
+STALE_PARSES = 256  # parsed versions of step files no longer on the branch, kept before a prune
 MAX_BEATS = 10_000
 
 
@@ -92,7 +93,7 @@ class Reader:
         plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
         # Every transition leaves its old blob in the parse cache: rebuild (and so prune) now
         # and then instead of growing for ever.
-        self._last = (steps_tree, plan) if len(self._steps) < 2 * len(plan.steps) + 1000 else None
+        self._last = (steps_tree, plan) if len(self._steps) < len(plan.steps) + len(plan.invalid) + STALE_PARSES else None
         tips = {branch: self.store.tip(branch) for branch in branches}
         return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched)
 
@@ -148,7 +149,7 @@ class Reader:
         entries = [e for e in self.store.list_files(tip, STEPS_DIR) if is_step_path(e.path)]
         steps = [self._parse(e.path, e.oid, e.link) for e in entries]
         keys = [f"{e.path}\0{e.oid}" for e in entries]
-        if len(self._steps) > 2 * len(entries) + 1000:
+        if len(self._steps) > len(entries) + STALE_PARSES:
             wanted = set(keys)
             self._steps = {k: s for k, s in self._steps.items() if k in wanted}
         if self._parsed_new >= PARSE_CACHE_MIN:

@@ -21,8 +21,9 @@ from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to s
 
 # libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
 # folder of a large flat plan (370 KB at 10,000 steps) was parsed again on every read. The
-# trees a claim reads and rewrites stay cached; memory stays bounded by the total.
-pygit2.settings.cache_max_size(32 * 1024 * 1024)
+# trees a claim reads and rewrites stay cached; a long-running worker's memory stays flat
+# (every tick adds commits and trees the cache would otherwise keep).
+pygit2.settings.cache_max_size(8 * 1024 * 1024)
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 4 * 1024 * 1024)
 
 
