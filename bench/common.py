@@ -10,6 +10,7 @@ when runner's Python API changes, that class is the one place to edit.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -211,9 +212,18 @@ def step_file(i: int, chains: int = 0) -> bytes:
     return (f"---\nstep: {step_id(i)}\ntitle: no-op {i}\nrun: [\"true\"]\n{deps}---\nNothing to do.\n").encode()
 
 
-def step_path(i: int, layout: str) -> str:
-    """flat: plans/steps/<id>.md (what older runners wrote); sub: folders of 100."""
-    return f"plans/steps/{step_id(i)}.md" if layout == "flat" else f"plans/steps/g{i // 100:03d}/{step_id(i)}.md"
+FANOUT_FROM = 256  # runner's rule (runner/core/layout.py): from this many steps, add/import fan out
+
+
+def step_path(i: int, layout: str, steps: int = 0) -> str:
+    """import: where `runner add`/`import` put a step in a plan of `steps` (256 fan-out folders
+    named by a hash of the id from 256 steps on); flat: plans/steps/<id>.md (older runners,
+    hand-written plans); sub: folders of 100."""
+    if layout == "import" and steps >= FANOUT_FROM:
+        return f"plans/steps/{hashlib.sha1(step_id(i).encode()).hexdigest()[:2]}/{step_id(i)}.md"
+    if layout in ("import", "flat"):
+        return f"plans/steps/{step_id(i)}.md"
+    return f"plans/steps/g{i // 100:03d}/{step_id(i)}.md"
 
 
 def new_project(path: Path, bare_remote: Path | None = None) -> Path:
@@ -286,7 +296,7 @@ def new_layout_queue(base: Path, steps: int, layout: str) -> Path:
     repo = new_project(base / "repo")
     runner("init", repo=repo)
     files = gates_off(repo)
-    files.update({step_path(i, layout): step_file(i) for i in range(steps)})
+    files.update({step_path(i, layout, steps): step_file(i) for i in range(steps)})
     commit_to_queue(repo, files, f"bench: {steps} steps, {layout} layout")
     return repo
 
@@ -300,7 +310,7 @@ def cold_copy(repo: Path, dest: Path) -> Path:
 
 def queue_events(repo: Path) -> list[dict[str, str]]:
     """Runner-* trailers of every queue commit, oldest first (plain git, for audits)."""
-    fmt_ = "%(trailers:key=Runner-Event,key=Runner-Step,key=Runner-Attempt,key=Runner-Worker,separator=%x1f)%x1e"
+    fmt_ = "%(trailers:key=Runner-Event,key=Runner-Step,key=Runner-Attempt,key=Runner-Actor,separator=%x1f)%x1e"
     text = git(repo, "log", "--reverse", f"--format={fmt_}", queue_ref(repo))
     events = []
     for record in text.split("\x1e"):
