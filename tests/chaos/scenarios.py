@@ -200,23 +200,23 @@ def partition_once(cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s
     has taken the claim over (longer than a lease); heal before or after the step's end."""
     everyone = {s.id for s in cluster.slots}
 
-    def next_run():
-        run = running_now(cluster, everyone, slow, exclude=used)
+    def next_run():  # each cut hits a step of its own
+        run = running_now(cluster, everyone, slow - used)
         if run:
             return run
         states = cluster.terminal()[1]
-        if all(states.get(step) in ("done", "failed") for step in slow):
+        if all(states.get(step) in ("done", "failed") for step in slow - used):
             return {"none": True}  # every slow step is over: nothing left to cut in the middle of
         return None
 
-    run = cluster.wait_for(next_run, 120, what="a worker to run a slow step")
+    run = cluster.wait_for(next_run, 120 + max(sleeps.values(), default=0), what="a worker to run a slow step")  # the previous one ends first
     if run.get("none"):
         return {"skipped": "no slow step left to run"}
     host = cluster.slot(run["worker"]).host
     t0 = time.monotonic()
     cluster.partition(host)
     key = (run["step"], run["attempt"])
-    used.add(key)
+    used.add(key[0])
 
     def taken_over() -> bool:
         info = cluster.plan_state().get(key[0])
