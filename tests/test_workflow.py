@@ -236,3 +236,16 @@ def test_the_review_is_due_at_five_changed_files_by_default(queue_repo):
     small, large = tick(queue_repo), tick(queue_repo)
     assert next(r for r in small["roles"] if r["name"] == "review")["result"] == "not run"
     assert next(r for r in large["roles"] if r["name"] == "review")["result"] == "pass"
+
+
+def test_a_person_approves_from_another_clone_than_the_worker_made_the_result_on(tmp_path):
+    from conftest import make_remote
+
+    bare, (worker_clone, person_clone) = make_remote(tmp_path, clones=2)
+    runner(worker_clone, "init")
+    set_config(worker_clone, detect=False)
+    add_step(worker_clone, "01-risky", run=["sh", "-c", "echo risky > risky.txt"], requires_approval=True)
+    assert tick(worker_clone)["sentinel"] == "STEP_BLOCKED"
+    approved = runner_json(person_clone, "approve", "01-risky", "--by", "alice")
+    assert approved["status"] == "done"
+    assert git(bare, "show", "runner/integration:risky.txt") == "risky"

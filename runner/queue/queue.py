@@ -200,11 +200,21 @@ class Queue:
             prune = step_branch_update(snap.config, step_id, result["commit"], done=True)
             return self.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))
 
-        return self.publish(build, person, tries=OUTCOME_TRIES, branches=[self.integration_branch()])
+        # The result was made on another worker's clone: its step branch brings the commit here
+        # (named by runner.toml, so the queue comes first).
+        self.store.fetch([self.branch])
+        return self.publish(build, person, tries=OUTCOME_TRIES, branches=self.branches_of(step_id))
+
+    def branches_of(self, step_id: str) -> list[str]:
+        """The integration branch and this step's branch, as runner.toml names them."""
+        tip = self.store.tip(self.branch)
+        config = self.reader.config_at(tip) if tip else None
+        if config is None:
+            return ["runner/integration"]
+        return [config.queue.integration_branch, config.queue.step_branch_prefix + step_id]
 
     def integration_branch(self) -> str:
-        tip = self.store.tip(self.branch)
-        return self.reader.config_at(tip).queue.integration_branch if tip else "runner/integration"
+        return self.branches_of("")[0]
 
     # --- claiming ------------------------------------------------------------------------
 

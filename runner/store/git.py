@@ -118,7 +118,7 @@ class GitStore:
     def _commit(self, oid: str) -> pygit2.Commit:
         obj = self.repo.get(oid)
         if not isinstance(obj, pygit2.Commit):
-            raise StoreError(f"{oid} is not a commit")
+            raise StoreError(f"{oid} is not a commit of this clone (fetch it, or it was never pushed)")
         return obj
 
     def commit(self, oid: str) -> CommitInfo:
@@ -243,6 +243,8 @@ class GitStore:
 
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
         """A merge commit of `theirs` into `ours`, built in memory (a fast-forward when possible)."""
+        for oid in (ours, theirs):
+            self._commit(oid)  # a StoreError naming what this clone lacks, not a KeyError
         if self.is_ancestor(ours, theirs):
             return Merged(theirs)
         index = self.repo.merge_commits(ours, theirs)
