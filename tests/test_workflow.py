@@ -184,7 +184,7 @@ def test_an_internal_runner_error_gives_the_step_back_without_spending_an_attemp
     # A fault of runner itself (injected where the record is built), not of the step.
     proc = runner(queue_repo, "tick", "--id", "w1", "--json", check=False, env={"RUNNER_FAIL_AT": "before-record"})
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert proc.returncode == 1 and report["outcome"] == "error" and "runner error" in report["reason"]
+    assert proc.returncode == 1 and report["outcome"] == "fault" and "runner error" in report["reason"]
     show = runner_json(queue_repo, "show", "01-a")
     assert show["status"] == "ready" and not show["meta"].get("failures")
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"

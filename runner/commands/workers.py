@@ -26,7 +26,7 @@ def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFi
     w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step)
     result = w.tick()
     report.print_report(result, target.json, [None])
-    if result.get("outcome") == "error":
+    if result.get("outcome") in ("error", "fault"):
         raise typer.Exit(EXIT_FAILURE)
 
 

@@ -95,6 +95,7 @@ class Queue:
 
     def snapshot(self, fetch: bool = True, branches: Iterable[str] = ()) -> Snapshot:
         branches = list(branches)
+        fetch = fetch or getattr(self.store, "view_lags", False)
         if fetch:
             self.fetch(branches)
         tip = self.store.tip(self.branch)
@@ -242,7 +243,10 @@ class Queue:
                 return self.step_change(snap, event, refs=refs)
             raise Skip(why_nothing(snap, tags, step_id))
 
-        return self.publish(build, by or worker, snapshot)
+        # A claim won after a lost race is built on a snapshot read again then: the integration
+        # branch is read with it, so the step starts from its dependencies' merges.
+        branches = list(snapshot.tips) if snapshot is not None else [self.integration_branch()]
+        return self.publish(build, by or worker, snapshot, branches=branches)
 
     # --- heartbeats ----------------------------------------------------------------------
 

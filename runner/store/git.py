@@ -49,6 +49,7 @@ class GitStore:
             raise StoreError(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for local only)")
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
+        self.view_lags = False  # a push landed but our tracking refs could not follow it
 
     @classmethod
     def receiving(cls, path: str | Path) -> "GitStore":

@@ -23,8 +23,10 @@ def publish(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     outcome = _push(store, updates) if store.remote else _transaction(store, updates)
     if isinstance(outcome, Won) and store.remote:
         for update in updates:
-            _track(store, update.ref, update.new)
+            if not _track(store, update.ref, update.new):
+                store.view_lags = True  # the next read fetches first (Queue.snapshot)
     return outcome
+
 
 def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     """One local ref transaction: every ref locked, checked, then written."""
@@ -91,19 +93,22 @@ def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
 def remote_branches(store: GitStore) -> dict[str, str]:
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
 
-def _track(store: GitStore, ref: str, new: str | None) -> None:
-    """Mirror a ref we just pushed into our view, so the next read needs no fetch."""
+def _track(store: GitStore, ref: str, new: str | None) -> bool:
+    """Mirror a ref we just pushed into our view, so the next read needs no fetch. False when
+    the tracking ref was busy (another process's fetch holds its lock): the view lags."""
     local = store.view_ref(ref)
     if local == ref:
-        return
+        return True
     try:
         if new is None:
             if store.repo.references.get(local) is not None:
                 store.repo.references.delete(local)
         else:
             store.repo.references.create(local, new, force=True)
+        return True
     except (pygit2.GitError, OSError, KeyError) as exc:
-        locks.clear_stale(str(exc), store.git_dir, store.workdir)  # the next fetch brings it
+        locks.clear_stale(str(exc), store.git_dir, store.workdir)
+        return False
 
 def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> None:
     """Bring our view of `branches` (and every heartbeat ref) up to date in one round trip.
@@ -117,6 +122,7 @@ def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> Non
     prune = ["--prune"] if heartbeats else []
     if heartbeats:
         specs.append(f"+{HEARTBEAT_PREFIX}*:{store.view_ref(HEARTBEAT_PREFIX + 'x')[:-1]}*")
+    store.view_lags = False
     for attempt in range(5):
         proc = run_git(store.git_dir, "fetch", "--quiet", *prune, "--no-write-fetch-head", "--no-tags", store.remote_url, *specs, check=False)
         if proc.returncode == 0:

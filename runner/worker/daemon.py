@@ -22,8 +22,8 @@ from runner.store import StoreError
 from runner.worker import report
 from runner.worker.tick import Worker
 
-IDLE_OUTCOMES = ("skip", "error", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
-MAX_ERRORS_IN_A_ROW = 5
+IDLE_OUTCOMES = ("skip", "error", "fault", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
+MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
 
 
 class Daemon:
@@ -58,17 +58,18 @@ class Daemon:
         self.install_signal_handlers()
         w.log("START", f"incarnation {w.incarnation} pid {os.getpid()}")
         self.beat("idle")
-        ticks = errors = 0
+        ticks = errors = faults = 0
         while not w.stopping.is_set():
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
             if self.once and not self.json_out and "step" in result:
                 self.progress()
             ticks += 1
-            errors = errors + 1 if result["outcome"] == "error" else 0
-            if errors >= MAX_ERRORS_IN_A_ROW:
-                w.log("STOP", f"{errors} errors in a row; the last: {result.get('reason')}")
-                print(f"error: {errors} ticks in a row failed; stopping (the last: {result.get('reason')})", file=sys.stderr)
+            errors = errors + 1 if result["outcome"] in ("error", "fault") else 0
+            faults = faults + 1 if result["outcome"] == "fault" else 0
+            if faults >= MAX_FAULTS_IN_A_ROW:
+                w.log("STOP", f"{faults} faults of runner in a row; the last: {result.get('reason')}")
+                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.get('reason')})", file=sys.stderr)
                 return 1
             if self.max_ticks and ticks >= self.max_ticks:
                 break

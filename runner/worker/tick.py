@@ -31,6 +31,9 @@ from runner.worker.pipeline import ClaimLostDuringRun, Outcome, State, run_pipel
 from runner.worker.record import Recorder, qa_doc
 
 
+FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
+
+
 class Worker:
     def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None,
                  grace: float | None = None, only_step: str | None = None):
@@ -56,6 +59,7 @@ class Worker:
         self.last: dict[str, Any] = {}  # the last step this worker ran and how it ended
         self.lease = 0.0
         self.view_is_fresh = False  # our last publish left our view of the queue current
+        self.last_fetch = 0.0  # (monotonic) leases are judged only on fetched views: fetch at least this often
 
     # --- what the heartbeat says -----------------------------------------------------------
 
@@ -107,8 +111,11 @@ class Worker:
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
             # (or the claim's compare-and-swap says otherwise): the fetch is skipped.
-            snap = self.queue.snapshot(fetch=not self.view_is_fresh, branches=[self.integration_branch])
+            fresh = self.view_is_fresh and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
+            snap = self.queue.snapshot(fetch=not fresh, branches=[self.integration_branch])
             self.view_is_fresh = False
+            if snap.fetched:
+                self.last_fetch = time.monotonic()
             if snap.config.queue.integration_branch != self.integration_branch:
                 self.integration_branch = snap.config.queue.integration_branch
                 snap = self.queue.snapshot(branches=[self.integration_branch])
@@ -178,9 +185,7 @@ class Worker:
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         started = time.monotonic()
         try:
-            base = snap.tips.get(self.integration_branch)
-            if base is None:
-                raise StoreError(f"no integration branch {self.integration_branch!r}: run `runner init`")
+            base = self.base_with_dependencies(snap, step)
             worktrees.remove(self.store, worktree)
             attempt_dir.mkdir(parents=True, exist_ok=True)
             self.store.add_worktree(worktree, base)
@@ -189,10 +194,10 @@ class Worker:
                                       self.stopping, self.dirs["sessions"], config.worker.default_timeout)
             outcome = run_pipeline(state, actions)
             crash_point("after-step")
-            heartbeat.stop.set()
-            heartbeat.join(timeout=10)
             if heartbeat.lost.is_set():
                 raise ClaimLost(heartbeat.error or "the claim was lost")
+            # The heartbeat goes on while the outcome is published: under contention a record
+            # can take longer than a lease, and a silent holder would be taken over.
             return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started)
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
@@ -203,6 +208,21 @@ class Worker:
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
             worktrees.clean_up(self.store, worktree, state, self.log)
+
+    def base_with_dependencies(self, snap: Snapshot, step) -> str:
+        """The integration tip this attempt starts from: one that holds every dependency's merge.
+        Our view of the branch can lag the queue's (a tracking ref another process held when
+        we fetched); then it is read again, and the step never starts without its inputs."""
+        merges = [m for dep in step.depends_on if (m := ((snap.plan.steps[dep].meta.get("result") or {}).get("merge")))]
+        for attempt in range(6):
+            base = snap.tips.get(self.integration_branch) if attempt == 0 else self.store.tip(self.integration_branch)
+            if base is None:
+                raise StoreError(f"no integration branch {self.integration_branch!r}: run `runner init`")
+            if all(self.store.is_ancestor(merge, base) for merge in merges):
+                return base
+            time.sleep(0.5 * attempt)
+            self.store.fetch([self.integration_branch])
+        raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
     # --- recording ---------------------------------------------------------------------------
 
@@ -258,7 +278,7 @@ class Worker:
         except Exception as again:  # the lease gives the step back in the end
             self.log("ERROR", f"could not release {state.step.id}: {again}")
             commit = None
-        return {"sentinel": "SKIP", "outcome": "error", "reason": reason, "step": state.step.id, "attempt": state.attempt,
+        return {"sentinel": "SKIP", "outcome": "fault", "reason": reason, "step": state.step.id, "attempt": state.attempt,
                 "worker": self.id, "commit": commit}
 
     def lost_report(self, step_id: str, attempt: int, reason: str) -> dict[str, Any]:
