@@ -5,20 +5,8 @@
 # Two workers race on a bare git remote; everything happens in a temporary folder.
 # With a real agent, the same run is: runner init --agent claude; runner import ...; runner worker.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
-
-if [ ! -x "$VENV/bin/runner" ]; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --upgrade pip
-    "$VENV/bin/pip" install --quiet -e "$ROOT[test]"
-fi
-RUNNER="$VENV/bin/runner"
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" runner-agent-demo
 AGENT="$ROOT/examples/agent-plan/fake-agent"
-
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/runner-agent-demo.XXXXXX")"
-export GIT_AUTHOR_NAME="${GIT_AUTHOR_NAME:-runner demo}" GIT_AUTHOR_EMAIL="${GIT_AUTHOR_EMAIL:-demo@example.com}"
-export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
 
 echo "== a project with a bare remote in $WORK"
 git init --quiet -b main "$WORK/project"

@@ -2,19 +2,7 @@
 # Set up runner in .venv and drain the demo plan with three workers racing on a
 # bare git remote. Everything happens in a temporary folder; the repository is untouched.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
-
-if [ ! -x "$VENV/bin/runner" ]; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --upgrade pip
-    "$VENV/bin/pip" install --quiet -e "$ROOT[test]"
-fi
-RUNNER="$VENV/bin/runner"
-
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/runner-demo.XXXXXX")"
-export GIT_AUTHOR_NAME="${GIT_AUTHOR_NAME:-runner demo}" GIT_AUTHOR_EMAIL="${GIT_AUTHOR_EMAIL:-demo@example.com}"
-export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
+source "$(dirname "${BASH_SOURCE[0]}")/setup.sh" runner-demo
 
 echo "== a project with a bare remote in $WORK"
 git init --quiet -b main "$WORK/project"

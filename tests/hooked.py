@@ -33,6 +33,17 @@ INTEGRATION = "refs/heads/runner/integration"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 CHECKS = "## Changes\n\n#### Automated Verification:\n- [ ] passes: `true`\n\n#### Manual Verification:\n- [ ] reads well\n"
 ELSEWHERE = {"host": "elsewhere"}  # a holder on another host: judged by its lease, never by a local pid
+# people alice (an admin) and bob; worker keys key-a (worker w1) and key-b (worker w2)
+IDENTITIES = """
+[hooks]
+pusher_env = "RUNNER_PUSHER"
+people = ["alice", "bob"]
+admins = ["alice"]
+
+[hooks.identities]
+key-a = ["w1"]
+key-b = ["w2"]
+"""
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:

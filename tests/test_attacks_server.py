@@ -17,6 +17,7 @@ import pytest
 
 from conftest import edit, git, make_remote, runner, step_file
 from hooked import (  # template, remote and queue are fixtures
+    IDENTITIES,
     INTEGRATION,
     QUEUE,
     accepted,
@@ -41,16 +42,6 @@ from runner.store import FORCE, RefUpdate
 from runner.store.git import GitStore
 
 BEAT = "refs/runner/heartbeats/w1"
-IDENTITIES = """
-[hooks]
-pusher_env = "RUNNER_PUSHER"
-people = ["alice", "bob"]
-admins = ["alice"]
-
-[hooks.identities]
-key-a = ["w1"]
-key-b = ["w2"]
-"""
 
 
 @contextmanager

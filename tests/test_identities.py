@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import git
-from hooked import add_steps, cli, clone, hooked_remote, tip
+from hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
 from runner.core.config import DEFAULT_TOML
 from runner.queue.queue import PushRefused, Queue, author_for
 from runner.store import FORCE, RefUpdate, Refused, Won
@@ -29,17 +29,7 @@ from runner.store.git import GitStore
 
 PEOPLE = ("alice", "bob")
 WORKER_KEYS = {"key-a": ("w1",), "key-b": ("w2",)}
-HOOKS = """
-[hooks]
-pusher_env = "RUNNER_PUSHER"
-people = ["alice", "bob"]
-admins = ["alice"]
-
-[hooks.identities]
-key-a = ["w1"]
-key-b = ["w2"]
-"""
-CONFIG = DEFAULT_TOML.replace("detect = true", "detect = false") + HOOKS
+CONFIG = DEFAULT_TOML.replace("detect = true", "detect = false") + IDENTITIES
 
 
 @dataclass
