@@ -3,7 +3,7 @@ clock skew and hostile input, each run judged by the history checker.
 
   .ci/chaos                                                                 # CI: the CI size, seeds 1101 and 2202
   .venv/bin/python -m pytest -q -n 0 -m chaos -s tests/test_chaos.py             # the CI size (a few minutes)
-  RUNNER_CHAOS_FULL=1 .venv/bin/python -m pytest -q -n 0 -m chaos -s tests/...   # the full size (about 26 minutes)
+  RUNNER_CHAOS_FULL=1 .venv/bin/python -m pytest -q -n 0 -m chaos -s tests/...   # the full size (about 18 minutes)
   RUNNER_CHAOS_SEED=1234 ...                                                # replay a seed
 
 Every test prints the checker's table (visible with -s) and writes it next to its
