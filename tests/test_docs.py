@@ -65,4 +65,4 @@ def test_the_readme_links_the_protocol_and_nothing_points_outside_the_repository
     assert "docs/protocol.md" in readme
     for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("bench/*.md"), *ROOT.glob("tests/**/*.md")]:
         text = path.read_text()
-        assert "DESIGN" + ".md" not in text and "../" + "shared" not in text, path
+        assert "DESIGN" + ".md" not in text and '../' + 'shared' not in text, path
