@@ -51,7 +51,7 @@ def run_checks(target) -> list[dict[str, Any]]:
     else:
         checks.append(_check("remote", "warn", "no remote: workers on this machine share this repository"))
     try:
-        snap = queue.snapshot(branches=[queue.integration_branch()])
+        snap = queue.snapshot(branches=queue.branches())
     except NotInitialised as exc:
         return checks + [_check("queue", "fail", str(exc))]
     except BadInput as exc:

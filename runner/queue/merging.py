@@ -24,7 +24,9 @@ def merge_update(store: Store, snap: Snapshot, result: str, step: str, attempt: 
         return merged, None
     return merged, RefUpdate(branch_ref(branch), merged.commit, tip)
 
+
 def step_branch_update(config: Config, step: str, commit: str | None, done: bool) -> RefUpdate:
+    """The step branch keeps the attempt's result; once merged, it goes if runner.toml says so."""
     ref = branch_ref(config.queue.step_branch_prefix + step)
     if done and config.queue.prune_merged_step_branches:
         return RefUpdate(ref, None, FORCE)  # the merge on the integration branch keeps the record

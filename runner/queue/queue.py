@@ -18,6 +18,7 @@ from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import (
     CONFIG_FILE,
+    DEFAULT_INTEGRATION_BRANCH,
     DEFAULT_QUEUE_BRANCH,
     EMPTY_TREE,
     HALT_FILE,
@@ -95,7 +96,7 @@ class Queue:
 
     def snapshot(self, fetch: bool = True, branches: Iterable[str] = ()) -> Snapshot:
         branches = list(branches)
-        fetch = fetch or getattr(self.store, "view_lags", False)
+        fetch = fetch or self.store.view_lags
         if fetch:
             self.fetch(branches)
         tip = self.store.tip(self.branch)
@@ -204,18 +205,15 @@ class Queue:
         # The result was made on another worker's clone: its step branch brings the commit here
         # (named by runner.toml, so the queue comes first).
         self.store.fetch([self.branch])
-        return self.publish(build, person, tries=OUTCOME_TRIES, branches=self.branches_of(step_id))
+        return self.publish(build, person, tries=OUTCOME_TRIES, branches=self.branches(step_id))
 
-    def branches_of(self, step_id: str) -> list[str]:
-        """The integration branch and this step's branch, as runner.toml names them."""
+    def branches(self, step_id: str | None = None) -> list[str]:
+        """The integration branch (and the step's branch when a step is named), as runner.toml names them."""
         tip = self.store.tip(self.branch)
-        config = self.reader.config_at(tip) if tip else None
-        if config is None:
-            return ["runner/integration"]
-        return [config.queue.integration_branch, config.queue.step_branch_prefix + step_id]
-
-    def integration_branch(self) -> str:
-        return self.branches_of("")[0]
+        if tip is None:
+            return [DEFAULT_INTEGRATION_BRANCH]
+        queue = self.reader.config_at(tip).queue
+        return [queue.integration_branch] + ([queue.step_branch_prefix + step_id] if step_id else [])
 
     # --- claiming ------------------------------------------------------------------------
 
@@ -245,7 +243,7 @@ class Queue:
 
         # A claim won after a lost race is built on a snapshot read again then: the integration
         # branch is read with it, so the step starts from its dependencies' merges.
-        branches = list(snapshot.tips) if snapshot is not None else [self.integration_branch()]
+        branches = list(snapshot.tips) if snapshot is not None else self.branches()
         return self.publish(build, by or worker, snapshot, branches=branches)
 
     # --- heartbeats ----------------------------------------------------------------------

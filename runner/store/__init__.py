@@ -110,6 +110,7 @@ class StoreError(RunnerError):
 class Store(Protocol):
     remote: str | None  # the remote's name, None when the queue is local
     state_dir: Path  # this host's private state for this repository (caches, logs, worktrees)
+    view_lags: bool  # a push landed but our view of the remote could not follow it: fetch before reading
 
     # -- reading: our view (remote-tracking refs when there is a remote) --
     def tip(self, branch: str) -> str | None: ...

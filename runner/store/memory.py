@@ -35,6 +35,7 @@ Tree = dict[str, tuple[str, str]]  # name -> ("blob" | "tree", id)
 
 class MemoryStore:
     remote = None
+    view_lags = False  # there is no remote to lag behind
 
     def __init__(self, state_dir: Path | None = None):
         self.blobs: dict[str, bytes] = {}

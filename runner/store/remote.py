@@ -56,6 +56,7 @@ def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
             return Failed(f"updating {', '.join(u.ref for u in updates)}: {exc}")
     return Failed("a stale lock file could not be removed")
 
+
 def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     args = ["push", "--porcelain", "--atomic", "--no-verify"]
     for u in updates:
@@ -72,6 +73,7 @@ def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     outcome = _push_outcome(proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace"))
     return _landed_or(store, updates, outcome) if isinstance(outcome, Failed) else outcome
 
+
 def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> Outcome:
     """A push whose answer was lost may have landed: look at the remote before deciding."""
     try:
@@ -82,6 +84,7 @@ def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> O
         return Won()
     return outcome
 
+
 def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
     proc = run_git(store.git_dir, "ls-remote", store.remote_url, *refs, timeout=120)
     found = {}
@@ -90,8 +93,10 @@ def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
         found[name] = oid
     return found
 
+
 def remote_branches(store: GitStore) -> dict[str, str]:
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
+
 
 def _track(store: GitStore, ref: str, new: str | None) -> bool:
     """Mirror a ref we just pushed into our view, so the next read needs no fetch. False when
@@ -109,6 +114,7 @@ def _track(store: GitStore, ref: str, new: str | None) -> bool:
     except (pygit2.GitError, OSError, KeyError) as exc:
         locks.clear_stale(str(exc), store.git_dir, store.workdir)
         return False
+
 
 def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> None:
     """Bring our view of `branches` (and every heartbeat ref) up to date in one round trip.
