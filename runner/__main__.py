@@ -1,3 +1,28 @@
-from runner.cli import main
+"""`runner` and `python -m runner`: answers what it can without loading the command line
+(the version; `runner ready` on an unchanged local queue, see runner.commands.quick) and
+hands everything else to runner.cli."""
 
-main()
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if args == ["--version"]:
+        from runner import __version__
+
+        print(f"runner {__version__}")
+        return
+    if args[:1] == ["ready"]:
+        from runner.commands.quick import answer_ready
+
+        if answer_ready(args[1:]):
+            return
+    from runner.cli import app
+
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -80,7 +80,6 @@ schedule.register(app)
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--version"]:
-        print(f"runner {__version__}")
-        return
+    """The whole command line (what entry scripts installed before runner/__main__.py had
+    main() call; `runner` itself starts there)."""
     app()

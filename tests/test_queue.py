@@ -313,6 +313,28 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
     assert [s.id for s in queue.snapshot().plan.ready(utc_now())] == ["b", "c"]
 
 
+def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_its_file(queue_repo):
+    import tracemalloc
+
+    from runner.core.model import INDEX_KEYS
+    from runner.queue.queue import open_queue
+
+    body = "Long instructions.\n" * 600  # ~11 KB a step, like real step files
+    edit(queue_repo, {f"plans/steps/s{n:03d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\nnotes: {{owner: team-{n}}}\n---\n{body}".encode()
+                      for n in range(200)})
+    for source in ("parsed now", "read from the parse cache on disk"):
+        tracemalloc.start()
+        plan = open_queue(queue_repo).snapshot().plan
+        held, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert held < 200 * len(body) / 4, f"{source}: the plan holds {held} bytes, about the step bodies' size"
+        step = plan.steps["s007"]
+        assert step.is_lean and set(step.index) <= INDEX_KEYS and "notes" not in step.index
+        assert step.get("notes") == {"owner": "team-7"} and step.text.endswith(body)  # read again from its blob
+        assert step.full().meta == {"title": "s7", "run": ["true"], "notes": {"owner": "team-7"}}
+        assert (queue_repo / ".git" / "runner" / "parsed-steps.json").exists()
+
+
 def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path):
     from runner.core.layout import FANOUT_FROM, new_step_path
 

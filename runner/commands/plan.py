@@ -213,15 +213,14 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
 
 def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     """Steps a worker (with --tag ...) could claim now, best first."""
-    from runner.commands import render
-    from runner.core.model import utc_now
+    from runner.commands import quick
+    from runner.commands.render import print_ready
 
-    snap = target.snapshot()
-    rows = [] if snap.plan.halted else [render.step_row(snap.plan, s) for s in snap.plan.ready(utc_now(), tag)]
-    if target.json:
-        render.print_json({"halted": snap.plan.halted, "steps": rows})
-        return
-    render.print_rows(snap.plan, rows, f"ready on {target.branch}" + (" (halted)" if snap.plan.halted else ""), show_all, "ready")
+    queue = target.queue()
+    snap = queue.snapshot()
+    print_ready(snap.plan, target.branch, tag, target.json, show_all)
+    if queue.store.remote is None:
+        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan)
 
 
 def graph(target: Target) -> None:

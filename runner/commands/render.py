@@ -54,18 +54,18 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
         "step": step.id,
         "title": step.title,
         "status": status,
-        "stored_status": step.meta.get("status", "ready") if step.meta else None,
+        "stored_status": step.get("status", "ready") if step.valid or step.meta else None,
         "priority": step.priority if step.valid else None,
         "depends_on": step.depends_on if step.valid else [],
         "tags": step.tags if step.valid else [],
         "assignee": step.assignee,
         "attempt": step.attempt if step.valid else None,
-        "failures": step.meta.get("failures"),
-        "lease": step.meta.get("lease"),
-        "claimed_at": step.meta.get("claimed_at"),
-        "not_before": step.meta.get("not_before"),
-        "last_error": step.meta.get("last_error"),
-        "last_updated": step.meta.get("last_updated"),
+        "failures": step.get("failures"),
+        "lease": step.get("lease"),
+        "claimed_at": step.get("claimed_at"),
+        "not_before": step.get("not_before"),
+        "last_error": step.get("last_error"),
+        "last_updated": step.get("last_updated"),
         "path": step.path,
         "problems": step.problems,
     }
@@ -186,6 +186,14 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(table)
     for line in after:
         out.print(line)
+
+
+def print_ready(plan: Plan, branch: str, tags: list[str], as_json: bool, show_all: bool) -> None:
+    rows = [] if plan.halted else [step_row(plan, s) for s in plan.ready(utc_now(), tags)]
+    if as_json:
+        print_json({"halted": plan.halted, "steps": rows})
+        return
+    print_rows(plan, rows, f"ready on {branch}" + (" (halted)" if plan.halted else ""), show_all, "ready")
 
 
 def _unmarked(line: str) -> str:

@@ -29,6 +29,7 @@ class Written:
 
 def write_step_event(step: Step, event: Event, context: Context) -> Written:
     """Apply `event` to `step` (TransitionError when the machine refuses it)."""
+    step = step.full()
     updates = transition(step.meta, event, context)
     text = set_fields(step.text, updates)
     if event.kind == Kind.COMPLETE and event.ticked:

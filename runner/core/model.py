@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+import sys
 from datetime import datetime, timezone
 from typing import Any
 
@@ -97,22 +97,103 @@ def parse_time(value: Any) -> datetime | None:
     return None
 
 
-@dataclass
-class Step:
-    """One step as read from its file. `meta` is the whole frontmatter."""
+# The frontmatter keys a lean step keeps (see Step.lean): what plans, claims, leases and the
+# listings read for many steps at once. Anything else is read from the file when asked for.
+INDEX_KEYS = frozenset((
+    "status", "title", "name", "priority", "depends_on", "tags", "run", "requires_approval",
+    "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
+))
 
-    id: str
-    path: str
-    meta: dict[str, Any]
-    text: str
-    problems: list[str] = field(default_factory=list)
+
+SHARED_VALUES = frozenset(("status", "depends_on", "run", "tags", "assignee"))  # the same few strings in many steps
+
+
+def _shared(value: Any) -> Any:
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return [sys.intern(item) for item in value]
+    return value
+
+
+class Step:
+    """One step as read from its file: `meta` is the whole frontmatter, `text` the whole file.
+
+    A long-lived plan holds *lean* steps: the INDEX_KEYS of the frontmatter and the blob the
+    file is in, so a worker's memory does not grow with the text and the result records of
+    thousands of steps. Asking a lean step for its `meta`, `text` or another key reads the
+    file again; callers that need them more than once take `full()` first.
+    """
+
+    __slots__ = ("id", "path", "problems", "_meta", "_text", "_source", "_blob")
+
+    def __init__(self, id: str, path: str, meta: dict[str, Any], text: str, problems: list[str] | None = None):
+        self.id = id
+        self.path = path
+        self.problems = [] if problems is None else problems
+        self._meta = meta
+        self._text = text
+        self._source: Any = None  # a lean step's reader: source.read_step(path, blob) -> Step
+        self._blob = ""  # a lean step's blob id
+
+    def __repr__(self) -> str:
+        return f"Step({self.id!r}, {self.path!r}{', lean' if self.is_lean else ''}, problems={self.problems!r})"
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._meta if self._source is None else self.full()._meta
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self._meta, self._source = value, None
+
+    @property
+    def text(self) -> str:
+        return self._text if self._source is None else self.full()._text
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text = value
+
+    @property
+    def is_lean(self) -> bool:
+        return self._source is not None
+
+    @property
+    def index(self) -> dict[str, Any]:
+        """The INDEX_KEYS of the frontmatter that have a value (keys and statuses shared, not
+        one copy a step: thousands of steps are held)."""
+        if self._source is not None:
+            return self._meta
+        index = {key: value for key in INDEX_KEYS if (value := self._meta.get(key)) is not None}
+        for key in SHARED_VALUES.intersection(index):
+            index[key] = _shared(index[key])
+        return index
+
+    def lean(self, source: Any, blob: str) -> "Step":
+        """This sound step as a lean one: its file is `blob`, which `source.read_step(path, blob)`
+        parses again when asked."""
+        return Step.indexed(self.id, self.path, self.index, source, blob)
+
+    @staticmethod
+    def indexed(id: str, path: str, index: dict[str, Any], source: Any, blob: str) -> "Step":
+        step = Step(sys.intern(id), path, index, "")
+        step._source, step._blob = source, blob
+        return step
+
+    def full(self) -> "Step":
+        """This step with its whole frontmatter and text (itself unless lean)."""
+        return self if self._source is None else self._source.read_step(self.path, self._blob)
 
     def copy(self) -> "Step":
         """A step whose problems list the caller may extend (meta and text are shared, never mutated)."""
-        return Step(id=self.id, path=self.path, meta=self.meta, text=self.text, problems=list(self.problems))
+        step = Step(self.id, self.path, self._meta, self._text, list(self.problems))
+        step._source, step._blob = self._source, self._blob
+        return step
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = self.meta.get(key, default)
+        meta = self._meta if self._source is None or key in INDEX_KEYS else self.full()._meta
+        value = meta.get(key, default)
         return default if value is None else value
 
     @property
@@ -147,20 +228,20 @@ class Step:
 
     @property
     def assignee(self) -> str | None:
-        return self.meta.get("assignee")
+        return self.get("assignee")
 
     @property
     def holder(self) -> dict[str, Any]:
-        holder = self.meta.get("holder")
+        holder = self.get("holder")
         return holder if isinstance(holder, dict) else {}
 
     @property
     def not_before(self) -> datetime | None:
-        return parse_time(self.meta.get("not_before"))
+        return parse_time(self.get("not_before"))
 
     @property
     def claimed_at(self) -> datetime | None:
-        return parse_time(self.meta.get("claimed_at"))
+        return parse_time(self.get("claimed_at"))
 
     @property
     def requires_approval(self) -> bool:

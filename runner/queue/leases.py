@@ -92,7 +92,7 @@ def local_holder_gone(holder: dict[str, Any]) -> str | None:
 
 def lease_of(step: Step, default: float) -> float:
     try:
-        return parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default
+        return parse_duration(step.get("lease")) if step.get("lease") else default
     except ValueError:
         return default
 

@@ -189,6 +189,7 @@ class Queue:
 
         def build(snap: Snapshot) -> Change:
             step = snap.plan.find(step_id)
+            step = step and step.full()
             result = (step.meta.get("result") or {}) if step is not None and step.valid else {}
             waiting = step is not None and step.status == Status.REVIEW and (step.meta.get("review") or "result") == "result"
             base = Event(Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None)

@@ -2,7 +2,9 @@
 
 Every step file is parsed once per blob: in memory for the life of the process, and on
 disk (keyed by path, blob id and the version of the rules that judged it) so a fresh
-`runner status` need not parse thousands of frontmatters again. After a transition only
+`runner status` need not parse thousands of frontmatters again. What is kept of a sound
+step is lean (runner.core.model.Step.lean): its index keys and its blob id, the rest read
+again when asked, so memory does not grow with what the files say. After a transition only
 the changed files are read again, so a snapshot costs about the same at 10,000 steps as
 at 100.
 """
@@ -165,9 +167,15 @@ class Reader:
                 stem = path.rsplit("/", 1)[-1].removesuffix(".md")
                 cached = Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
             else:
-                cached = parse_step(path, self.store.read(oid))
+                cached = self.read_step(path, oid)
+                if cached.valid:
+                    cached = cached.lean(self, oid)
             self._steps[key] = cached
         return cached  # shared: nothing changes a parsed step (Plan.build copies what it marks)
+
+    def read_step(self, path: str, oid: str) -> Step:
+        """The step in blob `oid`, parsed now (what a lean step reads when asked for more)."""
+        return parse_step(path, self.store.read(oid))
 
     def _load_parse_cache(self) -> None:
         if self._cache_loaded:
@@ -179,13 +187,18 @@ class Reader:
             if data.get("rules") != _rules_version():
                 return
             for key, (step_id, path, meta, text, problems) in data["steps"].items():
-                self._steps.setdefault(key, Step(id=step_id, path=path, meta=meta, text=text, problems=problems))
+                if text is None:  # a lean step: its index, its file read again when asked
+                    step = Step.indexed(step_id, path, meta, self, key.rpartition("\0")[2])
+                else:
+                    step = Step(step_id, path, meta, text, problems)
+                self._steps.setdefault(key, step)
         except Exception:  # a cache that does not read (tampered, half written) is rebuilt
             self._steps.clear()
 
     def _save_parse_cache(self, keys: list[str]) -> None:
         self._parsed_new = 0
-        steps = {k: [s.id, s.path, s.meta, s.text, s.problems] for k in keys if (s := self._steps.get(k)) and len(s.text) < 65536}
+        steps = {k: [s.id, s.path, s.index, None, s.problems] if s.is_lean else [s.id, s.path, s.meta, s.text, s.problems]
+                 for k in keys if (s := self._steps.get(k)) and (s.is_lean or len(s.text) < 65536)}
         tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
         try:
             tmp.write_text(json.dumps({"rules": _rules_version(), "steps": steps}))

@@ -87,6 +87,7 @@ class Recorder:
 
         def build(snap: Snapshot):
             step = snap.plan.steps.get(state.step.id)
+            step = step and step.full()
             if step is None or (why := holds(step.meta, self.worker, state.attempt, self.incarnation)):
                 raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
             event = self.event(state, outcome, snap, result, notes, elapsed)

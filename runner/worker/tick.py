@@ -168,7 +168,7 @@ class Worker:
         """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was claimed on)."""
         snap = self.queue.snapshot_at(claim, [self.integration_branch])
         snap.tips.update(before.tips)
-        step = snap.plan.steps[step_id]
+        step = snap.plan.steps[step_id].full()
         self.log("TICK", f"claimed {step_id} attempt {attempt}")
         if kind == Kind.TAKEOVER:
             worktrees.kill_leftovers(self.dirs["sessions"], step_id, replaces or 0, before, self.log)
@@ -213,7 +213,7 @@ class Worker:
         """The integration tip this attempt starts from: one that holds every dependency's merge.
         Our view of the branch can lag the queue's (a tracking ref another process held when
         we fetched); then it is read again, and the step never starts without its inputs."""
-        merges = [m for dep in step.depends_on if (m := ((snap.plan.steps[dep].meta.get("result") or {}).get("merge")))]
+        merges = [m for dep in step.depends_on if (m := ((snap.plan.steps[dep].get("result") or {}).get("merge")))]
         for attempt in range(6):
             base = snap.tips.get(self.integration_branch) if attempt == 0 else self.store.tip(self.integration_branch)
             if base is None:

@@ -1,0 +1,140 @@
+"""`runner ready` without typer, pygit2 or YAML: what a shell loop or an agent harness polls.
+
+The full `runner ready` on a local queue saves the index of the plan it read (the
+runner.core.model.INDEX_KEYS of every step) with the queue tip. A later `runner ready` with
+plain options, on a queue with no remote to fetch from, answers from that index when the
+branch still points at the same tip (read from git's ref files) and runner's code is the
+same; the plan and the rendering are the full command's own. Anything else, or anything
+unexpected, goes the full way: this is a shortcut, never a second answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+INDEX_FILE = "ready-index.json"
+FORMAT = 1
+_CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "commands/render.py", "commands/quick.py")
+_VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}
+_FLAGS = {"--json": "json", "--all": "show_all"}
+_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+
+
+def code_stamp() -> list:
+    """Changes whenever the code that reads, judges or renders a plan changes."""
+    from runner import __version__
+
+    package = Path(__file__).resolve().parent.parent
+    stamp: list = [__version__]
+    for name in _CODE:
+        info = os.stat(package / name)
+        stamp += [name, info.st_size, info.st_mtime_ns]
+    return stamp
+
+
+def save(state_dir: Path, branch: str, tip: str, plan) -> None:
+    """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready`."""
+    data = {
+        "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
+        "steps": [[s.id, s.path, s.index] for s in plan.steps.values()],
+    }
+    tmp = state_dir / f"{INDEX_FILE}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(data, default=str))
+        os.replace(tmp, state_dir / INDEX_FILE)
+    except (OSError, TypeError, ValueError):
+        tmp.unlink(missing_ok=True)  # only a shortcut: never fail the command for it
+
+
+def answer_ready(args: list[str]) -> bool:
+    """Print `runner ready ARGS` from the saved index when that is the full command's answer;
+    False (having printed nothing) when the full command must answer."""
+    options = _options(args)
+    if options is None or os.environ.keys() & {"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY"}:
+        return False
+    try:
+        git_dir = _git_dir(Path(options["repo"]))
+        if git_dir is None or (not options["local_only"] and _has_remote(git_dir)):
+            return False
+        data = json.loads((git_dir / "runner" / INDEX_FILE).read_text())
+        tip = _ref(git_dir, "refs/heads/" + options["branch"])
+        if data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None or data.get("tip") != tip:
+            return False
+        if data.get("code") != code_stamp():
+            return False
+        plan = _plan(data)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
+    from runner.commands.render import print_ready
+
+    print_ready(plan, options["branch"], options["tags"], options["json"], options["show_all"])
+    return True
+
+
+def _options(args: list[str]) -> dict | None:
+    """The options of `runner ready`, parsed as the full command parses them; None for anything
+    this shortcut does not take (help, a named remote, an option it does not know)."""
+    options = {"repo": ".", "remote": None, "local_only": False, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "tags": [],
+               "json": False, "show_all": False}
+    rest = iter(args)
+    for arg in rest:
+        name, equals, value = arg.partition("=")
+        if name in _FLAGS and not equals:
+            options[_FLAGS[name]] = True
+        elif name in _VALUE_OPTIONS:
+            value = value if equals else next(rest, None)
+            if not value:
+                return None
+            if name == "--tag":
+                options["tags"].append(value)
+            else:
+                options[_VALUE_OPTIONS[name]] = value
+        else:
+            return None
+    remote = options.pop("remote")
+    if remote is not None and remote.lower() != "none":
+        return None
+    options["local_only"] = remote is not None
+    return options
+
+
+def _git_dir(start: Path) -> Path | None:
+    """The .git folder of the repository at or above `start`; None when it is anything else
+    (a worktree's or submodule's .git file, a bare repository, a reftable)."""
+    for folder in [start.resolve(), *start.resolve().parents]:
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return None if (dot_git / "reftable").exists() or (dot_git / "commondir").exists() else dot_git
+        if dot_git.exists() or (folder / "HEAD").is_file():
+            return None
+    return None
+
+
+def _has_remote(git_dir: Path) -> bool:
+    return "[remote " in (git_dir / "config").read_text(errors="replace")
+
+
+def _ref(git_dir: Path, ref: str) -> str | None:
+    """The commit `ref` points at, from the loose ref or packed-refs; None when unsure."""
+    loose = git_dir / ref
+    if loose.is_file():
+        value = loose.read_text().strip()
+        return value if _OID.fullmatch(value) else None
+    packed = git_dir / "packed-refs"
+    if packed.is_file():
+        for line in packed.read_text().splitlines():
+            oid, _, name = line.partition(" ")
+            if name == ref and _OID.fullmatch(oid):
+                return oid
+    return None
+
+
+def _plan(data: dict):
+    from runner.core.model import Step
+    from runner.core.plan import Plan
+
+    steps = {step_id: Step(step_id, path, index, "") for step_id, path, index in data["steps"]}
+    return Plan(steps=steps, halted=data["halted"])

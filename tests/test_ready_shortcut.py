@@ -1,0 +1,88 @@
+"""`runner ready` answered from the saved plan index (runner.commands.quick): the same answer
+as the full command, and only while the queue is what the index was read from."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, add_step, git, make_remote, runner, set_config
+
+SHORTCUT = """
+import json, sys
+from runner.commands.quick import answer_ready
+answered = sys.argv[1] == "ready" and answer_ready(sys.argv[2:])
+loaded = sorted(m for m in ("pygit2", "typer", "yaml", "pydantic") if m in sys.modules)
+print(json.dumps({"answered": answered, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def shortcut(repo: Path, *args: str, cwd: Path | None = None) -> tuple[bool, str, list[str]]:
+    """Ask the shortcut alone, in a fresh process: (answered, what it printed, heavy modules it loaded)."""
+    proc = subprocess.run([sys.executable, "-c", SHORTCUT, *args, "--repo", str(repo)], capture_output=True, text=True, timeout=60,
+                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return report["answered"], proc.stdout, report["loaded"]
+
+
+def plan(repo: Path) -> None:
+    add_step(repo, "a", run=["true"])
+    add_step(repo, "b", run=["true"], depends_on=["a"])
+    add_step(repo, "c", run=["true"], tags=["gpu"], priority=5)
+    add_step(repo, "d", run=["true"], not_before="2999-01-01T00:00:00Z")
+
+
+def test_an_unchanged_local_queue_is_answered_from_the_index_exactly_as_the_full_command_answers(queue_repo):
+    plan(queue_repo)
+    for args in (["--json"], [], ["--tag", "gpu", "--json"], ["--tag=gpu", "--all"]):
+        full = runner(queue_repo, "ready", *args).stdout  # reads the queue with git and saves the index
+        answered, quick, loaded = shortcut(queue_repo, "ready", *args)
+        assert answered and quick == full and loaded == [], args
+    ids = [row["step"] for row in json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"]]
+    assert ids == ["a"]  # c needs the gpu tag, b waits for a, d backs off
+
+
+def test_the_index_is_not_used_once_the_queue_moved(queue_repo):
+    plan(queue_repo)
+    runner(queue_repo, "ready")
+    runner(queue_repo, "claim", "--id", "w1")  # moves the branch: a is claimed
+    assert shortcut(queue_repo, "ready", "--json")[0] is False
+    assert json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"] == []
+    runner(queue_repo, "halt", "--by", "tester", "--reason", "maintenance")
+    runner(queue_repo, "ready")
+    answered, out, _ = shortcut(queue_repo, "ready", "--json")
+    assert answered and json.loads(out) == {"halted": "maintenance", "steps": []}
+
+
+def test_the_index_is_not_used_when_the_branch_is_packed_or_the_code_changed(queue_repo):
+    plan(queue_repo)
+    runner(queue_repo, "ready")
+    git(queue_repo, "pack-refs", "--all")  # the tip now lives in packed-refs only
+    assert shortcut(queue_repo, "ready")[0] is True
+    index = queue_repo / ".git" / "runner" / "ready-index.json"
+    data = json.loads(index.read_text())
+    index.write_text(json.dumps({**data, "code": ["an older runner"]}))
+    assert shortcut(queue_repo, "ready")[0] is False
+
+
+def test_a_queue_with_a_remote_is_fetched_first_so_the_index_is_not_used(tmp_path):
+    _, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    set_config(clone, detect=False)
+    runner(clone, "ready")
+    assert not (clone / ".git" / "runner" / "ready-index.json").exists()
+    assert shortcut(clone, "ready")[0] is False
+    assert shortcut(clone, "ready", "--remote", "origin")[0] is False
+
+
+def test_options_the_shortcut_does_not_know_go_to_the_full_command(queue_repo):
+    plan(queue_repo)
+    runner(queue_repo, "ready")
+    for args in (["--help"], ["--bogus"], ["--tag"], ["--queue-branch", "elsewhere"]):
+        assert shortcut(queue_repo, "ready", *args)[0] is False, args
+    assert "Usage" in runner(queue_repo, "ready", "--help").stdout
+    assert runner(queue_repo, "ready", "--bogus", check=False).returncode == 2
