@@ -322,7 +322,12 @@ def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_i
     body = "Long instructions.\n" * 600  # ~11 KB a step, like real step files
     edit(queue_repo, {f"plans/steps/s{n:03d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\nnotes: {{owner: team-{n}}}\n---\n{body}".encode()
                       for n in range(200)})
-    for source in ("parsed now", "read from the parse cache on disk"):
+    cache = queue_repo / ".git" / "runner" / "parsed-steps.jsonl"
+    open_queue(queue_repo).snapshot()  # imports what a snapshot needs (not counted below) and writes the cache
+    for source in ("read from the parse cache on disk", "parsed now"):
+        assert cache.exists()
+        if source == "parsed now":
+            cache.unlink()
         tracemalloc.start()
         plan = open_queue(queue_repo).snapshot().plan
         held, _ = tracemalloc.get_traced_memory()
@@ -332,7 +337,23 @@ def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_i
         assert step.is_lean and set(step.index) <= INDEX_KEYS and "notes" not in step.index
         assert step.get("notes") == {"owner": "team-7"} and step.text.endswith(body)  # read again from its blob
         assert step.full().meta == {"title": "s7", "run": ["true"], "notes": {"owner": "team-7"}}
-        assert (queue_repo / ".git" / "runner" / "parsed-steps.json").exists()
+
+
+def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(queue_repo, monkeypatch):
+    from runner.core.machine import Kind
+    from runner.queue import snapshot
+    from runner.queue.queue import open_queue
+
+    monkeypatch.setattr(snapshot, "STALE_PARSES", 4)
+    edit(queue_repo, {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(12)})
+    queue = open_queue(queue_repo)
+    for n in range(10):  # every claim and every completion leaves an old version behind
+        queue.claim("w", f"w.{n}", {})
+        queue.event(f"s{n:02d}", Kind.COMPLETE, "w", incarnation=f"w.{n}")
+        assert len(queue.reader._steps) <= 12 + 4 + 1
+    warm, fresh = queue.snapshot().plan, open_queue(queue_repo).snapshot().plan
+    assert {s.id: s.status for s in warm.steps.values()} == {s.id: s.status for s in fresh.steps.values()}
+    assert sum(s.status == "done" for s in warm.steps.values()) == 10
 
 
 def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path):

@@ -68,11 +68,11 @@ def test_a_step_runner_cannot_read_is_invalid_and_status_still_answers(queue_rep
 def test_a_parse_cache_written_under_other_rules_is_not_trusted(queue_repo):
     edit(queue_repo, {"plans/steps/01-a.md": b"---\ntitle: a\nrun: [make]\nrequired_outputs: [/etc/passwd]\n---\n"})
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "invalid"
-    cache = queue_repo / ".git" / "runner" / "parsed-steps.json"
+    cache = queue_repo / ".git" / "runner" / "parsed-steps.jsonl"
     # A cache whose rules said the file was sound (as an older runner's would) ...
     blob = git(queue_repo, "rev-parse", "runner/queue:plans/steps/01-a.md")
-    step = ["01-a", "plans/steps/01-a.md", {"title": "a", "run": ["make"], "required_outputs": ["/etc/passwd"]}, "", []]
-    cache.write_text(json.dumps({"rules": "an-older-runner", "steps": {f"plans/steps/01-a.md\u0000{blob}": step}}))
+    step = ["plans/steps/01-a.md", blob, "01-a", {"title": "a", "run": ["make"]}, None, []]
+    cache.write_text(json.dumps({"rules": "an-older-runner"}) + "\n" + json.dumps(step) + "\n")
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "invalid"  # ... is rebuilt, not believed
     cache.write_text("{not json")  # a tampered or half-written cache is rebuilt too
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "invalid"
@@ -171,7 +171,7 @@ def test_tampered_local_state_is_rebuilt_not_a_traceback(queue_repo):
     state = queue_repo / ".git" / "runner"
     runner(queue_repo, "claim", "--id", "w1")
     (state / "observed.json").write_text('{"boot": 1, "seen": [')
-    (state / "parsed-steps.json").write_text('{"rules": 3, "steps": {"x": 1}}')
+    (state / "parsed-steps.jsonl").write_text('{"rules": 3}\n["x", 1]\n')
     out = runner(queue_repo, "claim", "--id", "w2", check=False)
     assert out.returncode == 3 and "Traceback" not in out.stderr
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "claimed"

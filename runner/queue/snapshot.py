@@ -79,11 +79,11 @@ class Reader:
     def __init__(self, store: Store, branch: str):
         self.store = store
         self.branch = branch
-        self._steps: dict[str, Step] = {}  # "path\0blob" -> parsed step
+        self._steps: dict[tuple[str, str], Step] = {}  # (path, blob id) -> parsed step
         self._configs: dict[bytes, Config] = {}
         self._beats: dict[str, Beat] = {}
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
-        self._cache_path = store.state_dir / "parsed-steps.json"
+        self._cache_path = store.state_dir / "parsed-steps.jsonl"
         self._cache_loaded = False
         self._parsed_new = 0
         self.malformed_beats: dict[str, str] = {}  # worker -> why its heartbeat ref was skipped
@@ -93,9 +93,9 @@ class Reader:
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         steps_tree = self.store.tree_id(tip, STEPS_DIR)
         plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
-        # Every transition leaves its old blob in the parse cache: rebuild (and so prune) now
-        # and then instead of growing for ever.
-        self._last = (steps_tree, plan) if len(self._steps) < len(plan.steps) + len(plan.invalid) + STALE_PARSES else None
+        self._last = (steps_tree, plan)
+        if len(self._steps) >= len(plan.steps) + len(plan.invalid) + STALE_PARSES:
+            self._prune(plan)
         tips = {branch: self.store.tip(branch) for branch in branches}
         return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched)
 
@@ -150,7 +150,7 @@ class Reader:
         self._load_parse_cache()
         entries = [e for e in self.store.list_files(tip, STEPS_DIR) if is_step_path(e.path)]
         steps = [self._parse(e.path, e.oid, e.link) for e in entries]
-        keys = [f"{e.path}\0{e.oid}" for e in entries]
+        keys = [(e.path, e.oid) for e in entries]
         if len(self._steps) > len(entries) + STALE_PARSES:
             wanted = set(keys)
             self._steps = {k: s for k, s in self._steps.items() if k in wanted}
@@ -158,8 +158,14 @@ class Reader:
             self._save_parse_cache(keys)
         return Plan.build(steps, halted=halted)
 
+    def _prune(self, plan: Plan) -> None:
+        """Forget the parsed versions no longer on the branch (every transition leaves one),
+        keeping the plan's own and every invalid one (few, and not worth telling apart)."""
+        live = {id(step) for step in plan.steps.values()}
+        self._steps = {key: step for key, step in self._steps.items() if id(step) in live or step.problems}
+
     def _parse(self, path: str, oid: str, link: bool = False) -> Step:
-        key = f"{path}\0{oid}"
+        key = (path, oid)
         cached = self._steps.get(key)
         if cached is None:
             self._parsed_new += 1
@@ -183,25 +189,30 @@ class Reader:
         self._cache_loaded = True
         try:
             with open(self._cache_path) as handle:
-                data = json.load(handle)
-            if data.get("rules") != _rules_version():
-                return
-            for key, (step_id, path, meta, text, problems) in data["steps"].items():
-                if text is None:  # a lean step: its index, its file read again when asked
-                    step = Step.indexed(step_id, path, meta, self, key.rpartition("\0")[2])
-                else:
-                    step = Step(step_id, path, meta, text, problems)
-                self._steps.setdefault(key, step)
+                if json.loads(handle.readline()).get("rules") != _rules_version():
+                    return
+                for line in handle:
+                    path, oid, step_id, meta, text, problems = json.loads(line)
+                    if text is None:  # a lean step: its index, its file read again when asked
+                        step = Step.indexed(step_id, path, meta, self, oid)
+                    else:
+                        step = Step(step_id, path, meta, text, problems)
+                    self._steps.setdefault((path, oid), step)
         except Exception:  # a cache that does not read (tampered, half written) is rebuilt
             self._steps.clear()
 
-    def _save_parse_cache(self, keys: list[str]) -> None:
+    def _save_parse_cache(self, keys: list[tuple[str, str]]) -> None:
+        """One JSON line a step: one document of 10,000 would be built as ~250,000 pieces
+        in memory first, and a worker's peak memory would be that, not its plan."""
         self._parsed_new = 0
-        steps = {k: [s.id, s.path, s.index, None, s.problems] if s.is_lean else [s.id, s.path, s.meta, s.text, s.problems]
-                 for k in keys if (s := self._steps.get(k)) and (s.is_lean or len(s.text) < 65536)}
         tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps({"rules": _rules_version(), "steps": steps}))
+            with open(tmp, "w") as out:
+                out.write(json.dumps({"rules": _rules_version()}) + "\n")
+                for path, oid in keys:
+                    if (s := self._steps.get((path, oid))) is not None and (s.is_lean or len(s.text) < 65536):
+                        row = [path, oid, s.id, s.index, None, s.problems] if s.is_lean else [path, oid, s.id, s.meta, s.text, s.problems]
+                        out.write(json.dumps(row) + "\n")
             os.replace(tmp, self._cache_path)
         except (OSError, TypeError, ValueError):
             tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it

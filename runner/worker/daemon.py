@@ -100,8 +100,8 @@ class Daemon:
             plan = self.w.queue.snapshot(fetch=False).plan
         except (NotInitialised, StoreError):
             return
-        counts: dict[str, int] = {}
-        for step in plan.steps.values():
+        counts = {status: len(ids) for status, ids in plan.by_status.items() if ids and status != "ready"}
+        for step in plan.with_status("ready"):  # only these derive another status: O(ready), not O(plan)
             status = plan.derived_status(step)
             counts[status] = counts.get(status, 0) + 1
         done = counts.pop("done", 0)
