@@ -58,7 +58,7 @@ def test_the_index_is_not_used_once_the_queue_moved(queue_repo):
     assert answered and json.loads(out) == {"halted": "maintenance", "steps": []}
 
 
-def test_the_index_is_not_used_when_the_branch_is_packed_or_the_code_changed(queue_repo):
+def test_a_packed_branch_is_read_and_an_index_from_other_code_or_tampered_is_not_used(queue_repo):
     plan(queue_repo)
     runner(queue_repo, "ready")
     git(queue_repo, "pack-refs", "--all")  # the tip now lives in packed-refs only
@@ -67,6 +67,9 @@ def test_the_index_is_not_used_when_the_branch_is_packed_or_the_code_changed(que
     data = json.loads(index.read_text())
     index.write_text(json.dumps({**data, "code": ["an older runner"]}))
     assert shortcut(queue_repo, "ready")[0] is False
+    index.write_text(json.dumps({**data, "steps": [["a", "plans/steps/a.md", {"priority": "high"}]]}))  # tampered
+    assert shortcut(queue_repo, "ready")[0] is False
+    assert runner(queue_repo, "ready", "--json").returncode == 0
 
 
 def test_a_queue_with_a_remote_is_fetched_first_so_the_index_is_not_used(tmp_path):

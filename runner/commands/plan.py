@@ -214,11 +214,11 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
 def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     """Steps a worker (with --tag ...) could claim now, best first."""
     from runner.commands import quick
-    from runner.commands.render import print_ready
+    from runner.commands.render import print_ready, ready_rows
 
     queue = target.queue()
     snap = queue.snapshot()
-    print_ready(snap.plan, target.branch, tag, target.json, show_all)
+    print_ready(snap.plan, ready_rows(snap.plan, tag), target.branch, target.json, show_all)
     if queue.store.remote is None:
         quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan)
 

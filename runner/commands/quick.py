@@ -65,12 +65,13 @@ def answer_ready(args: list[str]) -> bool:
             return False
         if data.get("code") != code_stamp():
             return False
-        plan = _plan(data)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return False
-    from runner.commands.render import print_ready
+        from runner.commands.render import print_ready, ready_rows
 
-    print_ready(plan, options["branch"], options["tags"], options["json"], options["show_all"])
+        plan = _plan(data)
+        rows = ready_rows(plan, options["tags"])
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):  # an index that does not read: the full way
+        return False
+    print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
     return True
 
 

@@ -188,8 +188,11 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(line)
 
 
-def print_ready(plan: Plan, branch: str, tags: list[str], as_json: bool, show_all: bool) -> None:
-    rows = [] if plan.halted else [step_row(plan, s) for s in plan.ready(utc_now(), tags)]
+def ready_rows(plan: Plan, tags: list[str]) -> list[dict[str, Any]]:
+    return [] if plan.halted else [step_row(plan, s) for s in plan.ready(utc_now(), tags)]
+
+
+def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool) -> None:
     if as_json:
         print_json({"halted": plan.halted, "steps": rows})
         return
