@@ -78,6 +78,17 @@ def test_a_parse_cache_written_under_other_rules_is_not_trusted(queue_repo):
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "invalid"
 
 
+def test_a_step_with_a_yaml_date_does_not_keep_the_others_out_of_the_parse_cache(queue_repo):
+    steps = {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(30)}
+    steps["plans/steps/s00.md"] = b"---\ntitle: s0\nrun: [\"true\"]\ndue: 2026-12-01\n---\n"
+    steps["plans/steps/s01.md"] = b"---\ntitle: s1\nrun: [\"true\"]\nrequired_outputs: [/etc/passwd]\nsince: 2026-12-01\n---\n"  # invalid
+    edit(queue_repo, steps)
+    assert runner_json(queue_repo, "status")["steps"][1]["status"] == "invalid"
+    lines = (queue_repo / ".git" / "runner" / "parsed-steps.jsonl").read_text().splitlines()
+    cached = {json.loads(line)[2] for line in lines[1:]}
+    assert len(cached) == 29 and "s00" in cached and "s01" not in cached  # the invalid one's date has no JSON
+
+
 def test_add_with_a_run_list_that_is_not_json_is_one_line_with_the_fix(queue_repo):
     bad = runner(queue_repo, "add", "DB", "--id", "01-db", "--run", "[make, db]", check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -209,10 +209,19 @@ class Reader:
         try:
             with open(tmp, "w") as out:
                 out.write(json.dumps({"rules": _rules_version()}) + "\n")
-                for path, oid in keys:
-                    if (s := self._steps.get((path, oid))) is not None and (s.is_lean or len(s.text) < 65536):
-                        row = [path, oid, s.id, s.index, None, s.problems] if s.is_lean else [path, oid, s.id, s.meta, s.text, s.problems]
-                        out.write(json.dumps(row) + "\n")
+                out.writelines(line for path, oid in keys if (line := self._cache_line(path, oid)))
             os.replace(tmp, self._cache_path)
-        except (OSError, TypeError, ValueError):
+        except OSError:
             tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it
+
+    def _cache_line(self, path: str, oid: str) -> str | None:
+        """A parsed step as a line of the cache; None for one not worth keeping (a file over
+        64 KiB) or that JSON cannot say (a YAML date in an invalid step): parsed again next time."""
+        step = self._steps.get((path, oid))
+        if step is None or (not step.is_lean and len(step.text) >= 65536):
+            return None
+        row = [path, oid, step.id, step.index, None, []] if step.is_lean else [path, oid, step.id, step.meta, step.text, step.problems]
+        try:
+            return json.dumps(row) + "\n"
+        except (TypeError, ValueError):
+            return None
