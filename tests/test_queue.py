@@ -356,6 +356,37 @@ def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(queue_repo, 
     assert sum(s.status == "done" for s in warm.steps.values()) == 10
 
 
+def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
+    """pygit2 keeps a reference to every name string it is asked to look up; a worker asks
+    for the same few thousand names on every tick, so it must ask with one string a name."""
+    import gc
+    import tracemalloc
+
+    from runner.store import Author
+    from runner.store.git import GitStore
+
+    store = GitStore(queue_repo, remote=None)
+    tip = store.tip("runner/queue")
+
+    def lookups(i: int) -> None:
+        store.tip(f"runner/steps/s{i % 20}")  # missing refs, as a step branch is before its first run
+        store.file_at(tip, f"plans/{'NOTES'}.md")
+        store.make_commit([tip], {f"plans/steps/s{i % 20}.md": b"x"}, "m", Author("a", "a@example.com"))
+
+    lookups(0)
+    tracemalloc.start()
+    for i in range(100):
+        lookups(i)
+    gc.collect()
+    before = tracemalloc.get_traced_memory()[0]
+    for i in range(2000):
+        lookups(i)
+    gc.collect()
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 20_000, f"{grown} bytes kept by 2,000 rounds of the same 20 names"
+
+
 def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path):
     from runner.core.layout import FANOUT_FROM, new_step_path
 
