@@ -150,19 +150,14 @@ class Reader:
         self._load_parse_cache()
         entries = [e for e in self.store.list_files(tip, STEPS_DIR) if is_step_path(e.path)]
         steps = [self._parse(e.path, e.oid, e.link) for e in entries]
-        keys = [(e.path, e.oid) for e in entries]
-        if len(self._steps) > len(entries) + STALE_PARSES:
-            wanted = set(keys)
-            self._steps = {k: s for k, s in self._steps.items() if k in wanted}
         if self._parsed_new >= PARSE_CACHE_MIN:
-            self._save_parse_cache(keys)
+            self._save_parse_cache([(e.path, e.oid) for e in entries])
         return Plan.build(steps, halted=halted)
 
     def _prune(self, plan: Plan) -> None:
-        """Forget the parsed versions no longer on the branch (every transition leaves one),
-        keeping the plan's own and every invalid one (few, and not worth telling apart)."""
-        live = {id(step) for step in plan.steps.values()}
-        self._steps = {key: step for key, step in self._steps.items() if id(step) in live or step.problems}
+        """Forget the parsed versions no plan step is (every transition leaves one behind)."""
+        live = {id(step) for step in (*plan.steps.values(), *plan.invalid)}
+        self._steps = {key: step for key, step in self._steps.items() if id(step) in live}
 
     def _parse(self, path: str, oid: str, link: bool = False) -> Step:
         key = (path, oid)
