@@ -387,6 +387,34 @@ def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
     assert grown < 20_000, f"{grown} bytes kept by 2,000 rounds of the same 20 names"
 
 
+def test_heartbeats_are_listed_from_loose_and_packed_refs_alike(tmp_path):
+    """The store lists heartbeat refs from their folder and packed-refs (not by walking
+    every ref): what it lists is what git lists, after a pack, a new beat and a deletion."""
+    from runner.queue.queue import open_queue
+    from runner.store.git import GitStore
+
+    bare, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    queue = open_queue(clone)
+    for worker in ("w1", "w2", "w3"):
+        queue.beat(worker, {})
+    git(bare, "pack-refs", "--all")
+    queue.beat("w4", {})  # loose, beside the packed ones
+    queue.beat("w1", {})  # loose again over its packed line
+    git(bare, "update-ref", "-d", "refs/runner/heartbeats/w2")  # gone from packed-refs
+    git(clone, "pack-refs", "--all")
+    runner(clone, "status")  # fetches the heartbeats into this clone's view
+
+    def listed(repo: Path, prefix: str) -> dict[str, str]:
+        lines = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix).splitlines()
+        return {name[len(prefix):]: oid for name, oid in (line.split() for line in lines)}
+
+    assert GitStore(bare, remote=None).heartbeats() == listed(bare, "refs/runner/heartbeats/")
+    view = GitStore(clone).heartbeats()
+    assert view == listed(clone, "refs/runner/remotes/origin/heartbeats/") and set(view) == {"w1", "w3", "w4"}
+    assert GitStore(clone).heartbeat("w1") == view["w1"] and GitStore(clone).heartbeat("w2") is None
+
+
 def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path):
     from runner.core.layout import FANOUT_FROM, new_step_path
 

@@ -271,3 +271,20 @@ def test_the_change_is_staged_like_git_add_all_deletions_in_ignored_files_out(qu
     assert report["sentinel"] == "STEP_COMPLETE" and report["files_changed"] == [".gitignore", "README.md", "new.txt"]
     files = git(queue_repo, "ls-tree", "--name-only", "runner/integration").splitlines()
     assert "README.md" not in files and "build.log" not in files and "new.txt" in files
+
+
+def test_a_steps_command_dies_with_its_worker_on_kill_9(queue_repo, tmp_path):
+    pidfile = tmp_path / "step.pid"
+    add_step(queue_repo, "01-slow", run=["sh", "-c", f"echo $$ > {pidfile}; exec sleep 120"])
+    victim = start_worker(queue_repo, "host-a", env={"RUNNER_HOST": "far-away"})  # no takeover on this host kills it
+    pid = int(wait_for(lambda: pidfile.exists() and pidfile.read_text().strip()))
+    assert psutil.Process(pid).name() == "sleep"
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, timeout=10)
+
+
+def test_a_command_that_cannot_start_fails_the_step_with_its_name(queue_repo):
+    add_step(queue_repo, "01-typo", run=["no-such-program-here", "x"], max_attempts=1)
+    report = tick(queue_repo)
+    assert report["outcome"] == "failed" and "could not start 'no-such-program-here'" in report["reason"], report

@@ -251,7 +251,7 @@ class Queue:
 
     def beat_update(self, worker: str, info: dict[str, Any]) -> RefUpdate:
         """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
-        previous = self.store.heartbeats().get(worker)
+        previous = self.store.heartbeat(worker)
         body = {"host": host_name(), "at": format_time(utc_now()), **info}
         commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body), author_for(worker), base_tree=EMPTY_TREE)
         return RefUpdate(heartbeat_ref(worker), commit, previous)

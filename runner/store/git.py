@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pygit2
 
-from runner.core.layout import HEARTBEAT_PREFIX
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged, Outcome, RefUpdate, StoreError
 from runner.store import remote, worktrees
 from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to start git, for its callers)
@@ -59,6 +59,7 @@ class GitStore:
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
+        self._packed: tuple[tuple | None, list[str]] = (None, [])  # packed-refs: (stat, names)
 
     @classmethod
     def receiving(cls, path: str | Path) -> "GitStore":
@@ -102,13 +103,35 @@ class GitStore:
     def tip(self, branch: str) -> str | None:
         return self.ref(self.view_ref("refs/heads/" + branch))
 
+    def heartbeat(self, worker: str) -> str | None:
+        return self.ref(self.view_ref(heartbeat_ref(worker)))
+
     def heartbeats(self) -> dict[str, str]:
         prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
         found = {}
-        for name in self.repo.references:
-            if name.startswith(prefix) and (target := self.ref(name)):
+        for name in self._ref_names(prefix):
+            if target := self.ref(name):
                 found[name[len(prefix):]] = target
         return found
+
+    def _ref_names(self, prefix: str) -> set[str]:
+        """The names of the refs under `prefix`, from their folder and packed-refs: libgit2
+        can only list every ref, and step branches pile up (one a step) where these do not."""
+        names = set()
+        for folder, _, files in os.walk(self.git_dir / prefix):
+            base = Path(folder).relative_to(self.git_dir).as_posix() + "/"
+            names.update(base + name for name in files if not name.endswith(".lock"))
+        packed = self.git_dir / "packed-refs"
+        try:
+            stamp = packed.stat()
+        except OSError:
+            return names
+        key = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns)
+        if self._packed[0] != key:
+            lines = packed.read_bytes().decode("utf-8", errors="replace").splitlines()
+            self._packed = (key, [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
+        names.update(name for name in self._packed[1] if name.startswith(prefix))
+        return names
 
     def local_head(self) -> str | None:
         """The commit this clone has checked out, if any (where a new integration branch starts)."""

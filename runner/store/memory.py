@@ -207,6 +207,9 @@ class MemoryStore:
     def tip(self, branch: str) -> str | None:
         return self.refs.get("refs/heads/" + branch)
 
+    def heartbeat(self, worker: str) -> str | None:
+        return self.refs.get(HEARTBEAT_PREFIX + worker)
+
     def heartbeats(self) -> dict[str, str]:
         return {r[len(HEARTBEAT_PREFIX):]: oid for r, oid in self.refs.items() if r.startswith(HEARTBEAT_PREFIX)}
 
