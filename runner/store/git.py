@@ -59,7 +59,7 @@ class GitStore:
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
-        self._packed: tuple[tuple | None, list[str]] = (None, [])  # packed-refs: (stat, names)
+        self._ref_names = RefNames(self.git_dir)
 
     @classmethod
     def receiving(cls, path: str | Path) -> "GitStore":
@@ -108,30 +108,8 @@ class GitStore:
 
     def heartbeats(self) -> dict[str, str]:
         prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
-        found = {}
-        for name in self._ref_names(prefix):
-            if target := self.ref(name):
-                found[name[len(prefix):]] = target
-        return found
-
-    def _ref_names(self, prefix: str) -> set[str]:
-        """The names of the refs under `prefix`, from their folder and packed-refs: libgit2
-        can only list every ref, and step branches pile up (one a step) where these do not."""
-        names = set()
-        for folder, _, files in os.walk(self.git_dir / prefix):
-            base = Path(folder).relative_to(self.git_dir).as_posix() + "/"
-            names.update(base + name for name in files if not name.endswith(".lock"))
-        packed = self.git_dir / "packed-refs"
-        try:
-            stamp = packed.stat()
-        except OSError:
-            return names
-        key = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns)
-        if self._packed[0] != key:
-            lines = packed.read_bytes().decode("utf-8", errors="replace").splitlines()
-            self._packed = (key, [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
-        names.update(name for name in self._packed[1] if name.startswith(prefix))
-        return names
+        found = {name[len(prefix):]: self.ref(name) for name in self._ref_names.under(prefix)}
+        return {worker: target for worker, target in found.items() if target}
 
     def local_head(self) -> str | None:
         """The commit this clone has checked out, if any (where a new integration branch starts)."""
@@ -168,8 +146,7 @@ class GitStore:
         )
 
     def object_type(self, oid: str) -> str | None:
-        obj = self.repo.get(oid)
-        return obj.type_str if obj is not None else None
+        return obj.type_str if (obj := self.repo.get(oid)) is not None else None
 
     def _entry(self, commit: str, path: str):
         tree = self._commit(commit).tree
@@ -320,6 +297,36 @@ class GitStore:
         worktrees.prune_worktrees(self)
         run_git(self.git_dir, "gc", "--quiet", timeout=3600)
         return f"packed {self.git_dir}"
+
+
+class RefNames:
+    """The names of a repository's refs under a prefix, from their folder and packed-refs
+    (read again only when it changes): libgit2 can only list every ref, and step branches
+    pile up (one a step) where heartbeats do not."""
+
+    def __init__(self, git_dir: Path):
+        self.git_dir = git_dir
+        self._packed: tuple[tuple | None, list[str]] = (None, [])  # (stat of packed-refs, its names)
+
+    def under(self, prefix: str) -> set[str]:
+        names = set()
+        for folder, _, files in os.walk(self.git_dir / prefix):
+            base = Path(folder).relative_to(self.git_dir).as_posix() + "/"
+            names.update(base + name for name in files if not name.endswith(".lock"))
+        names.update(name for name in self._packed_names() if name.startswith(prefix))
+        return names
+
+    def _packed_names(self) -> list[str]:
+        path = self.git_dir / "packed-refs"
+        try:
+            stamp = path.stat()
+        except OSError:
+            return []
+        key = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns)
+        if self._packed[0] != key:
+            lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+            self._packed = (key, [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
+        return self._packed[1]
 
 
 def write_tree(repo: pygit2.Repository, base: str | None, files: dict[str, bytes | None]) -> pygit2.Oid:
