@@ -276,6 +276,10 @@ def test_doctor_names_what_is_wrong(repo, queue_repo):
     result = runner(fresh, "doctor", "--json", check=False)
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
     assert result.returncode == 1 and checks["queue"]["result"] == "fail" and "runner init" in checks["queue"]["detail"]
+    if sys.platform.startswith("linux"):  # how step commands start: setpriv, or the slow fork when it is missing
+        import shutil
+
+        assert checks["setpriv"]["result"] == ("ok" if shutil.which("setpriv") else "warn")
 
 
 def test_version_and_help_answer_outside_a_repository(repo):

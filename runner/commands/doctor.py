@@ -30,12 +30,23 @@ def git_version() -> dict[str, Any]:
     return _check("git", "ok", out.strip())
 
 
+def step_start() -> list[dict[str, Any]]:
+    """On Linux, whether step commands start by setpriv (cheap) or by forking the worker."""
+    from runner.worker.executor import DIE_WITH_PARENT
+
+    if not sys.platform.startswith("linux"):
+        return []
+    if DIE_WITH_PARENT:
+        return [_check("setpriv", "ok", f"{DIE_WITH_PARENT[0]}: step commands start without copying the worker")]
+    return [_check("setpriv", "warn", "not found: each step's command starts ~9 ms slower (install util-linux)")]
+
+
 def run_checks(target) -> list[dict[str, Any]]:
     from runner.core.errors import BadInput
     from runner.queue.snapshot import NotInitialised
     from runner.store import StoreError
 
-    checks = [_check("python", "ok", sys.version.split()[0]), git_version()]
+    checks = [_check("python", "ok", sys.version.split()[0]), git_version(), *step_start()]
     try:
         queue = target.queue()
     except StoreError as exc:
