@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -243,7 +244,8 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
     integration = pygit2.Repository(str(inputs.repo))
     tip = integration.references["refs/heads/runner/integration"].peel(pygit2.Commit)
     sig = pygit2.Signature(taken.worker, f"{taken.worker}@example.com")
-    merged = integration.references["refs/heads/runner/steps/b1"].peel(pygit2.Commit)
+    b1 = (integration.references["refs/heads/runner/queue"].peel(pygit2.Commit).tree / "plans/steps/b1.md").data.decode()
+    merged = integration[re.search(r"commit: ([0-9a-f]{40})", b1).group(1)]  # its step branch went with its merge
     integration.create_commit("refs/heads/runner/integration", sig, sig, f"merge b1 (attempt {taken.attempt}) again\n\n"
                               f"Runner-Step: b1\nRunner-Attempt: {taken.attempt}\n", tip.tree.id, [tip.id, merged.id])
     report = checker.check(inputs)
@@ -613,7 +615,7 @@ def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path
     started = time.monotonic()
     cluster = Cluster(tmp_path, hosts=1, workers_per_host=1, transport="path", max_attempts=2)
     try:
-        cluster.configure()
+        cluster.configure(keep_step_branches=True)  # the step's branch is written, not only deleted
         cluster.add_plan([StepSpec("t1")])
         refs = cluster.hosts[0].clone / ".git" / "refs"
         # what `kill -9` in the middle of a ref update left a minute ago, on each ref of the step's branch in the clone

@@ -235,13 +235,13 @@ def test_a_worker_key_merges_only_through_the_event_that_records_the_merge(hosts
 def test_a_worker_key_moves_only_the_branch_of_a_step_it_records_in_the_same_push(hosts):
     bare, clones = hosts
     add_plan(clones)
-    done = run(clones, "key-a", "tick", "--id", "w1", "--step", "a1")  # its record carries a1's branch: accepted
+    done = run(clones, "key-a", "tick", "--id", "w1", "--step", "r1")  # its record carries r1's branch: accepted
     assert done.returncode == 0, done.stderr
-    kept = tip(bare, "refs/heads/runner/steps/a1")
+    kept = tip(bare, "refs/heads/runner/steps/r1")  # kept: it waits for approval, unmerged
     assert kept
     other = queue_of(clones, "key-b").store
-    junk = other.make_commit([], {"junk.txt": b"x\n"}, "overwrite a1's change\n", author_for("w2"))
+    junk = other.make_commit([], {"junk.txt": b"x\n"}, "overwrite r1's change\n", author_for("w2"))
     for new in (junk, None):  # neither overwritten nor deleted by another worker's key
-        outcome = other.publish([RefUpdate("refs/heads/runner/steps/a1", new, FORCE)])
+        outcome = other.publish([RefUpdate("refs/heads/runner/steps/r1", new, FORCE)])
         assert isinstance(outcome, Refused) and "only in the push that records that step's outcome" in str(outcome)
-    assert tip(bare, "refs/heads/runner/steps/a1") == kept
+    assert tip(bare, "refs/heads/runner/steps/r1") == kept

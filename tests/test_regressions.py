@@ -116,9 +116,7 @@ def test_import_refuses_a_step_whose_id_differs_from_its_file_name(queue_repo, t
     assert refused.returncode == 2 and "step id '01-database' does not match the file name '01-db'" in refused.stderr
 
 
-def test_prune_merged_step_branches_deletes_the_branch_of_a_done_step(queue_repo):
-    text = git(queue_repo, "show", "runner/queue:runner.toml").replace("prune_merged_step_branches = false", "prune_merged_step_branches = true")
-    edit(queue_repo, {"runner.toml": text.encode()}, "prune merged step branches")
+def test_a_merged_step_branch_is_deleted_by_default_and_kept_when_asked(queue_repo):
     add_step(queue_repo, "01-a", run=["sh", "-c", "echo a > a.txt"])
     add_step(queue_repo, "02-b", run=["false"], max_attempts=1)
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
@@ -126,6 +124,11 @@ def test_prune_merged_step_branches_deletes_the_branch_of_a_done_step(queue_repo
     assert git(queue_repo, "show", "runner/integration:a.txt") == "a"  # the merge keeps the record
     tick(queue_repo)
     assert git(queue_repo, "rev-parse", "--verify", "-q", "runner/steps/02-b", check=False)  # a failed step's branch stays
+    text = git(queue_repo, "show", "runner/queue:runner.toml").replace("prune_merged_step_branches = true", "prune_merged_step_branches = false")
+    edit(queue_repo, {"runner.toml": text.encode()}, "keep merged step branches")
+    add_step(queue_repo, "03-c", run=["sh", "-c", "echo c > c.txt"])
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    assert git(queue_repo, "rev-parse", "--verify", "-q", "runner/steps/03-c", check=False)
 
 
 def test_install_hooks_on_a_server_repository_owned_by_another_user(tmp_path):

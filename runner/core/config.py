@@ -128,7 +128,7 @@ class Queue:
     integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, _text, "done steps are merged here (may be \"main\")")
     step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, _text, "each step's change is kept on <prefix><step>")
     requires_approval: bool = key(False, _bool, "every step waits for `runner approve` before it is merged (a step's own value wins)")
-    prune_merged_step_branches: bool = key(False, _bool, "delete a step's branch once its change is merged (the merge keeps the record)")
+    prune_merged_step_branches: bool = key(True, _bool, "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
 
 
 @dataclass(frozen=True)

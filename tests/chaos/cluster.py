@@ -212,9 +212,11 @@ def render_step(spec: StepSpec, exec_log: Path) -> bytes:
     return ("\n".join(lines) + "\n---\n## Changes Required\nAppend one line to the step's own file.\n").encode()
 
 
-def runner_toml(lease: str = "1h", max_attempts: int = 10, backoff: str = "0s", grace: str = "2s") -> bytes:
+def runner_toml(lease: str = "1h", max_attempts: int = 10, backoff: str = "0s", grace: str = "2s", keep_step_branches: bool = False) -> bytes:
+    queue = "[queue]\nprune_merged_step_branches = false\n\n" if keep_step_branches else ""
     return (
         "# runner configuration for a chaos run\n\n"
+        f"{queue}"
         "[leases]\n"
         f'lease = "{lease}"\n'
         f"max_attempts = {max_attempts}\n"
