@@ -71,8 +71,11 @@ def test_worker_once_returns_when_nothing_can_be_done(queue_repo):
 
 def test_status_watch_redraws_until_interrupted(queue_repo):
     add_step(queue_repo, "01-a", run=["true"])
+    # Ctrl-C as a terminal sends it: a shell's background job (CI started with `&`) inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt.
     proc = subprocess.Popen([sys.executable, "-m", "runner", "status", "--watch", "--every", "0.2", "--repo", str(queue_repo)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(1.5)  # let it draw a few frames (a display, not a timing assertion)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
