@@ -5,6 +5,7 @@ remote when it was lost); fetches of the queue's branches and heartbeats in one 
 from __future__ import annotations
 
 import re
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -101,14 +102,12 @@ def remote_branches(store: GitStore) -> dict[str, str]:
 def _track(store: GitStore, ref: str, new: str | None) -> bool:
     """Mirror a ref we just pushed into our view, so the next read needs no fetch. False when
     the tracking ref was busy (another process's fetch holds its lock): the view lags."""
-    from runner.store.git import lookup_name  # (git imports this module)
-
-    local = lookup_name(store.view_ref(ref))
+    local = store.view_ref(ref)
     if local == ref:
         return True
     try:
         if new is None:
-            if store.repo.references.get(local) is not None:
+            if store.repo.references.get(sys.intern(local)) is not None:  # interned: see git.lookup_name
                 store.repo.references.delete(local)
         else:
             store.repo.references.create(local, new, force=True)
