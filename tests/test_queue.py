@@ -343,6 +343,52 @@ def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_i
         assert step.full().meta == {"title": "s7", "run": ["true"], "notes": {"owner": "team-7"}}
 
 
+def test_a_held_step_costs_a_few_hundred_bytes_with_no_dict_or_list_of_its_own(queue_repo):
+    """At 10,000 steps a dict and two lists a step were a fifth of a worker's memory: a lean
+    step keeps its index values in a tuple beside a key order shared by steps with the same
+    keys, shares values many steps hold (run, tags) and its empty problems, and the reader
+    keys it by its blob alone. Asking still gives lists back, never a shared one."""
+    import gc
+    import tracemalloc
+
+    from runner.queue.queue import open_queue
+
+    steps = 2000
+    edit(queue_repo, {f"plans/steps/s{n:04d}.md": f"---\ntitle: s{n}\nrun: [\"make\", \"check\"]\ntags: [web]\ndepends_on: []\n---\n".encode()
+                      for n in range(steps)})
+    open_queue(queue_repo).snapshot()  # imports what a snapshot needs (not counted below)
+    (queue_repo / ".git" / "runner" / "parsed-steps.jsonl").unlink()
+    tracemalloc.start()
+    queue = open_queue(queue_repo)
+    plan = queue.snapshot().plan
+    gc.collect()
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    # id, path, blob id and title strings alone are ~270 bytes a step; 913 before, 512 now.
+    assert held / steps < 650, f"{held / steps:.0f} bytes a step"
+    a, b = plan.steps["s0001"], plan.steps["s0002"]
+    assert a.is_lean and b.is_lean
+    owned = [o for o in gc.get_referents(a) if isinstance(o, (dict, list)) and o not in gc.get_referents(b)]
+    assert owned == []
+    assert a.get("run") == ["make", "check"] and a.tags == ["web"] and a.depends_on == [] and a.title == "s1"
+    a.get("run").append("x")  # a caller's list is its own
+    assert b.get("run") == ["make", "check"] and a.index == {"title": "s1", "run": ["make", "check"], "tags": ["web"], "depends_on": []}
+    assert queue.reader._steps[a._blob] is a
+
+
+def test_two_step_files_with_the_same_bytes_are_two_steps_each_at_its_path(queue_repo):
+    """The reader keys what it parsed by blob: one blob at two paths must still be two steps."""
+    from runner.queue.queue import open_queue
+
+    same = b"---\ntitle: twin\nrun: [\"true\"]\n---\n"
+    edit(queue_repo, {"plans/steps/a.md": same, "plans/steps/b.md": same})
+    queue = open_queue(queue_repo)
+    for _ in range(2):  # parsed now, then from what the reader and the parse cache kept
+        for plan in (queue.snapshot().plan, open_queue(queue_repo).snapshot().plan):
+            assert {s.id: s.path for s in plan.steps.values()} == {"a": "plans/steps/a.md", "b": "plans/steps/b.md"}
+            assert plan.invalid == []
+
+
 def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(queue_repo, monkeypatch):
     from runner.core.machine import Kind
     from runner.queue import snapshot

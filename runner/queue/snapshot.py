@@ -79,7 +79,7 @@ class Reader:
     def __init__(self, store: Store, branch: str):
         self.store = store
         self.branch = branch
-        self._steps: dict[tuple[str, str], Step] = {}  # (path, blob id) -> parsed step
+        self._steps: dict[str, Step] = {}  # blob id -> the step parsed from it (at its path: see _cached)
         self._configs: dict[bytes, Config] = {}
         self._beats: dict[str, Beat] = {}
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
@@ -159,9 +159,14 @@ class Reader:
         live = {id(step) for step in (*plan.steps.values(), *plan.invalid)}
         self._steps = {key: step for key, step in self._steps.items() if id(step) in live}
 
+    def _cached(self, path: str, oid: str) -> Step | None:
+        """The step parsed from blob `oid` at `path`. Keyed by the blob alone (a key a step
+        costs memory at 10,000 steps): the same blob at another path is parsed again."""
+        step = self._steps.get(oid)
+        return step if step is not None and step.path == path else None
+
     def _parse(self, path: str, oid: str, link: bool = False) -> Step:
-        key = (path, oid)
-        cached = self._steps.get(key)
+        cached = self._cached(path, oid)
         if cached is None:
             self._parsed_new += 1
             if link:
@@ -171,7 +176,7 @@ class Reader:
                 cached = self.read_step(path, oid)
                 if cached.valid:
                     cached = cached.lean(self, oid)
-            self._steps[key] = cached
+            self._steps[oid] = cached
         return cached  # shared: nothing changes a parsed step (Plan.build copies what it marks)
 
     def read_step(self, path: str, oid: str) -> Step:
@@ -192,7 +197,7 @@ class Reader:
                         step = Step.indexed(step_id, path, meta, self, oid)
                     else:
                         step = Step(step_id, path, meta, text, problems)
-                    self._steps.setdefault((path, oid), step)
+                    self._steps.setdefault(oid, step)
         except Exception:  # a cache that does not read (tampered, half written) is rebuilt
             self._steps.clear()
 
@@ -212,7 +217,7 @@ class Reader:
     def _cache_line(self, path: str, oid: str) -> str | None:
         """A parsed step as a line of the cache; None for one not worth keeping (a file over
         64 KiB) or that JSON cannot say (a YAML date in an invalid step): parsed again next time."""
-        step = self._steps.get((path, oid))
+        step = self._cached(path, oid)
         if step is None or (not step.is_lean and len(step.text) >= 65536):
             return None
         row = [path, oid, step.id, step.index, None, []] if step.is_lean else [path, oid, step.id, step.meta, step.text, step.problems]
