@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 
 from conftest import ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, step_file
 
@@ -404,6 +405,57 @@ def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(queue_repo, 
     warm, fresh = queue.snapshot().plan, open_queue(queue_repo).snapshot().plan
     assert {s.id: s.status for s in warm.steps.values()} == {s.id: s.status for s in fresh.steps.values()}
     assert sum(s.status == "done" for s in warm.steps.values()) == 10
+
+
+@pytest.mark.parametrize("in_c", [False, True], ids=["walked", "big trees in C"])
+def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp_path, monkeypatch, in_c):
+    """diff_trees skips subtrees with the same id itself (libgit2 walks into every one); the
+    hooks judge commits by it, so it must agree with libgit2 on every change there is."""
+    import pygit2
+
+    from runner.store import git as gitstore
+
+    if in_c:
+        monkeypatch.setattr(gitstore, "DIFF_IN_C", 3)
+    repo = tmp_path / "r"
+    git(tmp_path, "init", "-q", str(repo))
+
+    def commit(files: dict[str, bytes | str], gitlinks: dict[str, str] = {}) -> str:
+        for old in repo.iterdir():
+            if old.name != ".git":
+                subprocess.run(["rm", "-rf", str(old)], check=True)
+        for path, data in files.items():
+            target = repo / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, str):  # a symlink to data
+                target.symlink_to(data)
+            else:
+                target.write_bytes(data)
+                target.chmod(0o755 if path.endswith(".sh") else 0o644)
+        git(repo, "add", "-A")
+        for path, oid in gitlinks.items():
+            git(repo, "update-index", "--add", "--cacheinfo", f"160000,{oid},{path}")
+        git(repo, "commit", "-q", "--allow-empty", "-m", "c")
+        return git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+    same = {f"big/{n:02d}/f{m}.md": f"{n} {m}".encode() for n in range(12) for m in range(3)}
+    one = commit({**same, "a/b/c.md": b"c", "a/b/d.md": b"d", "gone/x": b"x", "f2d": b"file", "d2f/x": b"x", "blob2link": b"t",
+                  "link2blob": "t", "run.sh": b"#!", "chmod": b"m", "moved.md": b"m", "a-b": b"1", "a.b": b"1"},
+                 {"sub": "1" * 40, "sub2blob": "2" * 40})
+    two = commit({**same, "big/05/f1.md": b"changed", "a/b/c.md": b"c2", "a/b/new.md": b"n", "f2d/x": b"x", "d2f": b"file",
+                  "blob2link": "t", "link2blob": b"t", "run.sh": b"#!v2", "chmod.sh": b"m", "elsewhere/moved.md": b"m", "a/b.md": b"2",
+                  "a-b": b"2", "sub2blob": b"b"},
+                 {"sub": "3" * 40})
+    store = gitstore.GitStore(repo, remote=None)
+    reference = [(d.status_char(), d.new_file.path or d.old_file.path, None if d.status_char() == "D" else str(d.new_file.id),
+                  d.new_file.mode == pygit2.GIT_FILEMODE_LINK)
+                 for d in store.repo[one].diff_to_tree(store.repo[two]).deltas]
+    ours = [(c.kind, c.path, c.oid, c.link) for c in store.diff_trees(one, two)]
+    assert sorted(ours) == sorted(reference)
+    assert [c.path for c in store.diff_trees(one, two)] == sorted(c.path for c in store.diff_trees(one, two))
+    assert {k for k, *_ in ours} == {"A", "D", "M"} and len(ours) > 20
+    assert store.diff_trees(one, one) == [] and sorted((c.kind, c.path) for c in store.diff_trees(two, one)) == sorted(
+        ({"A": "D", "D": "A"}.get(k, k), p) for k, p, *_ in reference)
 
 
 def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
