@@ -29,6 +29,7 @@ from runner.store import Store, StoreError
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
 STALE_PARSES = 256  # parsed versions of step files no longer on the branch, kept before a prune
 MAX_BEATS = 10_000
+RECENT_STEPS = 4  # whole steps kept (a step file is up to 1 MiB)
 
 
 class NotInitialised(StoreError):
@@ -82,6 +83,7 @@ class Reader:
         self._steps: dict[str, Step] = {}  # blob id -> the step parsed from it (at its path: see _cached)
         self._configs: dict[bytes, Config] = {}
         self._beats: dict[str, Beat] = {}
+        self._recent: list[tuple[tuple[str, str], Step]] = []  # the whole steps read last, newest first
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
         self._cache_path = store.state_dir / "parsed-steps.jsonl"
         self._cache_loaded = False
@@ -180,8 +182,14 @@ class Reader:
         return cached  # shared: nothing changes a parsed step (Plan.build copies what it marks)
 
     def read_step(self, path: str, oid: str) -> Step:
-        """The step in blob `oid`, parsed now (what a lean step reads when asked for more)."""
-        return parse_step(path, self.store.read(oid))
+        """The step in blob `oid`, whole (what a lean step reads when asked for more): one of
+        the last few read, or parsed now. A tick asks for its own step four times."""
+        for key, step in self._recent:
+            if key == (path, oid):
+                return step
+        step = parse_step(path, self.store.read(oid))
+        self._recent = [((path, oid), step), *self._recent[:RECENT_STEPS - 1]]
+        return step
 
     def _load_parse_cache(self) -> None:
         if self._cache_loaded:
