@@ -27,11 +27,16 @@ from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to s
 pygit2.settings.cache_max_size(8 * 1024 * 1024)
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 4 * 1024 * 1024)
 
-DIFF_IN_C = 2048  # entries of two trees past which libgit2 compares them (a flat plan of 10,000 steps)
+DIFF_IN_C = 2048  # entries of two trees past which libgit2 compares them whatever they hold
 _FILE_TYPES = {
     pygit2.GIT_FILEMODE_BLOB: "blob", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "blob", pygit2.GIT_FILEMODE_LINK: "link",
     pygit2.GIT_FILEMODE_COMMIT: "gitlink", pygit2.GIT_FILEMODE_TREE: "tree",
 }
+
+
+def _may_hold_trees(tree: pygit2.Tree) -> bool:
+    """Whether a tree's raw entries name mode 40000 (an id's bytes that look like it only cost speed)."""
+    return b"40000 " in tree.read_raw()
 
 
 def lookup_name(text: str) -> str:
@@ -207,16 +212,17 @@ class GitStore:
 
     def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
         """What changed between two trees, as libgit2's diff says it (a change of type is a
-        deletion and an addition), by path. A subtree with the same id on both sides is
-        skipped here: libgit2's diff walks into every one, all 10,000 files of a plan in
-        fan-out folders for one changed step. A big tree's own entries are compared in C."""
+        deletion and an addition), by path. Trees that hold trees are walked here, skipping a
+        subtree with the same id on both sides: libgit2's diff reads every one, all 10,000
+        files of a plan in fan-out folders for one changed step. Trees of files only, and
+        big ones, are compared by libgit2 (in C, ten times faster an entry)."""
         changes: list[Change] = []
         self._diff(self.repo[old_tree], self.repo[new_tree], "", changes)
         changes.sort(key=lambda c: (c.path, c.kind != "D"))
         return changes
 
     def _diff(self, old: pygit2.Tree, new: pygit2.Tree, base: str, out: list[Change]) -> None:
-        if len(old) + len(new) > DIFF_IN_C:
+        if len(old) + len(new) > DIFF_IN_C or not (_may_hold_trees(old) or _may_hold_trees(new)):
             for delta in old.diff_to_tree(new).deltas:
                 kind = delta.status_char()
                 out.append(Change(base + (delta.new_file.path or delta.old_file.path), None if kind == "D" else str(delta.new_file.id),
