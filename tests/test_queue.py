@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -433,9 +432,10 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     import pygit2
 
     from runner.store import git as gitstore
+    from runner.store import trees
 
     if in_c:
-        monkeypatch.setattr(gitstore, "DIFF_IN_C", 3)
+        monkeypatch.setattr(trees, "DIFF_IN_C", 3)
     repo = tmp_path / "r"
     git(tmp_path, "init", "-q", str(repo))
 
@@ -475,6 +475,9 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     assert {k for k, *_ in ours} == {"A", "D", "M"} and len(ours) > 20
     assert store.diff_trees(one, one) == [] and sorted((c.kind, c.path) for c in store.diff_trees(two, one)) == sorted(
         ({"A": "D", "D": "A"}.get(k, k), p) for k, p, *_ in reference)
+    empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # a root commit's parent tree in the hook: not stored, known to git
+    from_nothing = {("A", d.new_file.path) for d in store.repo[empty].diff_to_tree(store.repo[one]).deltas}
+    assert {(c.kind, c.path) for c in store.diff_trees(empty, one)} == from_nothing and len(from_nothing) > 40
 
 
 def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):

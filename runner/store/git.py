@@ -17,7 +17,7 @@ import pygit2
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged, Outcome, RefUpdate, StoreError
-from runner.store import remote, worktrees
+from runner.store import remote, trees, worktrees
 from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to start git, for its callers)
 
 # libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
@@ -26,18 +26,6 @@ from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to s
 # (every tick adds commits and trees the cache would otherwise keep).
 pygit2.settings.cache_max_size(8 * 1024 * 1024)
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 4 * 1024 * 1024)
-
-DIFF_IN_C = 2048  # entries of two trees past which libgit2 compares them whatever they hold
-_FILE_TYPES = {
-    pygit2.GIT_FILEMODE_BLOB: "blob", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "blob", pygit2.GIT_FILEMODE_LINK: "link",
-    pygit2.GIT_FILEMODE_COMMIT: "gitlink", pygit2.GIT_FILEMODE_TREE: "tree",
-}
-
-
-def _may_hold_trees(tree: pygit2.Tree) -> bool:
-    """Whether a tree's raw entries name mode 40000 (an id's bytes that look like it only cost speed)."""
-    return b"40000 " in tree.read_raw()
-
 
 def lookup_name(text: str) -> str:
     """A ref name or tree path as pygit2 should be given it. pygit2 (1.20, 1.21) keeps a
@@ -211,49 +199,7 @@ class GitStore:
         return found
 
     def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
-        """What changed between two trees, as libgit2's diff says it (a change of type is a
-        deletion and an addition), by path. Trees that hold trees are walked here, skipping a
-        subtree with the same id on both sides: libgit2's diff reads every one, all 10,000
-        files of a plan in fan-out folders for one changed step. Trees of files only, and
-        big ones, are compared by libgit2 (in C, ten times faster an entry)."""
-        changes: list[Change] = []
-        self._diff(self.repo[old_tree], self.repo[new_tree], "", changes)
-        changes.sort(key=lambda c: (c.path, c.kind != "D"))
-        return changes
-
-    def _diff(self, old: pygit2.Tree, new: pygit2.Tree, base: str, out: list[Change]) -> None:
-        if len(old) + len(new) > DIFF_IN_C or not (_may_hold_trees(old) or _may_hold_trees(new)):
-            for delta in old.diff_to_tree(new).deltas:
-                kind = delta.status_char()
-                out.append(Change(base + (delta.new_file.path or delta.old_file.path), None if kind == "D" else str(delta.new_file.id),
-                                  kind, delta.new_file.mode == pygit2.GIT_FILEMODE_LINK))
-            return
-        before = {entry.name: entry for entry in old}
-        for entry in new:
-            was = before.pop(entry.name, None)
-            if was is None:
-                self._all_files(entry, base, "A", out)
-            elif was.id == entry.id and was.filemode == entry.filemode:
-                continue
-            elif was.filemode == entry.filemode == pygit2.GIT_FILEMODE_TREE:
-                self._diff(self.repo[was.id], self.repo[entry.id], f"{base}{entry.name}/", out)
-            elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode) != "tree":
-                out.append(Change(base + entry.name, str(entry.id), "M", entry.filemode == pygit2.GIT_FILEMODE_LINK))
-            else:
-                self._all_files(was, base, "D", out)
-                self._all_files(entry, base, "A", out)
-        for was in before.values():
-            self._all_files(was, base, "D", out)
-
-    def _all_files(self, entry: pygit2.Object, base: str, kind: str, out: list[Change]) -> None:
-        """`entry` added or deleted: itself, or every file under it when it is a tree."""
-        path = base + entry.name
-        if entry.filemode != pygit2.GIT_FILEMODE_TREE:
-            link = kind != "D" and entry.filemode == pygit2.GIT_FILEMODE_LINK
-            out.append(Change(path, None if kind == "D" else str(entry.id), kind, link))
-            return
-        for child in self.repo[entry.id]:
-            self._all_files(child, path + "/", kind, out)
+        return trees.diff(self.repo, old_tree, new_tree)
 
     def changed_paths(self, commit: str) -> list[str]:
         info = self._commit(commit)

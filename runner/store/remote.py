@@ -5,7 +5,6 @@ remote when it was lost); fetches of the queue's branches and heartbeats in one 
 from __future__ import annotations
 
 import re
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -107,7 +106,7 @@ def _track(store: GitStore, ref: str, new: str | None) -> bool:
         return True
     try:
         if new is None:
-            if store.repo.references.get(sys.intern(local)) is not None:  # interned: see git.lookup_name
+            if store.ref(local) is not None:
                 store.repo.references.delete(local)
         else:
             store.repo.references.create(local, new, force=True)
