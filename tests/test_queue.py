@@ -497,16 +497,19 @@ def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
         store.file_at(tip, f"plans/{'NOTES'}.md")
         store.make_commit([tip], {f"plans/steps/s{i % 20}.md": b"x"}, "m", Author("a", "a@example.com"))
 
+    def held() -> int:  # memory allocated under lookups() (not by a thread another test left running)
+        gc.collect()
+        mine = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(True, __file__, all_frames=True)])
+        return sum(stat.size for stat in mine.statistics("filename"))
+
     lookups(0)
-    tracemalloc.start()
+    tracemalloc.start(30)
     for i in range(100):
         lookups(i)
-    gc.collect()
-    before = tracemalloc.get_traced_memory()[0]
+    before = held()
     for i in range(2000):
         lookups(i)
-    gc.collect()
-    grown = tracemalloc.get_traced_memory()[0] - before
+    grown = held() - before
     tracemalloc.stop()
     assert grown < 20_000, f"{grown} bytes kept by 2,000 rounds of the same 20 names"
 
