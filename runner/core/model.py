@@ -106,7 +106,7 @@ INDEX_KEYS = frozenset((
 
 
 SHARED_VALUES = frozenset(("status", "depends_on", "run", "tags", "assignee"))  # the same few values in many steps
-_SHARED_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}
+_SHARED_LISTS: dict[tuple[str, ...], tuple[str, ...]] = {}  # past 65,536 values, a list is kept as its own tuple
 _SHAPES: dict[tuple[str, ...], dict[str, int]] = {}  # the keys of a lean step's index -> their positions
 _NO_SHAPE: dict[str, int] = {}  # a full step's (never changed)
 

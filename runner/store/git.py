@@ -27,6 +27,7 @@ from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to s
 pygit2.settings.cache_max_size(8 * 1024 * 1024)
 pygit2.settings.cache_object_limit(pygit2.enums.ObjectType.TREE, 4 * 1024 * 1024)
 
+
 def lookup_name(text: str) -> str:
     """A ref name or tree path as pygit2 should be given it. pygit2 (1.20, 1.21) keeps a
     reference to every name string a ref lookup or a tree lookup is given, so a fresh string
