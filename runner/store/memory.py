@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from runner.core.layout import EMPTY_TREE, HEARTBEAT_PREFIX
+from runner.core.layout import EMPTY_TREE, HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import (
     FORCE,
     Author,
@@ -208,7 +208,7 @@ class MemoryStore:
         return self.refs.get("refs/heads/" + branch)
 
     def heartbeat(self, worker: str) -> str | None:
-        return self.refs.get(HEARTBEAT_PREFIX + worker)
+        return self.refs.get(heartbeat_ref(worker))
 
     def heartbeats(self) -> dict[str, str]:
         return {r[len(HEARTBEAT_PREFIX):]: oid for r, oid in self.refs.items() if r.startswith(HEARTBEAT_PREFIX)}

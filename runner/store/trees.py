@@ -40,7 +40,7 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
             continue
         elif was.filemode == entry.filemode == pygit2.GIT_FILEMODE_TREE:
             _diff(repo, repo[was.id], repo[entry.id], f"{base}{entry.name}/", out)
-        elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode) != "tree":
+        elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode):  # same kind (two trees went above)
             out.append(Change(base + entry.name, str(entry.id), "M", entry.filemode == pygit2.GIT_FILEMODE_LINK))
         else:
             _all_files(repo, was, base, "D", out)
