@@ -480,6 +480,56 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     assert {(c.kind, c.path) for c in store.diff_trees(empty, one)} == from_nothing and len(from_nothing) > 40
 
 
+@pytest.mark.parametrize("setting", ["plain", "filter and hook", "sparse checkout"])
+def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, setting):
+    """runner registers a step's worktree itself and starts one `git checkout` (not the three
+    gits of `git worktree add`): git must see the same worktree, with git's own checkout
+    (filter drivers, hooks), and settings runner does not copy go to `git worktree add`."""
+    import pygit2
+
+    from runner.store import git as gitstore
+
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    (repo / "src").mkdir()
+    (repo / "src" / "app.py").write_text("print('app')\n")
+    (repo / "docs.md").write_text("docs\n")
+    if setting == "filter and hook":
+        (repo / ".gitattributes").write_text("*.md filter=upper\n")
+        git(repo, "config", "filter.upper.smudge", "tr a-z A-Z")
+        git(repo, "config", "filter.upper.clean", "tr A-Z a-z")
+        hook = repo / ".git" / "hooks" / "post-checkout"
+        hook.write_text('#!/bin/sh\ntouch "$PWD/.checked-out"\n')
+        hook.chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    if setting == "sparse checkout":
+        git(repo, "sparse-checkout", "set", "src")
+    commit = git(repo, "rev-parse", "HEAD")
+    store = gitstore.GitStore(repo, remote=None)
+
+    def made_by(path: Path) -> dict:
+        files = sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.is_file() and f.name != ".git")
+        return {"files": files, "docs": (path / "docs.md").read_text() if (path / "docs.md").exists() else None,
+                "status": git(path, "status", "--porcelain", "--ignored"), "head": git(path, "rev-parse", "HEAD"),
+                "detached": git(path, "symbolic-ref", "-q", "HEAD", check=False) == ""}
+
+    ours, theirs = tmp_path / "wt" / "ours", tmp_path / "wt" / "theirs"
+    store.add_worktree(ours, commit)
+    git(repo, "worktree", "add", "-q", "--detach", str(theirs), commit)
+    assert made_by(ours) == {**made_by(theirs), "head": commit}
+    if setting == "filter and hook":
+        assert made_by(ours)["docs"] == "DOCS\n" and ".checked-out" in made_by(ours)["files"]
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {ours.resolve()}\nHEAD {commit}\ndetached" in listed and "locked" not in listed
+    git(repo, "worktree", "prune")
+    assert store.repo.lookup_worktree(ours.name).path.rstrip("/") == str(ours.resolve())
+    store.remove_worktree(ours)
+    assert not ours.exists() and str(ours.resolve()) not in git(repo, "worktree", "list", "--porcelain")
+    store.add_worktree(ours, commit)  # the same path again: a fresh worktree, under a new name if the old one lingers
+    assert made_by(ours)["status"] == made_by(theirs)["status"] and isinstance(store.repo.lookup_worktree(ours.name), pygit2.Worktree)
+
+
 def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
     """pygit2 keeps a reference to every name string it is asked to look up; a worker asks
     for the same few thousand names on every tick, so it must ask with one string a name."""

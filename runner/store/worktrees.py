@@ -23,11 +23,52 @@ def _worktree_lock(store: GitStore):
 
     return FileLock(str(store.state_dir / "worktrees.lock"))
 
+# Settings under which `git worktree add` does more than register the worktree: it copies
+# sparse-checkout patterns and per-worktree config, or writes relative paths.
+_WORKTREE_SETTINGS = ("extensions.worktreeConfig", "core.sparseCheckout", "worktree.useRelativePaths")
+
+
 def add_worktree(store: GitStore, path: Path, commit: str) -> None:
     """A detached worktree: no branch is checked out, so a stale worktree of a crashed
-    holder can never block the next attempt of the same step."""
+    holder can never block the next attempt of the same step.
+
+    `git worktree add --detach` starts two more gits (update-ref, reset --hard), a third of a
+    local tick. runner registers the worktree itself, writing the files gitrepository-layout(5)
+    documents, as libgit2 does, and starts one `git checkout`: git's own checkout, so filter
+    drivers (git-lfs), attributes and the post-checkout hook still apply."""
     with _worktree_lock(store):
-        run_git(store.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), commit)
+        config = store.repo.config
+        if any(name in config for name in _WORKTREE_SETTINGS):
+            run_git(store.git_dir, "worktree", "add", "--force", "--quiet", "--detach", str(path), commit)
+            return
+        admin = _register(store.git_dir / "worktrees", path.resolve(), commit)
+        try:
+            run_git(path, "checkout", "--force", "--quiet", "--detach", commit)
+        finally:
+            (admin / "locked").unlink(missing_ok=True)
+
+
+def _register(worktrees: Path, path: Path, commit: str) -> Path:
+    """The administrative folder of a new linked worktree at `path` (HEAD detached at
+    `commit`), locked while it has no checkout so that no `git worktree prune` takes it
+    for a leftover, and the worktree's `.git` file pointing at it."""
+    worktrees.mkdir(exist_ok=True)
+    admin = worktrees / path.name
+    suffix = 0
+    while True:
+        try:
+            admin.mkdir()
+            break
+        except FileExistsError:
+            suffix += 1
+            admin = worktrees / f"{path.name}{suffix}"
+    (admin / "locked").write_text("initializing\n")
+    (admin / "commondir").write_text("../..\n")
+    (admin / "HEAD").write_text(f"{commit}\n")
+    (admin / "gitdir").write_text(f"{path / '.git'}\n")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / ".git").write_text(f"gitdir: {admin}\n")
+    return admin
 
 def remove_worktree(store: GitStore, path: Path) -> None:
     """Remove a worktree and its administrative files, in process (no git to start)."""
