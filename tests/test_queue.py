@@ -481,7 +481,7 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
 
 
 @pytest.mark.parametrize("setting", ["plain", "filter and hook", "sparse checkout"])
-def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, setting):
+def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, monkeypatch, setting):
     """runner registers a step's worktree itself and starts one `git checkout` (not the three
     gits of `git worktree add`): git must see the same worktree, with git's own checkout
     (filter drivers, hooks), and settings runner does not copy go to `git worktree add`."""
@@ -515,7 +515,10 @@ def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, settin
                 "detached": git(path, "symbolic-ref", "-q", "HEAD", check=False) == ""}
 
     ours, theirs = tmp_path / "wt" / "ours", tmp_path / "wt" / "theirs"
-    store.add_worktree(ours, commit)
+    with monkeypatch.context() as env:  # a worker started from a git hook: the main worktree must stay as it is
+        env.setenv("GIT_DIR", str(repo / ".git"))
+        store.add_worktree(ours, commit)
+    assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/main" and git(repo, "status", "--porcelain") == ""
     git(repo, "worktree", "add", "-q", "--detach", str(theirs), commit)
     assert made_by(ours) == {**made_by(theirs), "head": commit}
     if setting == "filter and hook":

@@ -82,6 +82,20 @@ def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
     assert "outcome: done" in handoff and "STEP_COMPLETE" in handoff
 
 
+def test_a_worker_started_with_git_dir_set_leaves_the_main_worktree_alone(queue_repo):
+    """git sets GIT_DIR for its hooks: a tick started from one still makes the step's own
+    worktree, and the step's git works there, not on the repository GIT_DIR names."""
+    run = ["sh", "-c", 'git rev-parse --show-toplevel > where.txt; echo "${GIT_DIR:-unset}" >> where.txt; git add where.txt']
+    add_step(queue_repo, "01-where", run=run)
+    head = git(queue_repo, "rev-parse", "HEAD")
+    report = tick(queue_repo, env={"GIT_DIR": str(queue_repo / ".git")})
+    assert report["sentinel"] == "STEP_COMPLETE", report
+    where = git(queue_repo, "show", "runner/integration:where.txt").splitlines()
+    assert "/worktrees/w1/01-where-a1" in where[0] and where[1] == "unset"
+    assert git(queue_repo, "symbolic-ref", "HEAD") == "refs/heads/main" and git(queue_repo, "rev-parse", "HEAD") == head
+    assert git(queue_repo, "status", "--porcelain") == "" and not (queue_repo / "where.txt").exists()
+
+
 def test_failed_gate_is_retried_with_feedback_and_then_passes(queue_repo):
     # The step writes "good" only when it is given feedback; the test gate wants "good".
     run = ["sh", "-c", 'if [ -n "$1" ]; then echo good > out.txt; else echo bad > out.txt; fi', "sh", "{feedback}"]

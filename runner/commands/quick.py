@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from runner.core.layout import GIT_REPOSITORY_ENV
+
 INDEX_FILE = "ready-index.json"
 FORMAT = 1
 _CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "commands/render.py", "commands/quick.py")
@@ -53,7 +55,7 @@ def answer_ready(args: list[str]) -> bool:
     """Print `runner ready ARGS` from the saved index when that is the full command's answer;
     False (having printed nothing) when the full command must answer."""
     options = _options(args)
-    if options is None or os.environ.keys() & {"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_OBJECT_DIRECTORY"}:
+    if options is None or os.environ.keys() & GIT_REPOSITORY_ENV:
         return False
     try:
         git_dir = _git_dir(Path(options["repo"]))

@@ -43,9 +43,16 @@ def add_worktree(store: GitStore, path: Path, commit: str) -> None:
             return
         admin = _register(store.git_dir / "worktrees", path.resolve(), commit)
         try:
-            run_git(path, "checkout", "--force", "--quiet", "--detach", commit)
+            run_git(path, *_named(path), "checkout", "--force", "--quiet", "--detach", commit)
         finally:
             (admin / "locked").unlink(missing_ok=True)
+
+
+def _named(path: Path) -> tuple[str, str]:
+    """git's options naming the worktree at `path`: a GIT_DIR in runner's environment (a
+    worker started from a git hook) would otherwise aim git at the main worktree."""
+    admin = path / (path / ".git").read_text().removeprefix("gitdir:").strip()  # relative to it, if git wrote it so
+    return f"--git-dir={admin}", f"--work-tree={path}"
 
 
 def _register(worktrees: Path, path: Path, commit: str) -> Path:
@@ -69,6 +76,7 @@ def _register(worktrees: Path, path: Path, commit: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / ".git").write_text(f"gitdir: {admin}\n")
     return admin
+
 
 def remove_worktree(store: GitStore, path: Path) -> None:
     """Remove a worktree and its administrative files, in process (no git to start)."""
@@ -103,8 +111,8 @@ def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list
     return tree, sorted({c.path for c in changed})
 
 def diff_text(store: GitStore, path: Path, base: str) -> bytes:
-    run_git(path, "add", "-A")
-    return run_git(path, "diff", "--cached", "--binary", base).stdout
+    run_git(path, *_named(path), "add", "-A")
+    return run_git(path, *_named(path), "diff", "--cached", "--binary", base).stdout
 
 
 def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
