@@ -19,9 +19,9 @@ def main() -> None:
 
         if answer_ready(args[1:]):
             return
-    from runner.cli import app
+    from runner.cli import main as run
 
-    app()
+    run(args)
 
 
 if __name__ == "__main__":

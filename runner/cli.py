@@ -7,6 +7,7 @@ Exit codes: 0 done or nothing to do; 1 failure at run time; 2 bad usage or bad i
 from __future__ import annotations
 
 import sys
+from typing import Callable
 
 # typer imports its rich help renderer, and markdown-it with it, whenever rich is installed:
 # ~50 ms more for every command people and schedulers start. runner's help is plain text
@@ -24,17 +25,6 @@ from runner import __version__  # noqa: E402
 from runner.commands import doctor, hooks, plan, schedule, steps, workers  # noqa: E402
 from runner.commands.common import command  # noqa: E402
 
-app = typer.Typer(
-    name="runner",
-    help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\n"
-    "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding agent), "
-    "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
 
 def _version(value: bool) -> None:
     if value:
@@ -42,13 +32,17 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit.")) -> None:
     pass
 
 
-def add(func, name: str | None = None, hidden: bool = False, **options) -> None:
-    app.command(name or func.__name__.rstrip("_").replace("_", "-"), hidden=hidden)(command(func, **options))
+# Every command: (name, function, hidden, options for commands.common.command). Wrapping a
+# command and typer's reading of its parameters cost ~2 ms each: a run builds only its own.
+COMMANDS: list[tuple[str, Callable, bool, dict]] = []
+
+
+def add(func: Callable, name: str | None = None, hidden: bool = False, **options) -> None:
+    COMMANDS.append((name or func.__name__.rstrip("_").replace("_", "-"), func, hidden, options))
 
 
 # The plan
@@ -76,10 +70,37 @@ add(hooks.install_hooks, queue=False, json=False)
 add(hooks.uninstall_hooks, queue=False, json=False)
 add(hooks.hook_pre_receive, hidden=True, queue=False, json=False)
 add(hooks.hook_pre_commit, hidden=True, queue=False, json=False)
-schedule.register(app)
+for name, func in schedule.COMMANDS:
+    add(func, name, queue=False, json=False)
 
 
-def main() -> None:
-    """The whole command line (what entry scripts installed before runner/__main__.py had
-    main() call; `runner` itself starts there)."""
-    app()
+def build(only: str | None = None) -> typer.Typer:
+    """The app: every command, or only the one named `only` (its run and its --help need no
+    other; anything else, `runner --help` and a mistyped name among them, gets them all)."""
+    app = typer.Typer(
+        name="runner",
+        help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\n"
+        "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding agent), "
+        "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.callback()(root)
+    wanted = [entry for entry in COMMANDS if entry[0] == only] or COMMANDS
+    for name, func, hidden, options in wanted:
+        app.command(name, hidden=hidden)(command(func, **options))
+    return app
+
+
+def __getattr__(name: str):
+    if name == "app":  # the whole app, for tests and tools that import it
+        return build()
+    raise AttributeError(name)
+
+
+def main(args: list[str] | None = None) -> None:
+    """The command line: builds the app for the command in `args` (default: sys.argv) and runs it."""
+    args = sys.argv[1:] if args is None else args
+    build(args[0] if args else None)(args)

@@ -118,3 +118,21 @@ def test_the_command_line_starts_without_the_heavy_libraries():
     probe = "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml'))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_a_command_built_alone_is_the_command_of_the_whole_app():
+    """A run builds only the command it names: each one's help, options and hiddenness must
+    be what the whole app has, and a name that is not a command gets the whole app."""
+    from typer.main import get_command
+
+    from runner.cli import COMMANDS, build
+
+    whole = get_command(build()).commands
+    assert sorted(whole) == sorted(name for name, *_ in COMMANDS) and len(whole) > 25
+    for name, *_ in COMMANDS:
+        alone = get_command(build(name)).commands
+        assert list(alone) == [name]
+        mine, theirs = alone[name], whole[name]
+        assert (mine.help, mine.hidden) == (theirs.help, theirs.hidden), name
+        assert [p.to_info_dict() for p in mine.params] == [p.to_info_dict() for p in theirs.params], name
+    assert sorted(get_command(build("stauts")).commands) == sorted(whole)

@@ -92,8 +92,8 @@ def repo(tmp_path: Path) -> Path:
     return make_clone(tmp_path / "repo")
 
 
-# The schedule commands as runner/cli.py registers them, in a process of their own.
-CLI_DRIVER = "import sys, typer; from runner.commands.schedule import register; app = typer.Typer(); register(app); app(sys.argv[1:])"
+# The command line, in a process of its own.
+CLI_DRIVER = "import sys; from runner.cli import main; main(sys.argv[1:])"
 
 
 @dataclass

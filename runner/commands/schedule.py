@@ -6,7 +6,6 @@ healthy); 1 an OS command failed (schedule-status: not installed, not healthy, o
 the OS could not be asked); 2 bad usage or bad input, every problem listed.
 """
 
-import functools
 import json
 from enum import Enum
 from pathlib import Path
@@ -39,13 +38,6 @@ NoActivateOption = Annotated[
         "(also when RUNNER_SCHEDULE_NO_ACTIVATE=1).",
     ),
 ]
-
-
-def register(app: typer.Typer) -> None:
-    from runner.commands.common import run_mapped  # runner's errors to exit codes, in one place
-
-    for name, func in (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status)):
-        app.command(name)(functools.wraps(func)(functools.partial(run_mapped, func)))
 
 
 def install_schedule(
@@ -178,3 +170,6 @@ def _print_status(report: dict) -> None:
         echo(f"  {file['state']:<10} {file['path']}")
     for problem in report["problems"]:
         echo(f"problem: {problem}", err=True)
+
+
+COMMANDS = (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status))
