@@ -16,12 +16,12 @@ NOTES_FILE = "plans/NOTES.md"
 HALT_FILE = "plans/HALT"
 
 HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 # Variables that point git at a repository other than the one in the current folder (git
 # sets them for its hooks): runner's answers and a step's commands must not follow them.
 GIT_REPOSITORY_ENV = frozenset({"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE"})
-EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 # A large plan's steps go into 256 fan-out folders (named by a hash of the id), so every
 # tree a claim rewrites stays small at any size; a small plan stays flat for people to

@@ -23,6 +23,7 @@ def _worktree_lock(store: GitStore):
 
     return FileLock(str(store.state_dir / "worktrees.lock"))
 
+
 # Settings under which `git worktree add` does more than register the worktree: it copies
 # sparse-checkout patterns and per-worktree config, or writes relative paths.
 _WORKTREE_SETTINGS = ("extensions.worktreeConfig", "core.sparseCheckout", "worktree.useRelativePaths")
@@ -111,8 +112,9 @@ def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list
     return tree, sorted({c.path for c in changed})
 
 def diff_text(store: GitStore, path: Path, base: str) -> bytes:
-    run_git(path, *_named(path), "add", "-A")
-    return run_git(path, *_named(path), "diff", "--cached", "--binary", base).stdout
+    named = _named(path)
+    run_git(path, *named, "add", "-A")
+    return run_git(path, *named, "diff", "--cached", "--binary", base).stdout
 
 
 def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
