@@ -114,6 +114,21 @@ def test_cli_tour(queue_repo):
     assert "flowchart TD" in graph and "s_01_db --> s_02_api" in graph
 
 
+def test_a_git_dir_in_the_environment_never_turns_runner_to_another_repository(tmp_path):
+    """git sets GIT_DIR for its hooks: `runner claim` started from a hook of another
+    repository still fetches and pushes its own clone, and leaves that repository as it was."""
+    bare, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    runner(clone, "add", "A", "--id", "01-a", "--run", '["true"]')
+    other = tmp_path / "other"
+    git(tmp_path, "init", "-q", "-b", "main", str(other))
+    git(other, "commit", "-q", "--allow-empty", "-m", "other")
+    before = git(other, "for-each-ref"), git(other, "count-objects")
+    runner(clone, "claim", "--id", "w1", env={"GIT_DIR": str(other / ".git"), "GIT_INDEX_FILE": str(other / ".git" / "index")})
+    assert queue_history(bare)[-1]["Event"] == "claim"
+    assert (git(other, "for-each-ref"), git(other, "count-objects")) == before
+
+
 def test_claim_commit_changes_only_managed_lines_and_main_checkout_is_untouched(queue_repo):
     add_step(queue_repo, "01-db", body="Body text\n")
     (queue_repo / "dirty.txt").write_text("uncommitted work\n")

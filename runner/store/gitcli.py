@@ -7,21 +7,27 @@ import os
 import subprocess
 from pathlib import Path
 
+from runner.core.layout import GIT_REPOSITORY_ENV
 from runner.store import StoreError
 
 QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
 
 
-def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
+def _git_env(inherit_repository: bool) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if inherit_repository or name not in GIT_REPOSITORY_ENV}
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
     return env
 
 
-def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run git (argv, never a shell). The one way runner starts a git process."""
+def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600,
+            inherit_repository: bool = False) -> subprocess.CompletedProcess:
+    """Run git (argv, never a shell). The one way runner starts a git process. git works on
+    the repository at `cwd`, not on one a GIT_DIR (or its kin) in runner's environment names:
+    git sets them for its hooks, and a worker started from one must not fetch into, push from
+    or check out over another repository. A hook's own git call inherits them."""
     try:
-        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(), input=input, capture_output=True, timeout=timeout)
+        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(inherit_repository), input=input,
+                              capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
     except OSError as exc:

@@ -44,16 +44,9 @@ def add_worktree(store: GitStore, path: Path, commit: str) -> None:
             return
         admin = _register(store.git_dir / "worktrees", path.resolve(), commit)
         try:
-            run_git(path, *_named(path), "checkout", "--force", "--quiet", "--detach", commit)
+            run_git(path, "checkout", "--force", "--quiet", "--detach", commit)
         finally:
             (admin / "locked").unlink(missing_ok=True)
-
-
-def _named(path: Path) -> tuple[str, str]:
-    """git's options naming the worktree at `path`: a GIT_DIR in runner's environment (a
-    worker started from a git hook) would otherwise aim git at the main worktree."""
-    admin = path / (path / ".git").read_text().removeprefix("gitdir:").strip()  # relative to it, if git wrote it so
-    return f"--git-dir={admin}", f"--work-tree={path}"
 
 
 def _register(worktrees: Path, path: Path, commit: str) -> Path:
@@ -112,15 +105,15 @@ def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list
     return tree, sorted({c.path for c in changed})
 
 def diff_text(store: GitStore, path: Path, base: str) -> bytes:
-    named = _named(path)
-    run_git(path, *named, "add", "-A")
-    return run_git(path, *named, "diff", "--cached", "--binary", base).stdout
+    run_git(path, "add", "-A")
+    return run_git(path, "diff", "--cached", "--binary", base).stdout
 
 
 def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
     """(every file in the index being committed, the paths the commit adds or changes).
     `git commit -a` and `git commit PATH` stage into a temporary index named by GIT_INDEX_FILE."""
-    names = run_git(store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT").stdout.decode("utf-8", errors="replace")
+    names = run_git(store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT",
+                    inherit_repository=True).stdout.decode("utf-8", errors="replace")
     index_file = os.environ.get("GIT_INDEX_FILE")
     index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
     entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
