@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Mapping
+
 DEFAULT_QUEUE_BRANCH = "runner/queue"
 DEFAULT_INTEGRATION_BRANCH = "runner/integration"
 DEFAULT_STEP_BRANCH_PREFIX = "runner/steps/"
@@ -22,6 +24,11 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 # sets them for its hooks): runner's answers and a step's commands must not follow them.
 GIT_REPOSITORY_ENV = frozenset({"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                                 "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE"})
+
+
+def without_repository_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` less GIT_REPOSITORY_ENV: git run with it finds its repository from its folder."""
+    return {name: value for name, value in environ.items() if name not in GIT_REPOSITORY_ENV}
 
 # A large plan's steps go into 256 fan-out folders (named by a hash of the id), so every
 # tree a claim rewrites stays small at any size; a small plan stays flat for people to

@@ -7,14 +7,14 @@ import os
 import subprocess
 from pathlib import Path
 
-from runner.core.layout import GIT_REPOSITORY_ENV
+from runner.core.layout import without_repository_env
 from runner.store import StoreError
 
 QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
 
 
 def _git_env(inherit_repository: bool) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if inherit_repository or name not in GIT_REPOSITORY_ENV}
+    env = dict(os.environ) if inherit_repository else without_repository_env(os.environ)
     env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
     return env
 

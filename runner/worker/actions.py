@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from runner.core.layout import GIT_REPOSITORY_ENV
+from runner.core.layout import without_repository_env
 from runner.core.model import Step
 from runner.store import Store
 from runner.worker import executor
@@ -132,7 +132,7 @@ class WorktreeActions:
 
     def env(self, state: State, cwd: Path) -> dict[str, str]:
         return {
-            **{name: value for name, value in os.environ.items() if name not in GIT_REPOSITORY_ENV},  # its git finds its worktree
+            **without_repository_env(os.environ),  # the step's git finds its worktree
             "RUNNER_STEP": state.step.id,
             "RUNNER_ATTEMPT": str(state.attempt),
             "RUNNER_WORKER": self.worker,
