@@ -3,7 +3,8 @@
 interpreter, bytecode compiled first (as an install leaves it) and checked.
 
   runner --version, runner --help          goal < 100 ms
-  runner status, 100 steps, local plan     goal < 250 ms (parse cache warm: a second run)
+  runner status, 100 steps, local plan     goal < 250 ms (warm: a second run, answered from the plan index
+                                           the first saved, as `watch runner status` is)
   runner status cold                       report: a copy with no `.git/runner/`, fresh cache dir
 """
 

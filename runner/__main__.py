@@ -1,6 +1,6 @@
 """`runner` and `python -m runner`: answers what it can without loading the command line
-(the version; `runner ready` on an unchanged local queue, see runner.commands.quick) and
-hands everything else to runner.cli."""
+(the version; `runner ready` and `runner status` on an unchanged local queue, see
+runner.commands.quick) and hands everything else to runner.cli."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ def main() -> None:
 
         print(f"runner {__version__}")
         return
-    if args[:1] == ["ready"]:
-        from runner.commands.quick import answer_ready
+    if args[:1] and args[0] in ("ready", "status"):
+        from runner.commands.quick import answer
 
-        if answer_ready(args[1:]):
+        if answer(args[0], args[1:]):
             return
     from runner.cli import main as run
 

@@ -182,12 +182,8 @@ def status(target: Target, show_all: AllRows = False,
     if watch:
         render.watch(target, every)
         return
-    snap = target.snapshot()
-    rows = [render.step_row(snap.plan, s) for s in render.all_steps(snap.plan)]
-    if target.json:
-        render.print_json({"tip": snap.tip, "halted": snap.plan.halted, "steps": rows})
-        return
-    render.print_rows(snap.plan, rows, f"{target.branch} @ {snap.tip[:10]}", show_all, "status", snap.plan.halted)
+    snap = _listed(target)
+    render.print_status(snap.plan, render.status_rows(snap.plan), target.branch, snap.tip, target.json, show_all)
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -213,14 +209,22 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
 
 def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     """Steps a worker (with --tag ...) could claim now, best first."""
-    from runner.commands import quick
     from runner.commands.render import print_ready, ready_rows
+
+    snap = _listed(target)
+    print_ready(snap.plan, ready_rows(snap.plan, tag), target.branch, target.json, show_all)
+
+
+def _listed(target: Target):
+    """The queue's snapshot for a listing; a local queue's plan index is kept for the next
+    `runner ready` or `runner status` (runner.commands.quick)."""
+    from runner.commands import quick
 
     queue = target.queue()
     snap = queue.snapshot()
-    print_ready(snap.plan, ready_rows(snap.plan, tag), target.branch, target.json, show_all)
     if queue.store.remote is None:
         quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan)
+    return snap
 
 
 def graph(target: Target) -> None:

@@ -1,11 +1,13 @@
-"""`runner ready` without typer, pygit2 or YAML: what a shell loop or an agent harness polls.
+"""`runner ready` and `runner status` without typer, pygit2 or YAML: what a shell loop, a
+`watch` or an agent harness polls.
 
-The full `runner ready` on a local queue saves the index of the plan it read (the
-runner.core.model.INDEX_KEYS of every step) with the queue tip. A later `runner ready` with
-plain options, on a queue with no remote to fetch from, answers from that index when the
-branch still points at the same tip (read from git's ref files) and runner's code is the
-same; the plan and the rendering are the full command's own. Anything else, or anything
-unexpected, goes the full way: this is a shortcut, never a second answer.
+The full `runner ready` and `runner status` on a local queue save the index of the plan
+they read (the runner.core.model.INDEX_KEYS of every step, and the problems of the invalid
+ones) with the queue tip. A later `runner ready` or `runner status` with plain options, on a
+queue with no remote to fetch from, answers from that index when the branch still points at
+the same tip (read from git's ref files) and runner's code is the same; the plan, the rows
+and the rendering are the full command's own. Anything else, or anything unexpected, goes
+the full way: this is a shortcut, never a second answer.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from pathlib import Path
 
 from runner.core.layout import GIT_REPOSITORY_ENV
 
-INDEX_FILE = "ready-index.json"
-FORMAT = 1
+INDEX_FILE = "plan-index.json"
+FORMAT = 2
 _CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "commands/render.py", "commands/quick.py")
-_VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}
+_VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}  # --tag: ready only
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
@@ -38,10 +40,11 @@ def code_stamp() -> list:
 
 
 def save(state_dir: Path, branch: str, tip: str, plan) -> None:
-    """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready`."""
+    """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready` or `status`."""
     data = {
         "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
         "steps": [[s.id, s.path, s.index] for s in plan.steps.values()],
+        "invalid": [[s.id, s.path, _invalid_index(s), s.problems] for s in plan.invalid],
     }
     tmp = state_dir / f"{INDEX_FILE}.{os.getpid()}.tmp"
     try:
@@ -51,10 +54,16 @@ def save(state_dir: Path, branch: str, tip: str, plan) -> None:
         tmp.unlink(missing_ok=True)  # only a shortcut: never fail the command for it
 
 
-def answer_ready(args: list[str]) -> bool:
-    """Print `runner ready ARGS` from the saved index when that is the full command's answer;
-    False (having printed nothing) when the full command must answer."""
-    options = _options(args)
+def _invalid_index(step) -> dict:
+    # render.step_row gives an invalid step a stored status only when its frontmatter read
+    # at all; "ready" is what such a step without a status key reports.
+    return step.index or ({"status": "ready"} if step.meta else {})
+
+
+def answer(command: str, args: list[str]) -> bool:
+    """Print `runner COMMAND ARGS` (ready or status) from the saved index when that is the full
+    command's answer; False (having printed nothing) when the full command must answer."""
+    options = _options(command, args)
     if options is None or os.environ.keys() & GIT_REPOSITORY_ENV:
         return False
     try:
@@ -67,19 +76,23 @@ def answer_ready(args: list[str]) -> bool:
             return False
         if data.get("code") != code_stamp():
             return False
-        from runner.commands.render import print_ready, ready_rows
+        from runner.commands import render
 
         plan = _plan(data)
-        rows = ready_rows(plan, options["tags"])
+        rows = render.ready_rows(plan, options["tags"]) if command == "ready" else render.status_rows(plan)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # an index that does not read: the full way
         return False
-    print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
+    if command == "ready":
+        render.print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
+    else:
+        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"])
     return True
 
 
-def _options(args: list[str]) -> dict | None:
-    """The options of `runner ready`, parsed as the full command parses them; None for anything
-    this shortcut does not take (help, a named remote, an option it does not know)."""
+def _options(command: str, args: list[str]) -> dict | None:
+    """The options of `runner ready` or `status`, parsed as the full command parses them; None
+    for anything this shortcut does not take (help, a named remote, --watch, an option the
+    command does not know)."""
     options = {"repo": ".", "remote": None, "local_only": False, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "tags": [],
                "json": False, "show_all": False}
     rest = iter(args)
@@ -87,7 +100,7 @@ def _options(args: list[str]) -> dict | None:
         name, equals, value = arg.partition("=")
         if name in _FLAGS and not equals:
             options[_FLAGS[name]] = True
-        elif name in _VALUE_OPTIONS:
+        elif name in _VALUE_OPTIONS and (name != "--tag" or command == "ready"):
             value = value if equals else next(rest, None)
             if not value:
                 return None
@@ -140,4 +153,7 @@ def _plan(data: dict):
     from runner.core.plan import Plan
 
     steps = {step_id: Step(step_id, path, index, "") for step_id, path, index in data["steps"]}
-    return Plan(steps=steps, halted=data["halted"])
+    invalid = [Step(step_id, path, index, "", [str(p) for p in problems]) for step_id, path, index, problems in data["invalid"]]
+    if any(not step.problems for step in invalid):
+        raise ValueError("an invalid step without its problems")
+    return Plan(steps=steps, invalid=invalid, halted=data["halted"])

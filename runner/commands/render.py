@@ -188,6 +188,17 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(line)
 
 
+def status_rows(plan: Plan) -> list[dict[str, Any]]:
+    return [step_row(plan, s) for s in all_steps(plan)]
+
+
+def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool) -> None:
+    if as_json:
+        print_json({"tip": tip, "halted": plan.halted, "steps": rows})
+        return
+    print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
+
+
 def ready_rows(plan: Plan, tags: list[str]) -> list[dict[str, Any]]:
     return [] if plan.halted else [step_row(plan, s) for s in plan.ready(utc_now(), tags)]
 

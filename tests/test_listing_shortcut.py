@@ -1,5 +1,6 @@
-"""`runner ready` answered from the saved plan index (runner.commands.quick): the same answer
-as the full command, and only while the queue is what the index was read from."""
+"""`runner ready` and `runner status` answered from the saved plan index
+(runner.commands.quick): the same answer as the full command, and only while the queue is
+what the index was read from."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, add_step, git, make_remote, runner, set_config
+from conftest import ROOT, add_step, edit, git, make_remote, runner, set_config
 
 SHORTCUT = """
 import json, sys
-from runner.commands.quick import answer_ready
-answered = sys.argv[1] == "ready" and answer_ready(sys.argv[2:])
+from runner.commands.quick import answer
+answered = answer(sys.argv[1], sys.argv[2:])
 loaded = sorted(m for m in ("pygit2", "typer", "yaml", "pydantic") if m in sys.modules)
 print(json.dumps({"answered": answered, "loaded": loaded}), file=sys.stderr)
 """
@@ -46,11 +47,39 @@ def test_an_unchanged_local_queue_is_answered_from_the_index_exactly_as_the_full
     assert ids == ["a"]  # c needs the gpu tag, b waits for a, d backs off
 
 
+def test_status_of_an_unchanged_local_queue_is_the_full_commands_invalid_steps_included(queue_repo):
+    plan(queue_repo)
+    edit(queue_repo, {
+        "plans/steps/e.md": b"---\ntitle: E\npriority: high\n---\n",  # invalid, with an index
+        "plans/steps/f.md": b"---\ntimeout: banana\n---\n",  # invalid, no key of the index
+        "plans/steps/g.md": b"---\n: [\n---\n",  # frontmatter that does not parse
+    }, "add invalid steps")
+    runner(queue_repo, "claim", "--id", "w1")  # a is claimed: an assignee, an attempt, an age
+    for args in (["--json"], [], ["--all"]):
+        full = runner(queue_repo, "status", *args).stdout
+        answered, quick, loaded = shortcut(queue_repo, "status", *args)
+        assert answered and quick == full and loaded == [], args
+    rows = {row["step"]: row for row in json.loads(runner(queue_repo, "status", "--json").stdout)["steps"]}
+    assert {step: row["status"] for step, row in rows.items()} == {
+        "a": "claimed", "b": "waiting", "c": "ready", "d": "ready", "e": "invalid", "f": "invalid", "g": "invalid"}
+    assert (rows["e"]["stored_status"], rows["f"]["stored_status"], rows["g"]["stored_status"]) == ("ready", "ready", None)
+    assert all(rows[step]["problems"] for step in "efg")
+
+
+def test_status_options_it_does_not_know_go_to_the_full_command(queue_repo):
+    plan(queue_repo)
+    runner(queue_repo, "status")
+    for args in (["--watch"], ["--every", "1"], ["--tag", "gpu"], ["--help"]):
+        assert shortcut(queue_repo, "status", *args)[0] is False, args
+    assert runner(queue_repo, "status", "--tag", "gpu", check=False).returncode == 2
+
+
 def test_the_index_is_not_used_once_the_queue_moved(queue_repo):
     plan(queue_repo)
     runner(queue_repo, "ready")
     runner(queue_repo, "claim", "--id", "w1")  # moves the branch: a is claimed
     assert shortcut(queue_repo, "ready", "--json")[0] is False
+    assert shortcut(queue_repo, "status", "--json")[0] is False
     assert json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"] == []
     runner(queue_repo, "halt", "--by", "tester", "--reason", "maintenance")
     runner(queue_repo, "ready")
@@ -63,7 +92,7 @@ def test_a_packed_branch_is_read_and_an_index_from_other_code_or_tampered_is_not
     runner(queue_repo, "ready")
     git(queue_repo, "pack-refs", "--all")  # the tip now lives in packed-refs only
     assert shortcut(queue_repo, "ready")[0] is True
-    index = queue_repo / ".git" / "runner" / "ready-index.json"
+    index = queue_repo / ".git" / "runner" / "plan-index.json"
     data = json.loads(index.read_text())
     index.write_text(json.dumps({**data, "code": ["an older runner"]}))
     assert shortcut(queue_repo, "ready")[0] is False
@@ -77,7 +106,7 @@ def test_a_queue_with_a_remote_is_fetched_first_so_the_index_is_not_used(tmp_pat
     runner(clone, "init")
     set_config(clone, detect=False)
     runner(clone, "ready")
-    assert not (clone / ".git" / "runner" / "ready-index.json").exists()
+    assert not (clone / ".git" / "runner" / "plan-index.json").exists()
     assert shortcut(clone, "ready")[0] is False
     assert shortcut(clone, "ready", "--remote", "origin")[0] is False
 
