@@ -1,6 +1,6 @@
 """`runner` and `python -m runner`: answers what it can without loading the command line
-(the version; `runner ready` and `runner status` on an unchanged local queue, see
-runner.commands.quick) and hands everything else to runner.cli."""
+(the version; the help it printed last; `runner ready` and `runner status` on an unchanged
+local queue, see runner.commands.quick) and hands everything else to runner.cli."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ def main() -> None:
 
         print(f"runner {__version__}")
         return
+    if args in ([], ["--help"], ["-h"]):
+        from runner.commands.quick import answer_help
+
+        if answer_help():
+            return
     if args[:1] and args[0] in ("ready", "status"):
         from runner.commands.quick import answer
 

@@ -103,4 +103,26 @@ def __getattr__(name: str):
 def main(args: list[str] | None = None) -> None:
     """The command line: builds the app for the command in `args` (default: sys.argv) and runs it."""
     args = sys.argv[1:] if args is None else args
-    build(args[0] if args else None)(args)
+    app = build(args[0] if args else None)
+    if args in ([], ["--help"], ["-h"]):
+        _print_help(app, args)
+    app(args)
+
+
+def _print_help(app: typer.Typer, args: list[str]) -> None:
+    """click's own help, kept for runner.commands.quick.answer_help."""
+    import contextlib
+    import io
+
+    from runner.commands import quick
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        try:
+            app(args)
+        except SystemExit as exit:
+            code = exit.code
+    sys.stdout.write(text.getvalue())
+    if not code:
+        quick.save_help(text.getvalue())
+    raise SystemExit(code)

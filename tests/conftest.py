@@ -26,6 +26,12 @@ os.environ.update(
 ENV_PATH = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory) -> None:
+    """runner keeps its help in the user's cache folder: tests keep theirs to themselves."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:

@@ -1,6 +1,6 @@
-"""`runner ready` and `runner status` answered from the saved plan index
-(runner.commands.quick): the same answer as the full command, and only while the queue is
-what the index was read from."""
+"""Answers runner gives without loading its command line (runner.commands.quick): `runner
+ready` and `runner status` from the saved plan index, `runner --help` from the help it printed
+last. Each is the full command's answer, and only while what it was made from is unchanged."""
 
 from __future__ import annotations
 
@@ -118,3 +118,35 @@ def test_options_the_shortcut_does_not_know_go_to_the_full_command(queue_repo):
         assert shortcut(queue_repo, "ready", *args)[0] is False, args
     assert "Usage" in runner(queue_repo, "ready", "--help").stdout
     assert runner(queue_repo, "ready", "--bogus", check=False).returncode == 2
+
+
+def help_run(cache: Path, *args: str, columns: int = 100) -> tuple[str, bool]:
+    """`runner ARGS` in a fresh process with `cache` as XDG_CACHE_HOME: (its output, whether it
+    imported typer, i.e. rendered the help itself)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache), "COLUMNS": str(columns)}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "runner", *args], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout, any(line.split("|")[-1].strip() == "typer" for line in proc.stderr.splitlines())
+
+
+def test_help_is_printed_from_the_last_rendering_while_nothing_it_is_made_of_changed(tmp_path):
+    cache = tmp_path / "cache"
+    rendered, loaded_typer = help_run(cache, "--help")
+    assert loaded_typer and "Usage: python -m runner [OPTIONS] COMMAND" in rendered and "install-schedule" in rendered
+    for args in (["--help"], ["-h"], []):
+        assert help_run(cache, *args) == (rendered, False), args
+    narrow, loaded_typer = help_run(cache, "--help", columns=60)  # click wraps to the terminal: rendered again
+    assert loaded_typer and narrow != rendered and max(map(len, narrow.splitlines())) <= 58
+    assert help_run(cache, "--help", columns=60) == (narrow, False)
+    saved = cache / "runner" / "help.json"
+    data = json.loads(saved.read_text())
+    saved.write_text(json.dumps({**data, "key": [["runner 0.0.1"], *data["key"][1:]]}))  # from other code
+    assert help_run(cache, "--help", columns=60) == (narrow, True)
+
+
+def test_help_is_printed_when_it_cannot_be_kept(tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    for _ in range(2):
+        out, loaded_typer = help_run(blocked, "--help")
+        assert loaded_typer and out.startswith("Usage: python -m runner")
