@@ -32,6 +32,7 @@ from runner.core.config import DEFAULT_TOML
 from runner.core.machine import Context, Kind
 from runner.core.model import utc_now
 from runner.core.stepfile import set_fields
+from runner.queue.merging import approve
 from runner.queue.queue import Queue, author_for
 from runner.store import RefUpdate
 from runner.store.git import GitStore
@@ -96,6 +97,19 @@ def test_a_real_tick_records_its_result_through_the_hook(remote: Path, queue: Qu
     assert tip(remote, "refs/runner/heartbeats/w1")
 
 
+def test_a_daemons_record_and_next_claim_pass_the_hook_in_one_push(remote: Path, queue: Queue):
+    def moves() -> list[str]:  # the server keeps a reflog (install-hooks --server sets it up: leases are judged on it)
+        return [subject.split(" (")[0] for subject in git(remote, "reflog", "show", "--format=%s", QUEUE).splitlines()[::-1]]
+
+    before = len(moves())
+    done = cli("worker", "--id", "w1", "--once", "--interval", "0.2", cwd=queue.store.workdir)
+    assert done.returncode == 0, done.stderr
+    pushed = moves()[before:]
+    # 03-c waits for a person; each record rode with the next claim, none was refused.
+    assert pushed == ["claim 01-a", "claim 02-b", "claim 03-c", "claim 04-d", "complete 04-d"]
+    assert {step.id: step.status for step in queue.snapshot().plan.steps.values()} == {"01-a": "done", "02-b": "done", "03-c": "review", "04-d": "done"}
+
+
 def test_every_transition_the_queue_writes_passes(remote: Path, queue: Queue):
     claim(queue, "w1", "01-a")
     queue.beat("w1", {"step": "01-a", "attempt": 1})
@@ -112,7 +126,7 @@ def test_every_transition_the_queue_writes_passes(remote: Path, queue: Queue):
     record(queue, Kind.REJECT, "bob", "03-c", reason="needs tests")
     claim(queue, "w1", "03-c")
     record(queue, Kind.COMPLETE, "w1", "03-c")
-    queue.approve("03-c", "bob")
+    approve(queue, "03-c", "bob")
     claim(queue, "w1", "04-d")
     record(queue, Kind.FAIL, "w1", "04-d", reason="broken", permanent=True)
     record(queue, Kind.RETRY, "bob", "04-d")
@@ -129,11 +143,11 @@ def test_pipeline_transitions_pass(remote: Path, queue: Queue):
     """A deviation, a held result with carried metrics, approve, and a person's abort."""
     claim(queue, "w1", "04-d")
     record(queue, Kind.BLOCK, "w1", "04-d", review="deviation", reason="orient: the plan is stale")
-    queue.approve("04-d", "bob")
+    approve(queue, "04-d", "bob")
     claim(queue, "w1", "04-d")
     record(queue, Kind.COMPLETE, "w1", "04-d", hold=True, reason="PIPELINE-FAULT: independent review did not run",
            metrics={"scores": [0.4, 0.7], "spent": 12.5})
-    queue.approve("04-d", "bob")
+    approve(queue, "04-d", "bob")
     record(queue, Kind.ABORT, "bob", "03-c", reason="not needed")
     plan = queue.snapshot().plan
     assert plan.find("04-d").status == "done" and plan.find("04-d").meta["scores"] == [0.4, 0.7]

@@ -15,6 +15,7 @@ from runner.core.layout import new_step_path
 from runner.core.machine import Kind
 from runner.core.model import Step
 from runner.core.stepfile import parse_step, render_new_step
+from runner.queue.merging import approve
 from runner.queue.queue import ClaimLost, Queue
 from runner.store.memory import MemoryStore
 from runner.worker.executor import RunResult
@@ -235,7 +236,7 @@ def test_a_step_that_needs_approval_records_review_and_merges_nothing(tmp_path):
     published, sentinel = record(queue, "01-a", Kind.COMPLETE, change(queue))
     assert sentinel == "STEP_BLOCKED" and published.change.status == "review"
     assert queue.store.tip("runner/integration") == integration
-    approved = queue.approve("01-a", "alice")
+    approved = approve(queue, "01-a", "alice")
     assert approved.change.status == "done" and queue.store.file_at(queue.store.tip("runner/integration"), "out.txt") == b"w1"
 
 

@@ -94,7 +94,9 @@ def fail(
 def approve(target: Target, step_id: StepArg, by: By = None) -> None:
     """Approve a step in review: its result is merged and it is done (a merge that conflicts
     sends it back to ready); a reported deviation or block goes ahead for its next attempt."""
-    report(target, target.queue().approve(step_id, person(by)))
+    from runner.queue import merging
+
+    report(target, merging.approve(target.queue(), step_id, person(by)))
 
 
 def reject(

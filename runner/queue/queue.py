@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from runner.core.codec import encode, encode_beat
@@ -28,12 +28,11 @@ from runner.core.layout import (
     handoff_path,
     heartbeat_ref,
 )
-from runner.core.machine import Context, Event, Kind, Status
+from runner.core.machine import Context, Event, Kind
 from runner.core.model import Step, format_duration, format_time, utc_now
 from runner.queue.backoff import race_backoff
 from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
-from runner.queue.merging import merge_update, step_branch_update
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
 from runner.store import Failed, RefUpdate, Refused, Store, StoreError, Won
 
@@ -76,6 +75,7 @@ class Published:
     commit: str
     change: Change
     snapshot: Snapshot  # the snapshot the change was built on
+    then: "Published | None" = None  # the change published after it in the same push (a worker's next claim)
 
 
 class Queue:
@@ -117,11 +117,17 @@ class Queue:
     # --- publishing: the one retry policy -----------------------------------------------
 
     def publish(self, build: Callable[[Snapshot], Change], actor: str, snapshot: Snapshot | None = None,
-                tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0) -> Published:
+                tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0,
+                then: Callable[[Snapshot, bool], Change] | None = None) -> Published:
         """Build a change on the tip and publish it with every ref it moves, all or none; on a
         lost race read the queue (and `branches`) again and rebuild. With `patience`, a failure
         to reach the remote is tried again for that many seconds (an outcome costs work to redo;
-        nothing was published, and a holder that lost its claim meanwhile is fenced off)."""
+        nothing was published, and a holder that lost its claim meanwhile is fenced off).
+
+        `then(snapshot after the change, after a lost race)` builds a second change that rides
+        in the same push, as the commit after it: a worker's next claim. It is best effort:
+        when it builds nothing (Skip, or any error) or the server refuses the pair, the first
+        change is published alone."""
         branches = list(branches)
         snap = snapshot or self.snapshot(branches=branches)
         author = author_for(actor)
@@ -131,11 +137,18 @@ class Queue:
         for attempt in range(tries):
             change = build(snap)
             commit = self.store.make_commit([snap.tip], change.files, change.message, author)
-            outcome = self.store.publish([RefUpdate(self.ref, commit, snap.tip), *change.refs])
+            following = _following(self, then, snap, commit, change, author, attempt > 0) if then else None
+            refs = {update.ref: update for update in [RefUpdate(self.ref, commit, snap.tip), *change.refs]}
+            if following is not None:
+                refs.update({update.ref: update for update in [RefUpdate(self.ref, following.commit, snap.tip), *following.change.refs]})
+            outcome = self.store.publish(list(refs.values()))
             if isinstance(outcome, Won):
-                self.published = commit
-                return Published(commit, change, snap)
+                self.published = following.commit if following else commit
+                return Published(commit, change, snap, following)
             if isinstance(outcome, Refused):
+                if following is not None:
+                    then = None  # the server's rules refused the pair: the change alone, on the same tip
+                    continue
                 raise PushRefused(str(outcome))
             if isinstance(outcome, Failed):
                 if time.monotonic() + wait > give_up:
@@ -181,33 +194,6 @@ class Queue:
         # An outcome costs work to redo: keep trying far longer than a claim would.
         return self.publish(build, actor, tries=OUTCOME_TRIES)
 
-    # --- merging into the integration branch ---------------------------------------------
-
-    def approve(self, step_id: str, person: str) -> Published:
-        """A person's approval: a result waiting in review is merged and recorded done in one
-        publish; a merge that conflicts sends the step back to ready with the conflict."""
-
-        def build(snap: Snapshot) -> Change:
-            step = snap.plan.find(step_id)
-            step = step and step.full()
-            result = (step.meta.get("result") or {}) if step is not None and step.valid else {}
-            waiting = step is not None and step.status == Status.REVIEW and (step.meta.get("review") or "result") == "result"
-            base = Event(Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None)
-            if not (waiting and isinstance(result, dict) and result.get("commit")):
-                return self.step_change(snap, base)
-            merged, update = merge_update(self.store, snap, result["commit"], step_id, step.attempt, person)
-            if update is None:
-                conflict = f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: re-run on the new base"
-                return self.step_change(snap, replace(base, reason=conflict))
-            event = replace(base, result={"merge": merged.commit})
-            prune = step_branch_update(snap.config, step_id, result["commit"], done=True)
-            return self.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))
-
-        # The result was made on another worker's clone: its step branch brings the commit here
-        # (named by runner.toml, so the queue comes first).
-        self.store.fetch([self.branch])
-        return self.publish(build, person, tries=OUTCOME_TRIES, branches=self.branches(step_id))
-
     def branches(self, step_id: str | None = None) -> list[str]:
         """The integration branch (and the step's branch when a step is named), as runner.toml names them."""
         tip = self.store.tip(self.branch)
@@ -223,29 +209,35 @@ class Queue:
               ignore_deps: bool = False) -> Published:
         """Claim the best step this worker may take (or `step_id`); Skip when there is none.
         The worker's heartbeat rides in the same push when `beat` is given."""
-        tags = list(tags)
         tries = []
 
         def build(snap: Snapshot) -> Change:
-            if snap.plan.halted:
-                raise Skip(f"queue halted: {snap.plan.halted}")
-            now = utc_now()
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
             tries.append(1)
-            for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
-                lease = format_duration(snap.config.leases.lease)
-                event = Event(
-                    kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
-                    incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
-                )
-                refs = [self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})] if beat is not None else []
-                return self.step_change(snap, event, refs=refs)
-            raise Skip(why_nothing(snap, tags, step_id))
+            return self.claim_change(snap, worker, incarnation, holder, tags, step_id, beat, by, ignore_deps, spread)
 
         # A claim won after a lost race is built on a snapshot read again then: the integration
         # branch is read with it, so the step starts from its dependencies' merges.
         branches = list(snapshot.tips) if snapshot is not None else self.branches()
         return self.publish(build, by or worker, snapshot, branches=branches)
+
+    def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
+                     step_id: str | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
+                     ignore_deps: bool = False, spread: bool = False) -> Change:
+        """The claim of the best step on this snapshot (Skip when there is none)."""
+        tags = list(tags)
+        if snap.plan.halted:
+            raise Skip(f"queue halted: {snap.plan.halted}")
+        now = utc_now()
+        for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
+            lease = format_duration(snap.config.leases.lease)
+            event = Event(
+                kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
+                incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
+            )
+            refs = [self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})] if beat is not None else []
+            return self.step_change(snap, event, refs=refs)
+        raise Skip(why_nothing(snap, tags, step_id))
 
     # --- heartbeats ----------------------------------------------------------------------
 
@@ -337,6 +329,22 @@ class Queue:
         from runner.queue.audit import log
 
         return log(self.store, self.snapshot().tip, step_id, limit)
+
+
+def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Snapshot, commit: str, change: Change, author,
+               after_lost_race: bool) -> Published | None:
+    """The change `then` builds on the queue as `commit` (built on `snap`) leaves it, committed
+    after it; None when it builds none."""
+    # Not a fetched view, whatever `snap` was: no lease is judged on it, so it claims only
+    # ready steps, never takes a holder over.
+    after = queue.reader.snapshot_at(commit, fetched=False)
+    moved = {update.ref: update.new for update in change.refs}
+    after.tips = {branch: moved.get(branch_ref(branch), tip) for branch, tip in snap.tips.items()}
+    try:
+        following = then(after, after_lost_race)
+    except Exception:  # noqa: BLE001 - only an extra: the change it rides with must not fail for it
+        return None
+    return Published(queue.store.make_commit([commit], following.files, following.message, author), following, after)
 
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:

@@ -46,6 +46,7 @@ class Daemon:
         try:
             return self._loop()
         finally:
+            w.release_held()
             self.beat("stopped")
             w.lock.release()
 
@@ -60,6 +61,8 @@ class Daemon:
         self.beat("idle")
         ticks = errors = faults = 0
         while not w.stopping.is_set():
+            # The next step is claimed with this one's record only when the next tick follows at once.
+            w.claim_ahead = not (self.max_ticks and ticks + 1 >= self.max_ticks) and not (config and config.worker.step_delay)
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
             if self.once and not self.json_out and "step" in result:

@@ -80,8 +80,9 @@ class Recorder:
         )
 
     def record(self, state: State, outcome: Outcome, result: str | None, files: list[str], notes: str | None,
-               log_path, elapsed: float, snapshot: Snapshot) -> tuple[Published, str]:
-        """Publish the attempt's outcome; (what was published, the sentinel)."""
+               log_path, elapsed: float, snapshot: Snapshot, then=None) -> tuple[Published, str]:
+        """Publish the attempt's outcome (and the change `then` builds after it, see Queue.publish);
+        (what was published, the sentinel)."""
         queue = self.queue
         integration = snapshot.config.queue.integration_branch
 
@@ -111,7 +112,8 @@ class Recorder:
             return queue.step_change(snap, event, handoff, refs)
 
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
-        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience)
+        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience,
+                                  then=then)
         return published, sentinel_for(published.change.event.kind, published.change.status or "")
 
     def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float) -> bytes:

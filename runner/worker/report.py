@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runner.core.stepfile import checklist, manual_checks
+from runner.store import StoreError
 from runner.worker.gates import PASS
 
 STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_REJECTED": "failed", "STEP_FAILED": "failed"}
@@ -14,6 +15,18 @@ STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_RE
 
 def skip(worker: str, reason: str, outcome: str = "skip", **extra: Any) -> dict[str, Any]:
     return {"sentinel": "SKIP", "outcome": outcome, "reason": reason, "worker": worker, **extra}
+
+
+def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> dict[str, Any]:
+    """The claim went away under a worker: taken over (SKIP), or aborted by a person (STEP_REJECTED)."""
+    try:
+        step = queue.snapshot().plan.steps.get(step_id)
+    except StoreError:
+        step = None
+    last_error = str(step.meta.get("last_error") or "") if step else ""
+    if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
+        return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt, "worker": worker}
+    return skip(worker, reason, "lost", step=step_id, attempt=attempt)
 
 
 def checklist_summary(step_text: str, gates, section: str, kind: str) -> dict[str, Any]:

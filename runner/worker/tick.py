@@ -1,6 +1,8 @@
 """One tick: claim a step (the heartbeat rides in the same push), run its pipeline in a
 fresh worktree, record the outcome with its merge in one publish, clean up. On the happy
-path a tick with a remote costs one fetch and two pushes.
+path a tick with a remote costs one fetch and two pushes; a daemon that will tick again
+right away claims its next ready step in the push that records this one (`claim_ahead`),
+so on a busy queue its ticks cost one push each.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from runner.core.config import Config
+from runner.core.errors import RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import Kind
 from runner.core.model import format_time, utc_now
 from runner.queue.leases import holder_info, new_incarnation
-from runner.queue.queue import ClaimLost, LostRace, PushRefused, Queue, Skip
+from runner.queue.queue import ClaimLost, LostRace, Published, PushRefused, Queue, Skip
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
 from runner.worker import report, worktrees
@@ -60,6 +63,8 @@ class Worker:
         self.lease = 0.0
         self.view_is_fresh = False  # our last publish left our view of the queue current
         self.last_fetch = 0.0  # (monotonic) leases are judged only on fetched views: fetch at least this often
+        self.claim_ahead = False  # set by a daemon whose next tick follows at once
+        self.held: Published | None = None  # a claim published with the last record, not started yet
 
     # --- what the heartbeat says -----------------------------------------------------------
 
@@ -105,7 +110,12 @@ class Worker:
         return report.skip(self.id, reason, outcome)
 
     def _tick(self) -> dict[str, Any]:
+        if self.held is not None and not self.stopping.is_set():
+            held, self.held = self.held, None
+            event = held.change.event
+            return self.work(event.step, event.attempt, event.kind, event.replaces, held.commit, held.snapshot)
         if self.stopping.is_set():
+            self.release_held()
             return self.skip("worker is stopping")
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
@@ -185,7 +195,7 @@ class Worker:
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         started = time.monotonic()
         try:
-            base = self.base_with_dependencies(snap, step)
+            base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
             worktrees.remove(self.store, worktree)
             attempt_dir.mkdir(parents=True, exist_ok=True)
             self.store.add_worktree(worktree, base)
@@ -201,28 +211,13 @@ class Worker:
             return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started)
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
-            return self.lost_report(step_id, attempt, str(exc))
+            return report.lost(self.queue, self.id, step_id, attempt, str(exc))
         except Exception as exc:  # a fault of runner itself: give the step back, spending nothing
             return self.internal_error(state, exc, log_path, time.monotonic() - started)
         finally:
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
             worktrees.clean_up(self.store, worktree, state, self.log)
-
-    def base_with_dependencies(self, snap: Snapshot, step) -> str:
-        """The integration tip this attempt starts from: one that holds every dependency's merge.
-        Our view of the branch can lag the queue's (a tracking ref another process held when
-        we fetched); then it is read again, and the step never starts without its inputs."""
-        merges = [m for dep in step.depends_on if (m := ((snap.plan.steps[dep].get("result") or {}).get("merge")))]
-        for attempt in range(6):
-            base = snap.tips.get(self.integration_branch) if attempt == 0 else self.store.tip(self.integration_branch)
-            if base is None:
-                raise StoreError(f"no integration branch {self.integration_branch!r}: run `runner init`")
-            if all(self.store.is_ancestor(merge, base) for merge in merges):
-                return base
-            time.sleep(0.5 * attempt)
-            self.store.fetch([self.integration_branch])
-        raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
     # --- recording ---------------------------------------------------------------------------
 
@@ -241,7 +236,10 @@ class Worker:
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
         snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
-        published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap)
+        ahead = self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
+        published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap,
+                                                     then=self.next_claim if ahead else None)
+        self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         event, status = published.change.event, published.change.status
@@ -253,6 +251,23 @@ class Worker:
             list(event.runs), state.faults, state.overrides, published.commit, str(log_path), qa_doc(state.step.text),
             will_retry=(status == "ready") if event.kind == Kind.FAIL else None,
         )
+
+    def next_claim(self, snap: Snapshot, after_lost_race: bool):
+        """The claim of the next ready step, built on the queue as this tick's record leaves it."""
+        return self.queue.claim_change(snap, self.id, self.incarnation, self.holder, self.tags, beat=self.facts("running"),
+                                       spread=after_lost_race)
+
+    def release_held(self) -> None:
+        """Give back a claim published with the last record that this worker will not start."""
+        if self.held is None:
+            return
+        held, self.held = self.held, None
+        step = held.change.event.step or ""
+        try:
+            self.queue.event(step, Kind.RELEASE, self.id, incarnation=self.incarnation, reason="the worker stopped before starting it")
+            self.log("TICK", f"released {step}: the worker stopped before starting it")
+        except RunnerError as exc:  # the lease gives it back in the end
+            self.log("ERROR", f"could not release {step}: {exc}")
 
     def halt(self, reason: str) -> None:
         try:
@@ -281,16 +296,6 @@ class Worker:
         return {"sentinel": "SKIP", "outcome": "fault", "reason": reason, "step": state.step.id, "attempt": state.attempt,
                 "worker": self.id, "commit": commit}
 
-    def lost_report(self, step_id: str, attempt: int, reason: str) -> dict[str, Any]:
-        """The claim went away under us: taken over (SKIP), or aborted by a person (STEP_REJECTED)."""
-        try:
-            step = self.queue.snapshot().plan.steps.get(step_id)
-        except StoreError:
-            step = None
-        last_error = str(step.meta.get("last_error") or "") if step else ""
-        if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
-            return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt, "worker": self.id}
-        return {"sentinel": "SKIP", "outcome": "lost", "reason": reason, "step": step_id, "attempt": attempt, "worker": self.id}
 
 def resource_floor(config: Config, folder: Path) -> str | None:
     import psutil

@@ -4,6 +4,7 @@ removed afterwards (kept on failure when configured); and what a crashed holder 
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -11,11 +12,28 @@ from runner.core.codec import result_message
 from runner.queue.leases import local_holder_gone
 from runner.queue.leases import author_for
 from runner.queue.snapshot import Snapshot
-from runner.store import Store
+from runner.store import Store, StoreError
 from runner.worker import executor
 from runner.worker.pipeline import State
 
 Log = Callable[[str, str], None]
+
+
+def base_with_dependencies(store: Store, snap: Snapshot, step, branch: str) -> str:
+    """The tip of the integration `branch` an attempt starts from: one that holds every
+    dependency's merge. Our view of the branch can lag the queue's (a tracking ref another
+    process held when we fetched); then it is read again, and the step never starts without
+    its inputs."""
+    merges = [m for dep in step.depends_on if (m := ((snap.plan.steps[dep].get("result") or {}).get("merge")))]
+    for attempt in range(6):
+        base = snap.tips.get(branch) if attempt == 0 else store.tip(branch)
+        if base is None:
+            raise StoreError(f"no integration branch {branch!r}: run `runner init`")
+        if all(store.is_ancestor(merge, base) for merge in merges):
+            return base
+        time.sleep(0.5 * attempt)
+        store.fetch([branch])
+    raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
 
 def commit(store: Store, worker: str, state: State, worktree: Path, base: str) -> tuple[str | None, list[str]]:
