@@ -236,7 +236,8 @@ class Worker:
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
         snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
-        ahead = self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
+        ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
+                 and not resource_floor(snap.config, self.store.state_dir))
         published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap,
                                                      then=self.next_claim if ahead else None)
         self.held = published.then
