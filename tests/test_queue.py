@@ -466,19 +466,24 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
             else:
                 target.write_bytes(data)
                 target.chmod(0o755 if path.endswith(".sh") else 0o644)
+        git(repo, "read-tree", "--empty")  # a gitlink of the commit before would keep its folder out
         git(repo, "add", "-A")
         for path, oid in gitlinks.items():
             git(repo, "update-index", "--add", "--cacheinfo", f"160000,{oid},{path}")
         git(repo, "commit", "-q", "--allow-empty", "-m", "c")
         return git(repo, "rev-parse", "HEAD^{tree}").strip()
 
+    def stored(command: list[str], data: bytes) -> str:
+        return subprocess.run(["git", *command], cwd=repo, input=data, capture_output=True, check=True).stdout.decode().strip()
+
+    folder_of_x = stored(["mktree"], f"100644 blob {stored(['hash-object', '-w', '--stdin'], b'x')}\tx\n".encode())
     same = {f"big/{n:02d}/f{m}.md": f"{n} {m}".encode() for n in range(12) for m in range(3)}
     one = commit({**same, "a/b/c.md": b"c", "a/b/d.md": b"d", "gone/x": b"x", "f2d": b"file", "d2f/x": b"x", "blob2link": b"t",
                   "link2blob": "t", "run.sh": b"#!", "chmod": b"m", "moved.md": b"m", "a-b": b"1", "a.b": b"1"},
-                 {"sub": "1" * 40, "sub2blob": "2" * 40})
+                 {"sub": "1" * 40, "sub2blob": "2" * 40, "sub2dir": folder_of_x})  # a gitlink and then a folder: one id, two types
     two = commit({**same, "big/05/f1.md": b"changed", "a/b/c.md": b"c2", "a/b/new.md": b"n", "f2d/x": b"x", "d2f": b"file",
                   "blob2link": "t", "link2blob": b"t", "run.sh": b"#!v2", "chmod.sh": b"m", "elsewhere/moved.md": b"m", "a/b.md": b"2",
-                  "a-b": b"2", "sub2blob": b"b"},
+                  "a-b": b"2", "sub2blob": b"b", "sub2dir/x": b"x"},
                  {"sub": "3" * 40})
     store = gitstore.GitStore(repo, remote=None)
     reference = [(d.status_char(), d.new_file.path or d.old_file.path, None if d.status_char() == "D" else str(d.new_file.id),

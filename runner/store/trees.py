@@ -36,8 +36,8 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
         was = before.pop(entry.name, None)
         if was is None:
             _all_files(repo, entry, base, "A", out)
-        elif was.id == entry.id and was.filemode == entry.filemode:
-            continue
+        elif was.id == entry.id and was.type == entry.type and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode):
+            continue  # an entry's type follows from its mode, and only a blob's mode varies: its mode (an enum, slow) is read last
         elif was.filemode == entry.filemode == pygit2.GIT_FILEMODE_TREE:
             _diff(repo, repo[was.id], repo[entry.id], f"{base}{entry.name}/", out)
         elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode):  # same kind (two trees went above)

@@ -110,13 +110,13 @@ class Worker:
         return report.skip(self.id, reason, outcome)
 
     def _tick(self) -> dict[str, Any]:
-        if self.held is not None and not self.stopping.is_set():
-            held, self.held = self.held, None
-            event = held.change.event
-            return self.work(event.step, event.attempt, event.kind, event.replaces, held.commit, held.snapshot)
         if self.stopping.is_set():
             self.release_held()
             return self.skip("worker is stopping")
+        if self.held is not None:  # claimed in the push that recorded the last step
+            held, self.held = self.held, None
+            event = held.change.event
+            return self.work(event.step, event.attempt, event.kind, event.replaces, held.commit, held.snapshot)
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
