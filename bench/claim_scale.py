@@ -4,8 +4,9 @@ issue 16 point 2, goal <= 1.3x in both layouts. The flat layout of older runners
 hand-written plans (plans/steps/<id>.md) is reported beside, without a goal: there every
 claim rewrites one tree of every step, 370 KB at 10,000.
 
-Four local queues (no remote: the network would hide what plan size costs) of no-op steps,
-every step ready, written with git alone so the layout is exactly the one named. Per queue,
+Six local queues (no remote: the network would hide what plan size costs) of no-op steps,
+every step ready, written with git alone so the layout is exactly the one named, on tmpfs
+when the machine has one (common.MEMORY_FS says why; the figure names the filesystem). Per queue,
 interleaved round by round across all four:
   in-process   one claim in a long-lived process (bench/claimer.py), as a worker daemon
                claims: read the plan, pick, build the commit, publish. The goal's figure.
@@ -21,9 +22,8 @@ import subprocess
 from pathlib import Path
 
 from common import (
-    BENCH, RUNNER, RUNNER_PY, env, error_text, figure, interleave, judged_ratio, log, main_for, new_layout_queue, ratios, summary,
-    timed,
-    workspace, column,
+    BENCH, RUNNER, RUNNER_PY, column, env, error_text, figure, filesystem_of, interleave, judged_ratio, log, main_for,
+    new_layout_queue, ratios, summary, timed, workspace,
 )
 
 SIZES = (100, 10_000)
@@ -58,7 +58,8 @@ class Claimer:
 
 def measure(quick: bool = False, peers: bool = False) -> dict:
     rounds = 12 if quick else 30
-    with workspace("claim-scale") as base:
+    with workspace("claim-scale", in_memory=True) as base:
+        filesystem = filesystem_of(base)
         repos = {}
         for layout in LAYOUTS:
             for size in SIZES:
@@ -98,12 +99,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         b, s = summary(column(results, f"{big} in-process"))["median"], summary(column(results, f"{small} in-process"))["median"]
         figures.append(figure(
             name, value, "x", GOALS[layout], x,
-            detail=f"in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); first claim (cold plan read) "
+            detail=f"on {filesystem}: in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); first claim (cold plan read) "
                    f"{claimers[(layout, SIZES[-1])].first * 1000:.0f} vs {claimers[(layout, SIZES[0])].first * 1000:.0f} ms; {cli}",
         ))
     return {
         "topic": "claim_scale",
-        "params": {"sizes": SIZES, "layouts": LAYOUTS, "rounds": rounds, "remote": None},
+        "params": {"sizes": SIZES, "layouts": LAYOUTS, "rounds": rounds, "remote": None, "filesystem": filesystem},
         "figures": figures,
         "data": {
             "samples": {name: column(results, name) for name in variants},

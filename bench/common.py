@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import platform
 import shutil
 import statistics
@@ -97,13 +98,16 @@ def summary(samples: list[float]) -> dict[str, Any]:
     return {"n": len(samples), "median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
-def interleave(variants: dict[str, Callable[[], Any]], rounds: int) -> list[dict[str, Any]]:
-    """Run every variant once per round, A B C, then B C A, ...: each sees the same
-    drift of the machine. Returns one {variant: result} per round."""
-    names = list(variants)
+def interleave(variants: dict[str, Callable[[], Any]], rounds: int, seed: int = 16) -> list[dict[str, Any]]:
+    """Run every variant once per round, in an order shuffled afresh each round (seeded, so
+    a run can be repeated): each sees the same drift of the machine, and none always runs
+    right after the same other (a rotation kept that: a claim after a heavy process's writes
+    was 2x slower than one after a light one). Returns one {variant: result} per round."""
+    shuffle = random.Random(seed).shuffle
     out = []
-    for r in range(rounds):
-        order = names[r % len(names):] + names[: r % len(names)]
+    for _ in range(rounds):
+        order = list(variants)
+        shuffle(order)
         out.append({name: variants[name]() for name in order})
     return out
 
@@ -190,9 +194,11 @@ def error_text(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def workspace(name: str) -> Iterator[Path]:
-    """A temp dir removed afterwards (kept when BENCH_KEEP=1, for poking around)."""
-    path = Path(tempfile.mkdtemp(prefix=f"runner-bench-{name}-"))
+def workspace(name: str, in_memory: bool = False) -> Iterator[Path]:
+    """A temp dir removed afterwards (kept when BENCH_KEEP=1, for poking around); with
+    `in_memory`, on tmpfs (/dev/shm) when the machine has one (see MEMORY_FS)."""
+    where = MEMORY_FS if in_memory and MEMORY_FS.is_dir() and os.access(MEMORY_FS, os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix=f"runner-bench-{name}-", dir=where))
     try:
         yield path
     finally:
@@ -200,6 +206,17 @@ def workspace(name: str) -> Iterator[Path]:
             log(f"kept {path}")
         else:
             shutil.rmtree(path, ignore_errors=True)
+
+
+# Where a comparison of plan sizes keeps its repositories. On this VM's disk a file created in
+# a folder whose neighbourhood filled up (the objects folder next to a big pack) costs 3-20x
+# more than in a fresh one (40 vs 200-750 us), so disk runs compared where ext4 put each
+# repository, not what plan size costs runner.
+MEMORY_FS = Path("/dev/shm")
+
+
+def filesystem_of(path: Path) -> str:
+    return "tmpfs" if path.resolve().is_relative_to(MEMORY_FS) else "disk"
 
 
 def step_id(i: int) -> str:
