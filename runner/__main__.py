@@ -14,16 +14,10 @@ def main() -> None:
 
         print(f"runner {__version__}")
         return
-    if args in ([], ["--help"], ["-h"]):
-        from runner.commands.quick import answer_help
+    from runner.commands import quick
 
-        if answer_help():
-            return
-    if args[:1] and args[0] in ("ready", "status"):
-        from runner.commands.quick import answer
-
-        if answer(args[0], args[1:]):
-            return
+    if quick.answer(args):
+        return
     from runner.cli import main as run
 
     run(args)

@@ -22,7 +22,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__  # noqa: E402
-from runner.commands import doctor, hooks, plan, schedule, steps, workers  # noqa: E402
+from runner.commands import doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
 from runner.commands.common import command  # noqa: E402
 
 
@@ -104,7 +104,7 @@ def main(args: list[str] | None = None) -> None:
     """The command line: builds the app for the command in `args` (default: sys.argv) and runs it."""
     args = sys.argv[1:] if args is None else args
     app = build(args[0] if args else None)
-    if args in ([], ["--help"], ["-h"]):
+    if args in quick.HELP_ARGS:
         _print_help(app, args)
     app(args)
 
@@ -114,14 +114,12 @@ def _print_help(app: typer.Typer, args: list[str]) -> None:
     import contextlib
     import io
 
-    from runner.commands import quick
-
-    text = io.StringIO()
+    text, code = io.StringIO(), 0
     with contextlib.redirect_stdout(text):
         try:
             app(args)
-        except SystemExit as exit:
-            code = exit.code
+        except SystemExit as stop:
+            code = stop.code
     sys.stdout.write(text.getvalue())
     if not code:
         quick.save_help(text.getvalue())

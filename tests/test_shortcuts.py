@@ -15,7 +15,7 @@ from conftest import ROOT, add_step, edit, git, make_remote, runner, set_config
 SHORTCUT = """
 import json, sys
 from runner.commands.quick import answer
-answered = answer(sys.argv[1], sys.argv[2:])
+answered = answer(sys.argv[1:])
 loaded = sorted(m for m in ("pygit2", "typer", "yaml", "pydantic") if m in sys.modules)
 print(json.dumps({"answered": answered, "loaded": loaded}), file=sys.stderr)
 """

@@ -40,6 +40,20 @@ def code_stamp(files: list[Path] | None = None) -> list:
     return stamp
 
 
+HELP_ARGS = ([], ["--help"], ["-h"])  # what prints runner's help
+
+
+def answer(args: list[str]) -> bool:
+    """Print what `runner ARGS` prints when this module can say it as the command line would
+    (the help, a listing of an unchanged local queue); False, having printed nothing, when the
+    command line must answer."""
+    if args in HELP_ARGS:
+        return answer_help()
+    if args[:1] in (["ready"], ["status"]):
+        return answer_listing(args[0], args[1:])
+    return False
+
+
 def answer_help() -> bool:
     """Print `runner --help` as the command line printed it last, when nothing it is made of
     changed since (runner's commands, click and typer, the width, the program's name); False
@@ -103,7 +117,7 @@ def _invalid_index(step) -> dict:
     return step.index or ({"status": "ready"} if step.meta else {})
 
 
-def answer(command: str, args: list[str]) -> bool:
+def answer_listing(command: str, args: list[str]) -> bool:
     """Print `runner COMMAND ARGS` (ready or status) from the saved index when that is the full
     command's answer; False (having printed nothing) when the full command must answer."""
     options = _options(command, args)
