@@ -335,12 +335,12 @@ def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Sna
                after_lost_race: bool) -> Published | None:
     """The change `then` builds on the queue as `commit` (built on `snap`) leaves it, committed
     after it; None when it builds none."""
-    # Not a fetched view, whatever `snap` was: no lease is judged on it, so it claims only
-    # ready steps, never takes a holder over.
-    after = queue.reader.snapshot_at(commit, fetched=False)
-    moved = {update.ref: update.new for update in change.refs}
-    after.tips = {branch: moved.get(branch_ref(branch), tip) for branch, tip in snap.tips.items()}
     try:
+        # Not a fetched view, whatever `snap` was: no lease is judged on it, so it claims only
+        # ready steps, never takes a holder over.
+        after = queue.reader.snapshot_at(commit, fetched=False)
+        moved = {update.ref: update.new for update in change.refs}
+        after.tips = {branch: moved.get(branch_ref(branch), tip) for branch, tip in snap.tips.items()}
         following = then(after, after_lost_race)
     except Exception:  # noqa: BLE001 - only an extra: the change it rides with must not fail for it
         return None
