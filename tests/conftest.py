@@ -146,6 +146,13 @@ def add_step(repo: Path, step_id: str, title: str | None = None, **fields) -> No
     edit(repo, {path: data}, f"add {step_id}")
 
 
+def queue_moves(repo: Path, branch: str = "runner/queue") -> list[str]:
+    """What each update of the queue branch in `repo` left at its tip, oldest first, from its
+    reflog: "claim s1", "complete s2", ... (a bare remote keeps one with core.logAllRefUpdates)."""
+    subjects = git(repo, "reflog", "show", "--format=%s", f"refs/heads/{branch}").splitlines()[::-1]
+    return [subject.split(" (")[0] for subject in subjects]
+
+
 def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
     """Every queue commit oldest first, with its trailers."""
     from runner.core.codec import trailers_of as parse_trailers

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git, step_file
+from conftest import git, queue_moves, step_file
 from hooked import (  # template, remote and queue are fixtures
     ENV,
     INTEGRATION,
@@ -98,13 +98,10 @@ def test_a_real_tick_records_its_result_through_the_hook(remote: Path, queue: Qu
 
 
 def test_a_daemons_record_and_next_claim_pass_the_hook_in_one_push(remote: Path, queue: Queue):
-    def moves() -> list[str]:  # the server keeps a reflog (install-hooks --server sets it up: leases are judged on it)
-        return [subject.split(" (")[0] for subject in git(remote, "reflog", "show", "--format=%s", QUEUE).splitlines()[::-1]]
-
-    before = len(moves())
+    before = len(queue_moves(remote))  # install-hooks --server keeps a reflog: leases are judged on it
     done = cli("worker", "--id", "w1", "--once", "--interval", "0.2", cwd=queue.store.workdir)
     assert done.returncode == 0, done.stderr
-    pushed = moves()[before:]
+    pushed = queue_moves(remote)[before:]
     # 03-c waits for a person; each record rode with the next claim, none was refused.
     assert pushed == ["claim 01-a", "claim 02-b", "claim 03-c", "claim 04-d", "complete 04-d"]
     assert {step.id: step.status for step in queue.snapshot().plan.steps.values()} == {"01-a": "done", "02-b": "done", "03-c": "review", "04-d": "done"}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git
+from conftest import git, queue_moves
 from hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
 from runner.core.config import DEFAULT_TOML
 from runner.queue.queue import PushRefused, Queue, author_for
@@ -250,15 +250,11 @@ def test_a_worker_key_moves_only_the_branch_of_a_step_it_records_in_the_same_pus
 def test_a_worker_keys_record_and_next_claim_pass_in_one_push_over_ssh(hosts):
     bare, clones = hosts
     add_plan(clones)
-
-    def moves() -> list[str]:  # the queue tip each push left on the server (its reflog, as the hook keeps it)
-        return [s.split(" (")[0] for s in git(bare, "reflog", "show", "--format=%s", "refs/heads/runner/queue").splitlines()[::-1]]
-
-    before = len(moves())
+    before = len(queue_moves(bare))
     done = run(clones, "key-a", "worker", "--id", "w1", "--max-ticks", "3", "--interval", "0.2")
     assert done.returncode == 0, done.stderr
     # a1, then f1 claimed in the push that recorded a1, r1 in the one that recorded f1; the last tick claims nothing ahead.
-    assert moves()[before:] == ["claim a1", "claim f1", "claim r1", "complete r1"]
+    assert queue_moves(bare)[before:] == ["claim a1", "claim f1", "claim r1", "complete r1"]
     steps = queue_of(clones, "bob").snapshot().plan.steps
     assert {step: steps[step].status for step in ("a1", "f1", "r1", "r2", "t1")} == {
         "a1": "done", "f1": "done", "r1": "review", "r2": "ready", "t1": "ready"}
