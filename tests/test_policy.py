@@ -260,3 +260,17 @@ def test_the_handoff_says_the_status_the_machine_gave(tmp_path, kind, status, se
     handoff = queue.store.file_at(published.commit, "plans/handoffs/01-a.md").decode()
     assert published.change.status == status and said == sentinel
     assert f"outcome: {outcome}" in handoff and f"sentinel: {sentinel}" in handoff
+
+
+def test_a_backoff_written_to_the_second_is_never_shorter_than_asked():
+    """Regression: not_before is written to the second; truncated, a 2 s backoff came out as
+    up to 1 s shorter and a worker took the step again at once (chaos, skewed backoff)."""
+    from datetime import timedelta
+
+    from runner.core.model import format_time, parse_time, utc_now
+    from runner.queue.backoff import retry_at
+
+    config = parse_config('[leases]\nbackoff = "2s"\n')
+    for _ in range(200):
+        before = utc_now()
+        assert parse_time(format_time(retry_at(config, 1))) >= before + timedelta(seconds=1.6)  # 2 s less its 20 % jitter

@@ -23,4 +23,7 @@ def retry_delay(config: Config, failures: int) -> float:
 
 
 def retry_at(config: Config, failures: int) -> datetime:
-    return utc_now() + timedelta(seconds=retry_delay(config, failures))
+    """When a failed step may run again, rounded up to the second `not_before` is written to:
+    truncated, a 2 s backoff could come out as 1 s or none."""
+    moment = utc_now() + timedelta(seconds=retry_delay(config, failures))
+    return moment + timedelta(microseconds=1_000_000 - moment.microsecond) if moment.microsecond else moment
