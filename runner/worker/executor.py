@@ -5,7 +5,9 @@ takeover on the same host kills what a killed worker left running before it star
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -13,6 +15,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable, Iterator
 from pathlib import Path
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
@@ -195,26 +198,53 @@ def kill_recorded_session(path: Path) -> int:
 
 def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: threading.Event | None) -> RunResult:
     deadline = started + timeout if timeout else None
-    while True:
-        try:
-            code = proc.wait(timeout=0.05)
-            _kill_group(proc.pid)  # a step's leftover background children die with it
-            return RunResult(argv, code, time.monotonic() - started)
-        except subprocess.TimeoutExpired:
-            pass
-        if cancel is not None and cancel.is_set():
-            kill_tree(proc.pid)
-            proc.wait()
-            return RunResult(argv, proc.returncode, time.monotonic() - started, cancelled=True)
-        if deadline is not None and time.monotonic() > deadline:
-            kill_tree(proc.pid, signal.SIGTERM)
+    with _exit_watch(proc) as exited:
+        while not exited(0.05):
+            if cancel is not None and cancel.is_set():
+                kill_tree(proc.pid)
+                proc.wait()
+                return RunResult(argv, proc.returncode, time.monotonic() - started, cancelled=True)
+            if deadline is not None and time.monotonic() > deadline:
+                kill_tree(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    pass
+                kill_tree(proc.pid)
+                proc.wait()
+                return RunResult(argv, proc.returncode, time.monotonic() - started, timed_out=True)
+    _kill_group(proc.pid)  # a step's leftover background children die with it
+    return RunResult(argv, proc.returncode, time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
+    """A function that waits up to some seconds for `proc` to exit and says whether it did.
+    Where Linux gives a process descriptor it wakes the moment the process exits;
+    Popen.wait(timeout) polls with growing sleeps, ~3 ms late for a step that takes 2."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        pidfd = None
+    if pidfd is None:
+        def exited(seconds: float) -> bool:
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=seconds)
+                return True
             except subprocess.TimeoutExpired:
-                pass
-            kill_tree(proc.pid)
-            proc.wait()
-            return RunResult(argv, proc.returncode, time.monotonic() - started, timed_out=True)
+                return False
+        yield exited
+        return
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+
+    def exited_fd(seconds: float) -> bool:
+        poller.poll(seconds * 1000)
+        return proc.poll() is not None
+    try:
+        yield exited_fd
+    finally:
+        os.close(pidfd)
 
 
 def tail(path: Path, lines: int = 40, max_bytes: int = 8192) -> str:
