@@ -43,8 +43,15 @@ def _load(text: str) -> Any:
         for token in yaml.scan(text, Loader=_SafeLoader):
             if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
                 raise YamlError("YAML anchors and aliases are not allowed in step files")
-    if text.count("[") + text.count("{") + text.count("\n") > MAX_YAML_DEPTH:
-        node = yaml.compose(text, Loader=_SafeLoader)
-        if node is not None:
+    # One parse: the node graph is checked for depth, then built into data (yaml.load would
+    # parse the text a second time).
+    loader = _SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if text.count("[") + text.count("{") + text.count("\n") > MAX_YAML_DEPTH:
             _check_node(node)
-    return yaml.load(text, Loader=_SafeLoader)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
