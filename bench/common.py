@@ -208,10 +208,13 @@ def workspace(name: str, in_memory: bool = False) -> Iterator[Path]:
             shutil.rmtree(path, ignore_errors=True)
 
 
-# Where a comparison of plan sizes keeps its repositories. On this VM's disk a file created in
-# a folder whose neighbourhood filled up (the objects folder next to a big pack) costs 3-20x
-# more than in a fresh one (40 vs 200-750 us), so disk runs compared where ext4 put each
-# repository, not what plan size costs runner.
+# Where the comparisons that write many files keep their repositories (plan sizes, drains, and
+# the drains' PostgreSQL). This VM's ext4 has no journal, and without one ext4 will not reuse an
+# inode deleted in the last seconds (minutes while its table block is dirty): creating a file
+# scans past every such inode. Under `perf`, 40% of a local drain's samples were there, and a
+# loose object cost 0.1 ms in a fresh repository, 0.5-0.8 ms in one a drain had churned; the
+# same drain's system time moved 5-9 s from run to run. A journalled ext4, APFS or NTFS does
+# not do this, so disk figures here said more about this VM than about runner or its peers.
 MEMORY_FS = Path("/dev/shm")
 
 

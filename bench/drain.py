@@ -2,10 +2,12 @@
 
   remote x1, remote x8   a bare remote reached by path, one fresh clone per worker
   local x1               one repository, no remote
+  local x1 disk          the same on the disk, reported beside it (common.MEMORY_FS says why)
   procrastinate          the same 200 no-op jobs, one worker (concurrency 1) on PostgreSQL,
                          fastest of 5 (bench/peers; skipped with the reason when absent)
 
-Every run starts from a copy of the same freshly imported plan (no `.git/runner/`, fresh
+The drains, and procrastinate's PostgreSQL, run on tmpfs when the machine has one, so both
+sides write to the same place. Every run starts from a copy of the same freshly imported plan (no `.git/runner/`, fresh
 clones), and the variants are interleaved round by round. Throughput is steps done divided
 by the wall time from spawning the first worker to the exit of the last one: process
 start-up and the last idle poll count, for runner and procrastinate alike. CPU per step
@@ -28,8 +30,8 @@ from collections import Counter
 from pathlib import Path
 
 from common import (
-    RUNNER, cold_copy, column, env, error_text, figure, git, interleave, judged_ratio, load, log, main_for, new_queue,
-    queue_events, run, summary, workspace,
+    MEMORY_FS, RUNNER, cold_copy, column, env, error_text, figure, filesystem_of, git, interleave, judged_ratio, load, log,
+    main_for, new_queue, queue_events, run, summary, workspace,
 )
 from peers import harness
 
@@ -80,21 +82,22 @@ def audit(repo: Path) -> dict:
 
 
 class Drains:
-    def __init__(self, base: Path, procrastinate: tuple[Path, str] | None):
+    def __init__(self, base: Path, disk: Path, procrastinate: tuple[Path, str] | None):
         self.base = base
+        self.disk = disk
         self.runs = itertools.count()
         log(f"drain: importing {STEPS} no-op steps (bare remote and local templates)")
         _, self.bare = new_queue(base / "tpl-remote", STEPS, remote=True)
         self.local, _ = new_queue(base / "tpl-local", STEPS)
         self.procrastinate = procrastinate
 
-    def _dir(self) -> Path:
-        path = self.base / f"run{next(self.runs)}"
+    def _dir(self, on_disk: bool = False) -> Path:
+        path = (self.disk if on_disk else self.base) / f"run{next(self.runs)}"
         path.mkdir()
         return path
 
-    def runner(self, workers: int, remote: bool) -> dict:
-        base = self._dir()
+    def runner(self, workers: int, remote: bool, on_disk: bool = False) -> dict:
+        base = self._dir(on_disk)
         if remote:
             bare = base / "remote.git"
             shutil.copytree(self.bare, bare)
@@ -108,9 +111,9 @@ class Drains:
         cmds = [[RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo] for i, repo in enumerate(repos)]
         before = load()
         wall, cpu = spawn_and_wait(cmds, base)
-        result = {"workers": workers, "remote": remote, "seconds": wall, "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(audited)}
+        result = {"workers": workers, "remote": remote, "filesystem": filesystem_of(base), "seconds": wall, "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(audited)}
         result["steps_per_s"] = result["done"] / wall
-        log(f"  runner {'remote' if remote else 'local'} x{workers}: {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step")
+        log(f"  runner {'remote' if remote else 'local'} x{workers} ({result['filesystem']}): {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step")
         shutil.rmtree(base, ignore_errors=True)
         return result
 
@@ -139,19 +142,20 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     py, why = harness.find_procrastinate(peers)
     bindir, pg_why = harness.find_postgres(peers) if py else (None, None)
     why = why or pg_why
-    with workspace("drain") as base, contextlib.ExitStack() as stack:
+    with workspace("drain", in_memory=True) as base, workspace("drain-disk") as disk, contextlib.ExitStack() as stack:
         dsn = None
         if py and bindir:
             try:
-                dsn = stack.enter_context(harness.running_postgres(bindir))
+                dsn = stack.enter_context(harness.running_postgres(bindir, MEMORY_FS if filesystem_of(base) == "tmpfs" else None))
             except Exception as exc:
                 why = f"PostgreSQL did not start: {error_text(exc)}"
         try:
-            drains = Drains(base, (py, dsn) if dsn else None)
+            drains = Drains(base, disk, (py, dsn) if dsn else None)
             variants = {
                 "remote x1": lambda: drains.runner(1, True),
                 "remote x8": lambda: drains.runner(8, True),
                 "local x1": lambda: drains.runner(1, False),
+                "local x1 disk": lambda: drains.runner(1, False, on_disk=True),
             }
             if dsn:
                 variants["procrastinate"] = drains.peer
@@ -162,7 +166,7 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             return {"topic": "drain", "figures": [
                 figure("8 workers vs 1, 200 no-op steps, bare remote", None, "x", (">=", 0.6), error=err),
                 figure("no-op drain, 1 worker vs procrastinate", None, "x", (">=", 0.05), error=err)]}
-    return {"topic": "drain", "params": {"steps": STEPS, "rounds": rounds, "interval": 0.2},
+    return {"topic": "drain", "params": {"steps": STEPS, "rounds": rounds, "interval": 0.2, "filesystem": filesystem_of(base)},
             "figures": figures(results, why), "data": {"rounds": results}}
 
 
@@ -171,10 +175,11 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
     one, eight, local = (summary([r["steps_per_s"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8", "local x1"))
     cpu1, cpu8 = (summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8"))
     runs = [r for rnd in results for k, r in rnd.items() if k != "procrastinate"]
+    where = f"on {column(results, 'remote x1')[0]['filesystem']}"
     value, x, how = judged_ratio(results, "remote x8", "remote x1", ">=", max, rate)
     rows = [figure(
         "8 workers vs 1, 200 no-op steps, bare remote", value, "x", (">=", 0.6), x,
-        detail=f"{eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
+        detail=f"{where}: {eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
     )]
     for key, target in (("remote x1", 0.05), ("local x1", 0.2)):
         name = f"no-op drain, 1 worker vs procrastinate, {'bare remote' if key.startswith('remote') else 'local'}"
@@ -186,7 +191,13 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
             continue
         value, x, how = judged_ratio(results, key, "procrastinate", ">=", max, rate)
         peer = summary([r["steps_per_s"] for r in column(results, "procrastinate")])["median"]
-        rows.append(figure(name, value, "x", (">=", target), x, detail=f"runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s; {how}"))
+        rows.append(figure(name, value, "x", (">=", target), x,
+                           detail=f"{where}, both: runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s; {how}"))
+    disk = summary([r["steps_per_s"] for r in column(results, "local x1 disk")])["median"]
+    rows.append(figure(
+        "no-op drain, 1 worker, local, on disk vs the run above", disk / local, "x",
+        detail=f"{disk:.2f} vs {local:.2f} steps/s; this VM's ext4 has no journal (bench/common.py, MEMORY_FS)",
+    ))
     bad = sum(r["double_claims"] for r in runs)
     short = sum(STEPS - r["done"] for r in runs)
     other = Counter()

@@ -113,12 +113,13 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_postgres(bindir: Path) -> Iterator[str]:
+def running_postgres(bindir: Path, where: Path | None = None) -> Iterator[str]:
     """A throw-away PostgreSQL on 127.0.0.1:<free port> with its own data directory; yields
     a DSN. Settings are the defaults but synchronous_commit=off: git does not wait for the
     disk either, so neither side is slowed by fsync. As root, the server runs as the
-    `postgres` user (PostgreSQL refuses to run as root)."""
-    base = Path(tempfile.mkdtemp(prefix="runner-bench-pg-"))
+    `postgres` user (PostgreSQL refuses to run as root). Its data lives under `where` (the
+    system's temp folder when None): the drain puts it where runner's repositories are."""
+    base = Path(tempfile.mkdtemp(prefix="runner-bench-pg-", dir=where))
     data, port = base / "data", _free_port()
     as_user: list[str] = []
     if os.geteuid() == 0:
