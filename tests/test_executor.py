@@ -18,8 +18,8 @@ WATCHES = ["process descriptor", "polling"]
 @pytest.fixture(params=WATCHES)
 def watch(request, monkeypatch):
     if request.param == "polling":
-        monkeypatch.delattr(os, "pidfd_open", raising=False)
-    elif not hasattr(os, "pidfd_open"):
+        monkeypatch.setattr(executor, "_PIDFD_OPEN", None)
+    elif executor._PIDFD_OPEN is None:
         pytest.skip("this platform has no os.pidfd_open")
     return request.param
 

@@ -217,14 +217,17 @@ def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: floa
     return RunResult(argv, proc.returncode, time.monotonic() - started)
 
 
+_PIDFD_OPEN = getattr(os, "pidfd_open", None)  # Linux 5.3+, Python 3.9+
+
+
 @contextlib.contextmanager
 def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
     """A function that waits up to some seconds for `proc` to exit and says whether it did.
     Where Linux gives a process descriptor it wakes the moment the process exits;
     Popen.wait(timeout) polls with growing sleeps, ~3 ms late for a step that takes 2."""
     try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):
+        pidfd = _PIDFD_OPEN(proc.pid) if _PIDFD_OPEN else None
+    except OSError:
         pidfd = None
     if pidfd is None:
         def exited(seconds: float) -> bool:
