@@ -500,6 +500,41 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     assert {(c.kind, c.path) for c in store.diff_trees(empty, one)} == from_nothing and len(from_nothing) > 40
 
 
+def test_a_worktree_half_registered_by_a_killed_worker_is_forgotten_by_the_next(tmp_path):
+    """A worker killed (kill -9) between locking a new worktree's administrative folder and
+    checking it out leaves a locked folder git never prunes; the next worktree made on the
+    host removes it. A worktree a person locked, or git's own, stays."""
+    import signal
+
+    from runner.store import git as gitstore
+
+    repo = tmp_path / "repo"
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "c")
+    commit = git(repo, "rev-parse", "HEAD")
+    admin = repo / ".git" / "worktrees"
+    killed = subprocess.Popen([sys.executable, "-c", f"""
+import os, signal
+from pathlib import Path
+from runner.store import git as gitstore, worktrees
+store = gitstore.GitStore({str(repo)!r}, remote=None)
+with worktrees._worktree_lock(store):
+    worktrees.Path.write_text = lambda self, text, *a, **k: os.kill(os.getpid(), signal.SIGKILL) if self.name == "gitdir" else Path.open(self, "w").write(text)
+    worktrees._register(Path({str(admin)!r}), Path({str(tmp_path / "wt" / "dead")!r}), {commit!r})
+"""], cwd=str(Path(__file__).resolve().parents[1]))
+    assert killed.wait(timeout=60) == -signal.SIGKILL
+    assert (admin / "dead" / "locked").exists() and not (admin / "dead" / "gitdir").exists()
+    git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "wt" / "kept"), commit)
+    git(repo, "worktree", "lock", "--reason", "initializing", str(tmp_path / "wt" / "kept"))
+    git(repo, "worktree", "prune")
+    assert (admin / "dead").exists()  # what git leaves
+
+    gitstore.GitStore(repo, remote=None).add_worktree(tmp_path / "wt" / "next", commit)
+    assert not (admin / "dead").exists()
+    assert (admin / "kept" / "locked").read_text().strip() == "initializing" and (admin / "next").is_dir()
+    assert git(tmp_path / "wt" / "next", "rev-parse", "HEAD") == commit
+
+
 @pytest.mark.parametrize("setting", ["plain", "filter and hook", "sparse checkout"])
 def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, monkeypatch, setting):
     """runner registers a step's worktree itself and starts one `git checkout` (not the three

@@ -24,6 +24,11 @@ def _worktree_lock(store: GitStore):
     return FileLock(str(store.state_dir / "worktrees.lock"))
 
 
+# What a worktree's `locked` file says while runner makes it. The maker holds the worktree
+# lock until the checkout is done and the file gone, so a folder saying this, seen under the
+# lock, was left by a maker that died: nothing would ever prune it (git keeps locked ones).
+_INITIALIZING = "initializing (runner)\n"
+
 # Settings under which `git worktree add` does more than register the worktree: it copies
 # sparse-checkout patterns and per-worktree config, or writes relative paths.
 _WORKTREE_SETTINGS = ("extensions.worktreeConfig", "core.sparseCheckout", "worktree.useRelativePaths")
@@ -54,6 +59,7 @@ def _register(worktrees: Path, path: Path, commit: str) -> Path:
     `commit`), locked while it has no checkout so that no `git worktree prune` takes it
     for a leftover, and the worktree's `.git` file pointing at it."""
     worktrees.mkdir(exist_ok=True)
+    _forget_half_made(worktrees)
     admin = worktrees / path.name
     suffix = 0
     while True:
@@ -63,13 +69,25 @@ def _register(worktrees: Path, path: Path, commit: str) -> Path:
         except FileExistsError:
             suffix += 1
             admin = worktrees / f"{path.name}{suffix}"
-    (admin / "locked").write_text("initializing\n")
+    (admin / "locked").write_text(_INITIALIZING)
     (admin / "commondir").write_text("../..\n")
     (admin / "HEAD").write_text(f"{commit}\n")
     (admin / "gitdir").write_text(f"{path / '.git'}\n")
     path.mkdir(parents=True, exist_ok=True)
     (path / ".git").write_text(f"gitdir: {admin}\n")
     return admin
+
+
+def _forget_half_made(worktrees: Path) -> None:
+    """Remove the administrative folders a killed maker left locked (see _INITIALIZING)."""
+    import shutil
+
+    for admin in worktrees.iterdir():
+        try:
+            if (admin / "locked").read_text() == _INITIALIZING:
+                shutil.rmtree(admin, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def remove_worktree(store: GitStore, path: Path) -> None:
