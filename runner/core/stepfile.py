@@ -220,6 +220,9 @@ def _edit_problem(text: str, meta: dict[str, Any]) -> str | None:
 
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*(?:[ ][A-Za-z0-9_./@+()-]+)*")
 _YAML_SPECIAL = {"null", "~", "true", "false", "yes", "no", "on", "off", "y", "n"}
+_NUMBER_RE = re.compile(r"[-+]?[\d._]+(e[-+]?\d+)?", re.I)  # YAML would read it as a number
+_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # runner's own times stay plain
+_DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")  # YAML would read any other date-like text as a date
 
 
 def dump_scalar(value: Any) -> str:
@@ -235,8 +238,8 @@ def dump_scalar(value: Any) -> str:
     if (
         _PLAIN_RE.fullmatch(text)
         and text.lower() not in _YAML_SPECIAL
-        and not re.fullmatch(r"[-+]?[\d._]+(e[-+]?\d+)?", text, re.I)
-        and (re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", text) or not re.match(r"\d{4}-\d\d-\d\d", text))
+        and not _NUMBER_RE.fullmatch(text)
+        and (_TIME_RE.fullmatch(text) or not _DATE_RE.match(text))
     ):
         return text
     return json.dumps(text, ensure_ascii=False)
