@@ -17,9 +17,8 @@ class Heartbeat(threading.Thread):
     def __init__(self, queue: Queue, worker: str, step_id: str, attempt: int, incarnation: str,
                  interval: float, facts: Callable[[], dict[str, Any]], log: Callable[[str, str], None]):
         super().__init__(daemon=True, name=f"heartbeat-{step_id}")
-        # pygit2 objects are not shared across threads: a handle of our own on the same repository.
-        self.queue = Queue(queue.store.private(), branch=queue.branch)
-        self.queue.published = queue.published  # the claim, even if the tracking ref lags
+        self.source = queue
+        self.claim = queue.published  # the claim, even if the tracking ref lags
         self.worker, self.step_id, self.attempt, self.incarnation = worker, step_id, attempt, incarnation
         self.interval = interval
         self.facts = facts
@@ -30,13 +29,19 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         last_beat = time.monotonic()  # the claim's push carried the first beat
+        queue = None
         # The claim is checked more often than the heartbeat moves, so an abort stops the run quickly.
         while not self.stop.wait(min(self.interval, CLAIM_CHECK_INTERVAL)):
             try:
+                if queue is None:
+                    # pygit2 objects are not shared across threads: a handle of our own on the same
+                    # repository, opened here, so a step done before the first check opens none.
+                    queue = Queue(self.source.store.private(), branch=self.source.branch)
+                    queue.published = self.claim
                 if time.monotonic() - last_beat >= self.interval:
-                    self.queue.beat(self.worker, self.facts())
+                    queue.beat(self.worker, self.facts())
                     last_beat = time.monotonic()
-                step = self.queue.snapshot().plan.steps.get(self.step_id)
+                step = queue.snapshot().plan.steps.get(self.step_id)
                 why = "the step is gone" if step is None else holds(step.meta, self.worker, self.attempt, self.incarnation)
                 if why:
                     self.error = f"claim of {self.step_id} attempt {self.attempt} was lost: {why}"
