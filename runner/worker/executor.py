@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
 from pathlib import Path
+from typing import Callable, Iterator
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
 
