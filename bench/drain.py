@@ -7,12 +7,13 @@
                          fastest of 5 (bench/peers; skipped with the reason when absent)
 
 The drains, and procrastinate's PostgreSQL, run on tmpfs when the machine has one, so both
-sides write to the same place. Every run starts from a copy of the same freshly imported plan (no `.git/runner/`, fresh
-clones), and the variants are interleaved round by round. Throughput is steps done divided
-by the wall time from spawning the first worker to the exit of the last one: process
-start-up and the last idle poll count, for runner and procrastinate alike. CPU per step
-is the user+system time of the workers and every git process under them. The queue
-branch is audited after each runner drain: every step claimed once and completed once.
+sides write to the same place. Every run starts from a copy of the same freshly imported
+plan (no `.git/runner/`, fresh clones), and the variants are interleaved round by round.
+Throughput is steps done divided by the wall time from spawning the first worker to the exit
+of the last one: process start-up and the last idle poll count, for runner and
+procrastinate alike. CPU per step is the user+system time of the workers and every git
+process under them. The queue branch is audited after each runner drain: every step claimed
+once and completed once.
 
 Goals: 8 workers >= 0.6x of 1 (remote); 1 worker >= 0.05x procrastinate (remote) and
 >= 0.2x (local).
