@@ -332,6 +332,35 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
     assert [s.id for s in queue.snapshot().plan.ready(utc_now())] == ["b", "c"]
 
 
+def test_the_queue_after_its_own_commit_is_read_at_the_paths_it_wrote_not_by_a_tree_diff(queue_repo, monkeypatch):
+    """After a claim or an event this process published, the next snapshot looks the written
+    step files up; a commit made elsewhere (a person's edit) is still found by the diff, and
+    both views agree with a fresh read."""
+    from runner.core.machine import Kind
+    from runner.queue.queue import open_queue
+
+    for step_id in ("a", "b", "c"):
+        add_step(queue_repo, step_id)
+    queue = open_queue(queue_repo)
+    queue.snapshot()
+    diffs = []
+    real_diff = queue.store.diff_trees
+    monkeypatch.setattr(queue.store, "diff_trees", lambda old, new: diffs.append(new) or real_diff(old, new))
+
+    def statuses(q):
+        plan = q.snapshot().plan
+        return {s: plan.derived_status(plan.find(s)) for s in "abc"}
+
+    queue.claim("w", "w.1", {})
+    queue.event("a", Kind.COMPLETE, "w", incarnation="w.1")
+    assert statuses(queue) == statuses(open_queue(queue_repo)) == {"a": "done", "b": "ready", "c": "ready"}
+    assert diffs == []
+    step = queue.snapshot().plan.find("c").full()
+    edit(queue_repo, {step.path: (step.text + "\nA person's note.\n").encode()}, "a person's edit")
+    assert statuses(queue) == statuses(open_queue(queue_repo))
+    assert len(diffs) == 1 and "A person's note." in queue.snapshot().plan.find("c").full().text
+
+
 def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_its_file(queue_repo):
     import tracemalloc
 

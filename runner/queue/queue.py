@@ -137,6 +137,7 @@ class Queue:
         for attempt in range(tries):
             change = build(snap)
             commit = self.store.make_commit([snap.tip], change.files, change.message, author)
+            self.reader.wrote(commit, snap.tip, change.files)
             following = _following(self, then, snap, commit, change, author, attempt > 0) if then else None
             refs = {update.ref: update for update in [RefUpdate(self.ref, commit, snap.tip), *change.refs]}
             if following is not None:
@@ -344,7 +345,9 @@ def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Sna
         following = then(after, after_lost_race)
     except Exception:  # noqa: BLE001 - only an extra: the change it rides with must not fail for it
         return None
-    return Published(queue.store.make_commit([commit], following.files, following.message, author), following, after)
+    second = queue.store.make_commit([commit], following.files, following.message, author)
+    queue.reader.wrote(second, commit, following.files)
+    return Published(second, following, after)
 
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:

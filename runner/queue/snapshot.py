@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 import sys
-from typing import Callable
+from typing import Callable, Iterable
 
 from runner.core.codec import decode_beat
 from runner.core.config import Config, parse_config
@@ -24,12 +24,13 @@ from runner.core.model import Step
 from runner.core.plan import Plan
 from runner.core.stepfile import parse_step
 from runner.queue.leases import Beat
-from runner.store import Store, StoreError
+from runner.store import Change, Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
 STALE_PARSES = 256  # parsed versions of step files no longer on the branch, kept before a prune
 MAX_BEATS = 10_000
 RECENT_STEPS = 4  # whole steps kept (a step file is up to 1 MiB)
+WRITTEN_KEPT = 8  # commits this process made on the branch, remembered with the paths they wrote
 
 
 class NotInitialised(StoreError):
@@ -85,6 +86,7 @@ class Reader:
         self._beats: dict[str, Beat] = {}
         self._recent: list[tuple[tuple[str, str], Step]] = []  # the whole steps read last, newest first
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
+        self._written: dict[str, tuple[str, tuple[str, ...]]] = {}  # commit -> (its parent, the paths it wrote)
         self._cache_path = store.state_dir / "parsed-steps.jsonl"
         self._cache_loaded = False
         self._parsed_new = 0
@@ -94,7 +96,7 @@ class Reader:
         halt = self.store.file_at(tip, HALT_FILE)
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         steps_tree = self.store.tree_id(tip, STEPS_DIR)
-        plan = self._updated_plan(steps_tree, halted) or self._built_plan(tip, halted)
+        plan = self._updated_plan(tip, steps_tree, halted) or self._built_plan(tip, halted)
         self._last = (steps_tree, plan)
         if len(self._steps) >= len(plan.steps) + len(plan.invalid) + STALE_PARSES:
             self._prune(plan)
@@ -135,7 +137,15 @@ class Reader:
 
     # --- the plan ----------------------------------------------------------------------
 
-    def _updated_plan(self, steps_tree: str | None, halted: str | None) -> Plan | None:
+    def wrote(self, commit: str, parent: str, paths: Iterable[str]) -> None:
+        """`commit`, made by this process, is `parent` with `paths` written: read after its
+        parent, the plan's changes are looked up at those paths, not found by a tree diff
+        (at 10,000 steps the diff walks a folder of 256 folders)."""
+        self._written[commit] = (parent, tuple(paths))
+        while len(self._written) > WRITTEN_KEPT:
+            del self._written[next(iter(self._written))]
+
+    def _updated_plan(self, tip: str, steps_tree: str | None, halted: str | None) -> Plan | None:
         """The last plan with only the changed step files read again (transitions never
         change a plan's shape); None when it must be built from every file."""
         if self._last is None or steps_tree is None or self._last[0] is None:
@@ -143,10 +153,29 @@ class Reader:
         last_tree, last_plan = self._last
         if last_tree == steps_tree:
             return last_plan.with_halt(halted)
-        changes = self.store.diff_trees(last_tree, steps_tree)
+        changes = self._written_changes(tip, last_tree)
+        if changes is None:
+            changes = self.store.diff_trees(last_tree, steps_tree)
         if any(c.kind != "M" or c.link or not is_step_path(c.path) for c in changes):
             return None
         return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes], halted)
+
+    def _written_changes(self, tip: str, last_tree: str) -> list[Change] | None:
+        """The step files `tip` changed, when this process made it on the commit the last
+        plan was read at: what is at each path it wrote. None otherwise, or when a path it
+        wrote holds no file now (the diff then says what happened)."""
+        written = self._written.get(tip)
+        if written is None or self.store.tree_id(written[0], STEPS_DIR) != last_tree:
+            return None
+        prefix = STEPS_DIR + "/"
+        changes = []
+        for path in written[1]:
+            if path.startswith(prefix):
+                entry = self.store.entry_at(tip, path)
+                if entry is None:
+                    return None
+                changes.append(Change(path[len(prefix):], entry.oid, "M", entry.link))
+        return changes
 
     def _built_plan(self, tip: str, halted: str | None) -> Plan:
         self._load_parse_cache()

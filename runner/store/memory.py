@@ -88,6 +88,10 @@ class MemoryStore:
         node = self._node(self.commit(commit).tree, path)
         return self.blobs[node[1]] if node and node[0] == "blob" else None
 
+    def entry_at(self, commit: str, path: str) -> FileEntry | None:
+        node = self._node(self.commit(commit).tree, path)
+        return FileEntry(path, node[1]) if node and node[0] == "blob" else None
+
     def tree_id(self, commit: str, path: str = "") -> str | None:
         node = self._node(self.commit(commit).tree, path)
         return node[1] if node and node[0] == "tree" else None
