@@ -4,6 +4,7 @@ crashed holder's worktree never blocks the next attempt), staged and removed in 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,8 +81,6 @@ def _register(worktrees: Path, path: Path, commit: str) -> Path:
 
 def _forget_half_made(worktrees: Path) -> None:
     """Remove the administrative folders a killed maker left locked (see _INITIALIZING)."""
-    import shutil
-
     for admin in worktrees.iterdir():
         try:
             if (admin / "locked").read_text() == _INITIALIZING:
@@ -92,8 +91,6 @@ def _forget_half_made(worktrees: Path) -> None:
 
 def remove_worktree(store: GitStore, path: Path) -> None:
     """Remove a worktree and its administrative files, in process (no git to start)."""
-    import shutil
-
     with _worktree_lock(store):
         shutil.rmtree(path, ignore_errors=True)
         for name in store.repo.list_worktrees():
