@@ -81,6 +81,45 @@ def test_race_of_8_processes_sharing_one_repository_without_a_remote(queue_repo)
     assert_claimed_exactly_once(queue_repo, ids)
 
 
+# A writer that moves the queue branch every few milliseconds, straight in the bare remote
+# (no step changes: each commit keeps its parent's tree), until the stop file appears.
+HOT_WRITER = r"""
+cd "$1"
+while [ ! -e "$2" ]; do
+  tip=$(git rev-parse refs/heads/runner/queue)
+  next=$(git commit-tree -p "$tip" -m "a busy writer" "$tip^{tree}")
+  git update-ref refs/heads/runner/queue "$next" "$tip" 2>/dev/null
+done
+"""
+
+
+def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can_claim(tmp_path):
+    """Against a writer faster than a claim's fetch, build and push, every push would lose:
+    the claim only fetches until the branch slows down, then wins at once."""
+    from runner.queue.leases import holder_info, new_incarnation
+    from runner.queue.queue import LostRace, Queue
+    from runner.store.git import GitStore
+
+    bare, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    edit(clone, dict([step_file("s1")]), "add a step")
+    queue = Queue(GitStore(clone, remote="auto"), max_tries=6)
+    before = queue.snapshot(branches=queue.branches())
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen(["bash", "-c", HOT_WRITER, "hot-writer", str(bare), str(stop)])
+    try:
+        while git(bare, "rev-parse", "refs/heads/runner/queue") == before.tip:
+            assert writer.poll() is None
+        with pytest.raises(LostRace, match="more tries waited while it moved faster than a claim takes"):
+            queue.claim("w1", new_incarnation("w1"), holder_info(), snapshot=before)
+        assert queue.races_lost <= 2, "a claim kept pushing against a writer it could not beat"
+    finally:
+        stop.touch()
+        writer.wait(timeout=30)
+    claimed = queue.claim("w1", new_incarnation("w1"), holder_info())
+    assert claimed.change.event.step == "s1"
+
+
 def test_cli_tour(queue_repo):
     repo = queue_repo
     runner(repo, "add", "Set up the DB", "--id", "01-db", "--run", '["make", "db"]')

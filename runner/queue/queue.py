@@ -30,7 +30,7 @@ from runner.core.layout import (
 )
 from runner.core.machine import Context, Event, Kind
 from runner.core.model import Step, format_duration, format_time, utc_now
-from runner.queue.backoff import race_backoff
+from runner.queue.backoff import RefPace, race_backoff
 from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
@@ -87,12 +87,15 @@ class Queue:
         self.reader = Reader(store, branch)
         self.observer = LeaseObserver(store.state_dir)
         self.races_lost = 0
+        self.pace = RefPace()
         self.published: str | None = None  # the last commit this process published on the queue branch
 
     # --- reading ---------------------------------------------------------------------
 
     def fetch(self, branches: Iterable[str] = ()) -> None:
+        before, started = self.store.tip(self.branch), time.monotonic()
         self.store.fetch([self.branch, *branches], heartbeats=True)
+        self.pace.read(self.store, before, self.store.tip(self.branch), started)
 
     def snapshot(self, fetch: bool = True, branches: Iterable[str] = ()) -> Snapshot:
         branches = list(branches)
@@ -118,7 +121,7 @@ class Queue:
 
     def publish(self, build: Callable[[Snapshot], Change], actor: str, snapshot: Snapshot | None = None,
                 tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0,
-                then: Callable[[Snapshot, bool], Change] | None = None) -> Published:
+                then: Callable[[Snapshot, bool], Change] | None = None, defer: bool = False) -> Published:
         """Build a change on the tip and publish it with every ref it moves, all or none; on a
         lost race read the queue (and `branches`) again and rebuild. With `patience`, a failure
         to reach the remote is tried again for that many seconds (an outcome costs work to redo;
@@ -127,22 +130,29 @@ class Queue:
         `then(snapshot after the change, after a lost race)` builds a second change that rides
         in the same push, as the commit after it: a worker's next claim. It is best effort:
         when it builds nothing (Skip, or any error) or the server refuses the pair, the first
-        change is published alone."""
+        change is published alone. With `defer` (a claim), a lost race is tried again only once
+        the queue moves more slowly than one attempt takes (RefPace); until then a try is a fetch."""
         branches = list(branches)
         snap = snapshot or self.snapshot(branches=branches)
         author = author_for(actor)
         tries = tries or self.max_tries
         give_up = time.monotonic() + patience
-        wait = 0.5
+        wait, lost, waited = 0.5, False, 0
         for attempt in range(tries):
-            change = build(snap)
+            if lost:
+                time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote), outpaced=defer and self.pace.outpaced()))
+                snap = _fresh(self, snap, branches)
+            began = time.monotonic()
+            change = build(snap)  # Skip when nothing is left to claim, however busy the ref
+            if lost and defer and self.pace.outpaced():
+                waited += 1
+                continue  # racing a writer this fast only takes the CPU it needs
+            lost = False
             commit = self.store.make_commit([snap.tip], change.files, change.message, author)
             self.reader.wrote(commit, snap.tip, change.files)
             following = _following(self, then, snap, commit, change, author, attempt > 0) if then else None
-            refs = {update.ref: update for update in [RefUpdate(self.ref, commit, snap.tip), *change.refs]}
-            if following is not None:
-                refs.update({update.ref: update for update in [RefUpdate(self.ref, following.commit, snap.tip), *following.change.refs]})
-            outcome = self.store.publish(list(refs.values()))
+            outcome = self.store.publish(_moves(self.ref, snap.tip, commit, change, following))
+            self.pace.attempted(time.monotonic() - began)
             if isinstance(outcome, Won):
                 self.published = following.commit if following else commit
                 return Published(commit, change, snap, following)
@@ -156,17 +166,12 @@ class Queue:
                     raise StoreError(str(outcome))
                 time.sleep(wait)
                 wait = min(wait * 2, 10.0)
+                snap = _fresh(self, snap, branches)
             else:
                 self.races_lost += 1
-                time.sleep(race_backoff(attempt, remote=bool(self.store.remote)))
-            snap = self._fresh(snap, branches)
-        raise LostRace(f"lost {tries} compare-and-swap races in a row on {self.branch}; giving up this time")
-
-    def _fresh(self, snap: Snapshot, branches: list[str]) -> Snapshot:
-        try:
-            return self.snapshot(branches=branches)
-        except StoreError:
-            return snap  # the remote is still away: try the same change again
+                lost = True
+        waits = f" (and {waited} more tries waited while it moved faster than a claim takes)" if waited else ""
+        raise LostRace(f"lost {tries - waited} compare-and-swap races in a row on {self.branch}{waits}; giving up this time")
 
     def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None, refs: Iterable[RefUpdate] = ()) -> Change:
         """The commit of one step event on this snapshot (TransitionError when refused)."""
@@ -220,7 +225,7 @@ class Queue:
         # A claim won after a lost race is built on a snapshot read again then: the integration
         # branch is read with it, so the step starts from its dependencies' merges.
         branches = list(snapshot.tips) if snapshot is not None else self.branches()
-        return self.publish(build, by or worker, snapshot, branches=branches)
+        return self.publish(build, by or worker, snapshot, branches=branches, defer=True)
 
     def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
                      step_id: str | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
@@ -330,6 +335,21 @@ class Queue:
         from runner.queue.audit import log
 
         return log(self.store, self.snapshot().tip, step_id, limit)
+
+
+def _fresh(queue: Queue, snap: Snapshot, branches: list[str]) -> Snapshot:
+    try:
+        return queue.snapshot(branches=branches)
+    except StoreError:
+        return snap  # the remote is still away: try the same change again
+
+
+def _moves(queue_ref: str, tip: str, commit: str, change: Change, following: Published | None) -> list[RefUpdate]:
+    """Every ref a publish moves, once each: the queue branch to its last new commit."""
+    refs = {update.ref: update for update in [RefUpdate(queue_ref, commit, tip), *change.refs]}
+    if following is not None:
+        refs.update({update.ref: update for update in [RefUpdate(queue_ref, following.commit, tip), *following.change.refs]})
+    return list(refs.values())
 
 
 def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Snapshot, commit: str, change: Change, author,
