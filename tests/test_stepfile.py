@@ -123,3 +123,23 @@ def test_derived_blocked_when_a_dependency_failed():
     plan = Plan.build([step("a", status="failed"), step("b", ["a"]), step("c", ["b"])])
     assert plan.derived_status(plan.steps["b"]) == "blocked"
     assert plan.derived_status(plan.steps["c"]) == "blocked"
+
+
+def test_a_plan_updated_by_many_transitions_finds_each_status_as_one_built_anew():
+    """Plan.updated keeps each status's ids as a base and a few changes (runner.core.plan.IdSet):
+    after hundreds of transitions, folds included, every status lists what a plan read from
+    scratch lists, in claim order."""
+    import random
+
+    chooser = random.Random(7)
+    statuses = ["ready", "done", "failed", "review"]
+    steps = {f"s{n:03d}": step(f"s{n:03d}") for n in range(300)}
+    plan = Plan.build(list(steps.values()))
+    for _ in range(600):
+        changed = [step(name, status=chooser.choice(statuses)) for name in chooser.sample(sorted(steps), chooser.randint(1, 3))]
+        steps.update((s.id, s) for s in changed)
+        plan = plan.updated(changed, None)
+    anew = Plan.build(list(steps.values()))
+    for status in statuses:
+        assert [s.id for s in plan.with_status(status)] == [s.id for s in anew.with_status(status)]
+        assert len(plan.by_status[status]) == len(anew.by_status[status])

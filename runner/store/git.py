@@ -246,9 +246,9 @@ class GitStore:
 
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
         """A merge commit of `theirs` into `ours`, built in memory (a fast-forward when possible)."""
-        for oid in (ours, theirs):
-            self._commit(oid)  # a StoreError naming what this clone lacks, not a KeyError
-        if self.is_ancestor(ours, theirs):
+        self._commit(ours)  # a StoreError naming what this clone lacks, not a KeyError
+        # A step's result usually sits right on the tip it started from: no history walk then.
+        if ours in map(str, self._commit(theirs).parent_ids) or self.is_ancestor(ours, theirs):
             return Merged(theirs)
         index = self.repo.merge_commits(ours, theirs)
         if index.conflicts is not None:
