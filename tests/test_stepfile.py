@@ -143,3 +143,12 @@ def test_a_plan_updated_by_many_transitions_finds_each_status_as_one_built_anew(
     for status in statuses:
         assert [s.id for s in plan.with_status(status)] == [s.id for s in anew.with_status(status)]
         assert len(plan.by_status[status]) == len(anew.by_status[status])
+
+
+def test_status_counts_agree_with_each_steps_derived_status():
+    plan = Plan.build([step("a", status="failed"), step("b", ["a"]), step("c", ["b"]), step("d"), step("e", ["d"]),
+                       step("f", ["g"]), step("g", status="done"), step("h", status="review")])
+    expected: dict[str, int] = {}
+    for each in plan.steps.values():
+        expected[plan.derived_status(each)] = expected.get(plan.derived_status(each), 0) + 1
+    assert plan.status_counts() == expected == {"failed": 1, "blocked": 2, "ready": 2, "waiting": 1, "done": 1, "review": 1}

@@ -51,10 +51,13 @@ class Plan:
     halted: str | None = None  # the halt reason, when the queue is halted
     order: list[str] = field(default_factory=list)  # step ids in claim order (priority, then id)
     by_status: dict[str, IdSet] = field(default_factory=dict)  # stored status -> step ids
+    dependent: frozenset[str] | None = None  # the steps with dependencies: only these can wait or be blocked
 
     def __post_init__(self) -> None:
         if not self.order:
             self.order = [step.id for step in sorted(self.steps.values(), key=sort_key)]
+        if self.dependent is None:
+            self.dependent = frozenset(step.id for step in self.steps.values() if step.depends_on)
         if not self.by_status:
             ids: dict[str, set[str]] = {}
             for step in self.steps.values():
@@ -79,10 +82,22 @@ class Plan:
         by_status = dict(self.by_status)
         for status, (added, removed) in moves.items():
             by_status[status] = by_status.get(status, IdSet()).changed(added - removed, removed - added)
-        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status)
+        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status, dependent=self.dependent)
 
     def with_halt(self, halted: str | None) -> "Plan":
-        return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status)
+        return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status,
+                    dependent=self.dependent)
+
+    def status_counts(self) -> dict[str, int]:
+        """How many of the plan's sound steps have each derived status, looking only at the
+        ready steps with dependencies (a drain prints this after every step)."""
+        counts = {status: len(ids) for status, ids in self.by_status.items() if ids}
+        ready = self.by_status.get("ready", IdSet())
+        for sid in self.dependent or ():
+            if sid in ready and (status := self._ready_status(self.steps[sid], set())) != "ready":
+                counts["ready"] -= 1
+                counts[status] = counts.get(status, 0) + 1
+        return {status: n for status, n in counts.items() if n}
 
     def with_status(self, status: str):
         """Steps with this stored status, in claim order (lazily: a claim needs only the first).

@@ -103,10 +103,7 @@ class Daemon:
             plan = self.w.queue.snapshot(fetch=False).plan
         except (NotInitialised, StoreError):
             return
-        counts = {status: len(ids) for status, ids in plan.by_status.items() if ids and status != "ready"}
-        for step in plan.with_status("ready"):  # only these derive another status: O(ready), not O(plan)
-            status = plan.derived_status(step)
-            counts[status] = counts.get(status, 0) + 1
+        counts = plan.status_counts()
         done = counts.pop("done", 0)
         rest = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"progress: {done}/{len(plan.steps)} done" + (f", {rest}" if rest else ""), flush=True)
