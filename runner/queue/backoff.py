@@ -47,16 +47,25 @@ class RefPace:
     def __init__(self) -> None:
         self.fetch_seconds = 0.0  # how long the last fetch took
         self.attempt_seconds: float | None = None  # the last attempt: its fetch, build and push
-        self.moved = 0  # commits the last fetch brought
         self.interval = 0.0  # seconds between the starts of the last two fetches
         self._last_fetch: float | None = None
+        self._read: tuple[Store, str, str] | None = None  # what the last fetch moved, counted when asked
+        self._moved: int | None = None
 
     def read(self, store: Store, before: str | None, after: str | None, started: float) -> None:
         """A fetch that began at `started` moved our view of the ref from `before` to `after`."""
         self.fetch_seconds = time.monotonic() - started
         self.interval = started - self._last_fetch if self._last_fetch is not None else 0.0
         self._last_fetch = started
-        self.moved = commits_since(store, before, after) if self.interval and before and after else 0
+        self._read = (store, before, after) if self.interval and before and after and before != after else None
+        self._moved = None
+
+    @property
+    def moved(self) -> int:
+        """Commits the last fetch brought (counted only after a lost race: most fetches never ask)."""
+        if self._moved is None:
+            self._moved = commits_since(*self._read) if self._read else 0
+        return self._moved
 
     def attempted(self, seconds: float) -> None:
         """An attempt's build and push took `seconds`, after the fetch it was built on."""
