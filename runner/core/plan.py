@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable
@@ -52,6 +53,8 @@ class Plan:
     order: list[str] = field(default_factory=list)  # step ids in claim order (priority, then id)
     by_status: dict[str, IdSet] = field(default_factory=dict)  # stored status -> step ids
     dependent: frozenset[str] | None = None  # the steps with dependencies: only these can wait or be blocked
+    # status -> a position in `order` before which no step has that status (learnt by with_status)
+    first_at: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.order:
@@ -80,13 +83,19 @@ class Plan:
             moves.setdefault(new.status, (set(), set()))[0].add(new.id)
             steps[new.id] = new
         by_status = dict(self.by_status)
+        joined = set()
         for status, (added, removed) in moves.items():
             by_status[status] = by_status.get(status, IdSet()).changed(added - removed, removed - added)
-        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status, dependent=self.dependent)
+            if added - removed:
+                joined.add(status)
+        # A step leaving a status keeps that status's bound true; one joining it may sit before it.
+        first_at = {status: at for status, at in self.first_at.items() if status not in joined}
+        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status, dependent=self.dependent,
+                    first_at=first_at)
 
     def with_halt(self, halted: str | None) -> "Plan":
         return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status,
-                    dependent=self.dependent)
+                    dependent=self.dependent, first_at=self.first_at)
 
     def status_counts(self) -> dict[str, int]:
         """How many of the plan's sound steps have each derived status, looking only at the
@@ -105,7 +114,12 @@ class Plan:
         ids = self.by_status.get(status, IdSet())
         if len(ids) * 16 < len(self.order):
             return iter(sorted((self.steps[sid] for sid in ids), key=sort_key))
-        return (self.steps[sid] for sid in self.order if sid in ids)
+        # Late in a drain the ready steps sit behind thousands of done ones: walk from the first.
+        order, at = self.order, self.first_at.get(status, 0)
+        while at < len(order) and order[at] not in ids:
+            at += 1
+        self.first_at[status] = at
+        return (self.steps[sid] for sid in itertools.islice(order, at, None) if sid in ids)
 
     @classmethod
     def build(cls, parsed: Iterable[Step], halted: str | None = None) -> "Plan":
