@@ -183,3 +183,21 @@ def test_a_claim_is_made_under_the_queues_lease():
     with pytest.raises(TransitionError, match="the queue's lease"):
         transition({"status": "ready"}, ev("claim", attempt=1, lease="1000d"), Context(lease="1h"))
     assert transition({"status": "ready"}, ev("claim", attempt=1, lease="1h"), Context(lease="1h"))["lease"] == "1h"
+
+
+def test_the_file_an_event_writes_does_not_depend_on_the_order_of_its_tables():
+    """The worker builds its metrics and verdict in one order; the hook replays them from JSON
+    trailers, whose keys are sorted: both must write the same bytes (issue 30, point 1)."""
+    from runner.core.codec import decode, encode
+    from runner.core.events import write_step_event
+    from runner.core.model import Step
+
+    text = "---\nstep: 01-a\nstatus: claimed\nassignee: host-a\nattempt: 1\nholder: {incarnation: host-a.1}\n---\nbody\n"
+    step = Step("01-a", "plans/steps/01-a.md", claimed(), text)
+    verdict = {"pass": True, "score": 1.0, "reasons": ["ok"], "next_hint": ""}
+    worker = ev("complete", attempt=1, incarnation="host-a.1", result={"merge": "abc", "branch": "b"},
+                metrics={"scores": [1.0], "spent": 2.5, "last_verdict": verdict})
+    written = write_step_event(step, worker, Context())
+    replayed = write_step_event(step, decode(encode(worker, written.status)).event, Context())
+    assert replayed.text == written.text
+    assert "last_verdict: {next_hint: \"\", pass: true, reasons: [ok], score: 1.0}" in written.text

@@ -201,7 +201,7 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
     updates.setdefault("status", targets[0])
     assert updates["status"] in targets, (status, event.kind, updates["status"])  # the table is the truth
     if event.spec.holder and event.metrics:
-        updates.update({k: v for k, v in event.metrics.items() if k in CARRIED})
+        updates.update({k: event.metrics[k] for k in CARRIED if k in event.metrics})  # CARRIED's order, not the dict's
     updates.update(last_updated=format_time(event.at), last_updated_by=event.actor)
     return updates
 

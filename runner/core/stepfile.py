@@ -246,9 +246,11 @@ def dump_scalar(value: Any) -> str:
 
 
 def dump_flow(value: Any) -> str:
-    """One-line YAML for a value (flow style; strings quoted when needed)."""
+    """One-line YAML for a value (flow style; strings quoted when needed). A table's keys are
+    written sorted, so the file an event writes never depends on the order a dict was built in
+    (the hook replays events from JSON trailers, whose keys are sorted too)."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{dump_scalar(str(k))}: {dump_flow(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{dump_scalar(str(k))}: {dump_flow(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(dump_flow(v) for v in value) + "]"
     return dump_scalar(value)

@@ -5,7 +5,7 @@ heard from by this server."""
 
 from __future__ import annotations
 
-from runner.core.codec import CodecError, decode, decode_beat
+from runner.core.codec import CodecError, decode, decode_beat, one_line
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
@@ -103,8 +103,9 @@ class CommitCheck:
             return problems + [f"{event.kind} by {event.actor} refused by the state machine: {exc}"]
         if written.status != status:
             problems.append(f"Runner-Status {status} is not the status a {event.kind} leads to ({written.status})")
-        if self.store.file_at(commit.id, path) != written.text.encode("utf-8"):
-            problems.append(f"{path} is not what a {event.kind} by {event.actor} writes")
+        pushed = self.store.file_at(commit.id, path)
+        if pushed != written.text.encode("utf-8"):
+            problems.append(f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}")
         if event.notes and self.store.file_at(commit.id, NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
@@ -220,3 +221,15 @@ def new_step_problems(step: Step) -> list[str]:
     if step.holder.get("incarnation"):
         return [f"{step.path}: a new step may not start with a runner claim; only runner claim starts an attempt"]
     return []
+
+
+def first_difference(pushed: bytes | None, expected: str) -> str:
+    """Where a pushed file first departs from what the event writes, for the refusal: the
+    line number and both lines, clipped."""
+    if pushed is None:
+        return " (the commit deletes it)"
+    got, want = pushed.decode("utf-8", "replace").splitlines(), expected.splitlines()
+    for number, (a, b) in enumerate(zip(got, want), 1):
+        if a != b:
+            return f" (line {number} is {one_line(a, 80)!r}, expected {one_line(b, 80)!r})"
+    return f" ({len(got)} lines, expected {len(want)})"
