@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,55 @@ def queue_history(repo: Path, branch: str = "runner/queue") -> list[dict]:
         commit, _, message = record.partition("\x00")
         entries.append({"commit": commit, **parse_trailers(message)})
     return entries
+
+
+# --- workers and ticks, as a scheduler or a person starts them -------------------------------
+
+def tick(repo: Path, worker: str = "w1", env: dict | None = None) -> dict:
+    proc = runner(repo, "tick", "--id", worker, "--json", env=env)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def start_worker(repo: Path, worker: str, *args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", worker, "--repo", str(repo), "--interval", "0.2", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV_PATH, **(env or {})},
+    )
+
+
+def wait_for(predicate, timeout: float = 60, every: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def statuses(repo: Path) -> dict[str, str]:
+    return {s["step"]: s["status"] for s in runner_json(repo, "status")["steps"]}
+
+
+def write_step(path: str) -> list[str]:
+    return ["sh", "-c", f'echo "$RUNNER_STEP attempt $RUNNER_ATTEMPT" > {path}']
+
+
+# --- the pipeline's stub roles ------------------------------------------------------------------
+
+STUB = [sys.executable, str(Path(__file__).parent / "stubs" / "role.py")]
+
+
+def roles_toml(**roles: list[str]) -> str:
+    """[roles.*] tables; the review always looks (min_files = 0) unless a test says otherwise."""
+    text = ""
+    for name, command in roles.items():
+        text += f"\n[roles.{name}]\ncommand = {json.dumps(command)}\n" + ("min_files = 0\n" if name == "review" else "")
+    return text
+
+
+def handoff(repo: Path, step_id: str) -> str:
+    return git(repo, "show", f"runner/queue:plans/handoffs/{step_id}.md")
+
+
+WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{feedback}"]

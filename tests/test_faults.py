@@ -13,8 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import add_step, git, make_remote, runner, runner_json, set_config
-from test_worker import start_worker, statuses, tick, wait_for
+from conftest import add_step, git, make_remote, runner, runner_json, set_config, start_worker, statuses, tick, wait_for
 
 
 def test_kill_9_of_a_worker_kills_its_step_and_a_takeover_kills_what_was_left(queue_repo, tmp_path):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
-from conftest import add_step, git, make_repo, runner, set_config
-from test_worker import tick
+from conftest import add_step, git, make_repo, runner, set_config, tick
 
 
 def test_init_with_an_agent_writes_its_commands_and_every_role_prompt(tmp_path):

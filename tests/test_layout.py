@@ -136,3 +136,14 @@ def test_a_command_built_alone_is_the_command_of_the_whole_app():
         assert (mine.help, mine.hidden) == (theirs.help, theirs.hidden), name
         assert [p.to_info_dict() for p in mine.params] == [p.to_info_dict() for p in theirs.params], name
     assert sorted(get_command(build("stauts")).commands) == sorted(whole)
+
+
+def test_no_test_module_imports_another():
+    """A test file reads and runs alone: shared helpers live in conftest.py (and hooked.py for
+    the hooked remote), never in another test module (issue 34, point 7)."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else []
+            offenders += [f"{path.name} imports {name}" for name in names if name.split(".")[0].startswith("test_")]
+    assert offenders == []

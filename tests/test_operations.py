@@ -8,8 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ENV_PATH, add_step, make_repo, runner, runner_json
-from test_worker import start_worker, statuses, tick, wait_for
+from conftest import add_step, ENV_PATH, make_repo, runner, runner_json, start_worker, statuses, tick, wait_for
 
 
 def workers(repo) -> dict[str, dict]:

@@ -4,13 +4,9 @@ runner does, each checked with stub commands on a real repository."""
 from __future__ import annotations
 
 import json
-import os
 import sys
-from pathlib import Path
 
-from conftest import ROOT, add_step, git, runner, runner_json, set_config
-from test_pipeline import roles_toml
-from test_worker import statuses, tick
+from conftest import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, statuses, tick
 
 RUNNER = [sys.executable, "-m", "runner"]
 

@@ -3,30 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
-from conftest import add_step, git, runner, runner_json, set_config
+from conftest import add_step, git, handoff, roles_toml, runner, runner_json, set_config, start_worker, statuses, STUB, tick, wait_for, WRITE
 from runner.core.config import Role
 from runner.worker.roles import critical_findings, deviation_reported, plateaued, review_due
-from test_worker import start_worker, statuses, tick, wait_for
-
-STUB = [sys.executable, str(Path(__file__).parent / "stubs" / "role.py")]
-
-
-def roles_toml(**roles: list[str]) -> str:
-    """[roles.*] tables; the review always looks (min_files = 0) unless a test says otherwise."""
-    text = ""
-    for name, command in roles.items():
-        text += f"\n[roles.{name}]\ncommand = {json.dumps(command)}\n" + ("min_files = 0\n" if name == "review" else "")
-    return text
-
-
-def handoff(repo: Path, step_id: str) -> str:
-    return git(repo, "show", f"runner/queue:plans/handoffs/{step_id}.md")
-
-
-WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{feedback}"]
 
 
 def test_deviation_goes_to_review_and_approve_lets_it_proceed(queue_repo):

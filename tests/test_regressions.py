@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_step, edit, git, make_repo, runner, runner_json, set_config
-from test_worker import tick
+from conftest import add_step, edit, git, ROOT, runner, runner_json, set_config, tick
 
 
 # --- issue 12: one schema, refused before any worker sees it ---------------------------------

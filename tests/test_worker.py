@@ -2,54 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import psutil
 import pytest
 
-from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config
+from conftest import add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, tick, wait_for, write_step
 from runner.worker.gates import check_required_outputs
 from runner.worker.roles import VerdictError, parse_verdict
-
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def tick(repo: Path, worker: str = "w1", env: dict | None = None) -> dict:
-    proc = runner(repo, "tick", "--id", worker, "--json", env=env)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def start_worker(repo: Path, worker: str, *args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "runner", "worker", "--id", worker, "--repo", str(repo), "--interval", "0.2", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV, **(env or {})},
-    )
-
-
-def wait_for(predicate, timeout: float = 60, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
-
-
-def statuses(repo: Path) -> dict[str, str]:
-    return {s["step"]: s["status"] for s in runner_json(repo, "status")["steps"]}
-
-
-def write_step(path: str) -> list[str]:
-    return ["sh", "-c", f'echo "$RUNNER_STEP attempt $RUNNER_ATTEMPT" > {path}']
-
 
 def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
     bare, clones = make_remote(tmp_path, clones=3)

@@ -5,12 +5,9 @@ and what the record commit says."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from conftest import add_step, git, runner, runner_json, set_config
-from test_pipeline import STUB, roles_toml
-from test_worker import statuses, tick
+from conftest import add_step, git, roles_toml, runner, runner_json, set_config, statuses, STUB, tick
 
 WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{step} attempt {attempt}"]
 
