@@ -33,9 +33,6 @@ MANAGED_KEYS = (
     "last_updated_by",
 )
 
-MAX_STEP_BYTES = 1024 * 1024
-
-
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 
 

@@ -12,8 +12,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from runner.core.limits import MAX_STEP_BYTES
 from runner.core.model import (
-    MAX_STEP_BYTES,
     STORED_STATUSES,
     Step,
     format_time,

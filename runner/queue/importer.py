@@ -17,7 +17,8 @@ from pathlib import Path
 from runner.core.errors import BadInput
 from runner.core.ids import worker_id_problem
 from runner.core.layout import FANOUT_FROM, HANDOFFS_DIR, NOTES_FILE, ROOT_FILE, STEPS_DIR, new_step_path
-from runner.core.model import MAX_STEP_BYTES, STORED_STATUSES, parse_time
+from runner.core.limits import MAX_STEP_BYTES
+from runner.core.model import STORED_STATUSES, parse_time
 from runner.core.plan import Plan
 from runner.core.stepfile import load_yaml, parse_step, set_fields, split_frontmatter
 
