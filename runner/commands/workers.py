@@ -68,6 +68,8 @@ def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help=
         return
     from rich.table import Table
 
+    from runner.commands.output import cell
+
     table = Table(title="workers (from refs/runner/heartbeats/*)", title_justify="left")
     for column in ("worker", "liveness", "state", "host", "step", "last", "ticks", "uptime", "last beat"):
         table.add_column(column)
@@ -75,8 +77,8 @@ def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help=
         last = r["last"] or {}
         step = f"{r['step']} (attempt {r['attempt']})" if r["step"] else ""
         colour = {"alive": "green", "late": "yellow", "gone": "red"}[r["liveness"]]
-        table.add_row(r["worker"], f"[{colour}]{r['liveness']}[/]", str(r["state"] or ""), str(r["host"] or ""), step,
-                      f"{last.get('step', '')} {last.get('outcome', '')}".strip(), str(r["ticks"] if r["ticks"] is not None else ""),
+        table.add_row(cell(r["worker"]), f"[{colour}]{r['liveness']}[/]", cell(r["state"]), cell(r["host"]), cell(step),
+                      cell(f"{last.get('step', '')} {last.get('outcome', '')}".strip()), cell(r["ticks"]),
                       age(parse_time(r["started"])), f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "")
     out = console()
     out.print(table)

@@ -14,15 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from runner.core.errors import RunnerError
-from runner.core.model import format_time
-
-
-class Status(StrEnum):
-    READY = "ready"
-    CLAIMED = "claimed"
-    REVIEW = "review"
-    DONE = "done"
-    FAILED = "failed"
+from runner.core.model import Status, format_time
 
 
 class Kind(StrEnum):

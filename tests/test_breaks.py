@@ -1,0 +1,102 @@
+"""The second round of breaks (issue 30): each found by attacking runner as a user, a hostile
+client or a hostile agent would, each repeated here against real repositories and processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, add_step, edit, git, make_repo, runner, runner_json, set_config, statuses, step_file, tick
+from runner.core.stepfile import parse_step
+
+# --- a typo removes a promise ------------------------------------------------------------------
+
+TYPOS = {"requires_aproval": ("true", "requires_approval"), "depend_on": ("[01-a]", "depends_on"),
+         "max_attempt": ("1", "max_attempts"), "tag": ("[gpu]", "tags"), "Title": ("Hello", "title")}
+
+
+@pytest.mark.parametrize("typo", TYPOS)
+def test_a_key_close_to_a_known_one_makes_the_step_invalid_with_did_you_mean(typo):
+    value, meant = TYPOS[typo]
+    step = parse_step("plans/steps/02-b.md", f"---\nstep: 02-b\ntitle: B\nrun: [\"true\"]\n{typo}: {value}\n---\n".encode())
+    assert f"did you mean {meant}?" in "; ".join(step.problems)
+
+
+def test_people_keep_their_own_keys():
+    step = parse_step("plans/steps/02-b.md", b"---\nstep: 02-b\ntitle: B\nrun: [\"true\"]\nowner: ana\nticket: JIRA-1\nestimate: 3d\n---\n")
+    assert step.problems == []
+
+
+def test_a_mistyped_gate_is_refused_by_validate_import_and_never_claimed(queue_repo, tmp_path):
+    path, data = step_file("01-deploy", "Deploy")
+    edit(queue_repo, {path: data.replace(b"---\n", b"---\nrequires_aproval: true\n", 1).replace(b"---\nrequires", b"---\nrequires")})
+    checked = runner(queue_repo, "validate", check=False)
+    assert checked.returncode == 2 and "did you mean requires_approval?" in checked.stderr
+    assert tick(queue_repo)["sentinel"] != "STEP_COMPLETE"
+    assert statuses(queue_repo)["01-deploy"] == "invalid"
+
+    folder = tmp_path / "plan"
+    folder.mkdir()
+    (folder / "02-ship.md").write_text("---\nstep: 02-ship\ntitle: Ship\ndepend_on: [01-deploy]\nrun: [\"true\"]\n---\n")
+    imported = runner(queue_repo, "import", str(folder), check=False)
+    assert imported.returncode == 2 and "did you mean depends_on?" in imported.stderr
+
+
+def test_the_hook_refuses_a_plan_edit_with_a_mistyped_key(tmp_path):
+    from hooked import hooked_remote, push_commit, refused, seed
+
+    bare = hooked_remote(tmp_path / "remote.git")
+    queue = seed(bare, tmp_path / "clone")
+    path, data = step_file("05-e", "E")
+    typo = data.replace(b"title: E\n", b"title: E\nmax_attempt: 1\n")
+    refused(bare, lambda: push_commit(queue, {path: typo}, "add 05-e", author="alice"), "did you mean max_attempts?")
+
+
+# --- terminal escapes and markup from the queue ---------------------------------------------------
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mred"
+
+
+def test_control_characters_in_a_title_are_refused_and_never_reach_the_terminal(queue_repo):
+    refused = runner(queue_repo, "add", ESCAPES, "--id", "01-a", "--run", "true", check=False)
+    assert refused.returncode == 2 and "control characters" in refused.stderr
+    path, data = step_file("01-a", ESCAPES.replace("\x1b", "\\e"))
+    edit(queue_repo, {path: data.replace(b"\\e", b"\\x1b").replace(b"title: ", b"title: \"", 1).replace(b"red\n", b"red\"\n", 1)})
+    edit(queue_repo, {"plans/notes.txt": b"x"}, f"a person's commit {ESCAPES}")
+    for args in (["status"], ["show", "01-a"], ["graph"], ["log"], ["validate"]):
+        said = runner(queue_repo, *args, check=False)
+        assert "\x1b" not in said.stdout + said.stderr and "\x07" not in said.stdout + said.stderr, args
+    assert "\\x1b[31mred" in runner(queue_repo, "show", "01-a").stdout
+
+
+def test_rich_markup_in_queue_text_is_shown_as_text(queue_repo):
+    """A title like "[/bold] x" must not be read as rich markup (it crashed `status` on a terminal);
+    doctor's config errors keep their [table] names."""
+    add_step(queue_repo, "01-a", "[bold]not bold[/bold] [/] done")
+    code = ("import sys; sys.argv=['runner','status','--repo',sys.argv[1]]; sys.stdout.isatty=lambda: True; "
+            "from runner.__main__ import main; main()")
+    shown = subprocess.run([sys.executable, "-c", code, str(queue_repo)], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    assert "[bold]not bold[/bold] [/] done" in shown.stdout
+    plain_git_commit(queue_repo, {"runner.toml": b'[hooks]\npeople = ["alice"]\n[hooks.identities]\nkey-a = ["w1"]\n'})
+    doctor = runner(queue_repo, "doctor", check=False)
+    assert "[hooks] identities needs pusher_env" in doctor.stdout, doctor.stdout
+
+
+def plain_git_commit(repo: Path, files: dict) -> None:
+    """A commit on the queue branch as a person makes it with plain git: nothing checks it."""
+    from runner.queue.queue import author_for, open_queue
+    from runner.store import RefUpdate
+
+    queue = open_queue(repo, remote=None)
+    tip = queue.snapshot().tip
+    queue.store.publish([RefUpdate("refs/heads/runner/queue", queue.store.make_commit([tip], files, "by hand", author_for("ana")), tip)])
+
+
+def test_the_documented_default_pusher_env_is_accepted(queue_repo):
+    set_config(queue_repo, detect=False, extra='\n[hooks]\npusher_env = ""\n')
+    assert runner(queue_repo, "validate").returncode == 0
