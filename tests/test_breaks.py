@@ -4,13 +4,14 @@ client or a hostile agent would, each repeated here against real repositories an
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_step, edit, git, make_repo, runner, runner_json, set_config, statuses, step_file, tick
+from conftest import ENV_PATH, ROOT, add_step, edit, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
 from runner.core.stepfile import parse_step
 
 # --- a typo removes a promise ------------------------------------------------------------------
@@ -100,3 +101,59 @@ def plain_git_commit(repo: Path, files: dict) -> None:
 def test_the_documented_default_pusher_env_is_accepted(queue_repo):
     set_config(queue_repo, detect=False, extra='\n[hooks]\npusher_env = ""\n')
     assert runner(queue_repo, "validate").returncode == 0
+
+
+# --- processes that outlive their worker ----------------------------------------------------------
+
+def dead(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def tree_script(pids: Path, then: str = "sleep 300") -> list[str]:
+    """A step that starts a grandchild in its session and a child that leaves it (setsid), each
+    writing its pid, then `then`."""
+    return ["sh", "-c", f'sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
+                        f'echo $$ >> {pids}; {then}']
+
+
+def started(pids: Path, count: int = 3) -> list[int]:
+    wait_for(lambda: pids.exists() and len(pids.read_text().split()) == count)
+    return [int(p) for p in pids.read_text().split()]
+
+
+def test_the_whole_tree_a_step_starts_dies_with_its_worker_on_kill_9(queue_repo, tmp_path):
+    pids = tmp_path / "pids"
+    add_step(queue_repo, "01-hang", run=tree_script(pids), timeout="10m")
+    victim = start_worker(queue_repo, "host-a", env={"RUNNER_HOST": "far-away"})  # no takeover on this host helps
+    family = started(pids)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    wait_for(lambda: all(dead(pid) for pid in family), timeout=15)
+
+
+def test_what_a_step_leaves_running_ends_with_the_step(queue_repo, tmp_path):
+    pids = tmp_path / "pids"
+    add_step(queue_repo, "01-daemonise", run=tree_script(pids, then=f'while [ "$(wc -l < {pids})" -lt 3 ]; do sleep 0.1; done'))
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    wait_for(lambda: all(dead(pid) for pid in started(pids)), timeout=15)
+
+
+def test_sigterm_of_a_tick_gives_the_step_back_within_the_grace_period_and_ends_its_tree(queue_repo, tmp_path):
+    set_config(queue_repo, detect=False, grace_period="1s")
+    pids = tmp_path / "pids"
+    add_step(queue_repo, "01-hang", run=tree_script(pids), timeout="10m")
+    ticking = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--json", "--repo", str(queue_repo)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    family = started(pids)
+    ticking.send_signal(signal.SIGTERM)
+    out, err = ticking.communicate(timeout=60)
+    assert ticking.returncode == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["sentinel"] == "SKIP"
+    step = runner_json(queue_repo, "show", "01-hang")
+    assert step["status"] == "ready" and not step.get("failures"), step  # given back, nothing spent
+    wait_for(lambda: all(dead(pid) for pid in family), timeout=15)

@@ -20,10 +20,11 @@ def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFi
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
     yet: SKIP and the reason); 1 only for a fault of this tick."""
     from runner.worker import report
-    from runner.worker.tick import Worker
+    from runner.worker.tick import Worker, stop_on_signals
 
     check_worker_id(worker)
     w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step)
+    stop_on_signals(w)
     result = w.tick()
     report.print_report(result, target.json, [None])
     if result.get("outcome") in ("error", "fault"):

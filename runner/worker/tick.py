@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 import traceback
@@ -135,6 +136,8 @@ class Worker:
             self.log("ERROR", str(exc))
             return report.skip(self.id, str(exc), outcome="error")
         self.lease = snap.config.leases.lease
+        if self.grace is None:
+            self.grace = snap.config.worker.grace_period
         if snap.plan.halted:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if floor := resource_floor(snap.config, self.store.state_dir):
@@ -296,6 +299,25 @@ class Worker:
             commit = None
         return {"sentinel": "SKIP", "outcome": "fault", "reason": reason, "step": state.step.id, "attempt": state.attempt,
                 "worker": self.id, "commit": commit}
+
+
+def stop_on_signals(worker: Worker) -> None:
+    """SIGTERM/SIGINT: claim nothing more, give the running step the grace period to finish,
+    then cancel it (it is released, nothing spent); a second signal cancels it at once."""
+    def on_signal(signum, frame):
+        if worker.stopping.is_set():
+            worker.log("SIGNAL", "second signal: stopping the step now")
+            worker.cancel.set()
+            return
+        worker.stopping.set()
+        wait = worker.grace if worker.grace is not None else 30.0
+        worker.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
+        timer = threading.Timer(wait, worker.cancel.set)
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
 
 def resource_floor(config: Config, folder: Path) -> str | None:
