@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, ROOT, add_step, edit, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
+from conftest import ENV_PATH, ROOT, add_step, edit, git, make_remote, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
 from runner.core.stepfile import parse_step
 
 # --- a typo removes a promise ------------------------------------------------------------------
@@ -157,3 +157,70 @@ def test_sigterm_of_a_tick_gives_the_step_back_within_the_grace_period_and_ends_
     step = runner_json(queue_repo, "show", "01-hang")
     assert step["status"] == "ready" and not step.get("failures"), step  # given back, nothing spent
     wait_for(lambda: all(dead(pid) for pid in family), timeout=15)
+
+
+# --- refs named like runner's own -------------------------------------------------------------------
+
+def test_a_branch_named_like_runners_refs_is_a_clear_failure_not_a_lost_race(tmp_path):
+    """`runner/steps` on the remote blocks every `runner/steps/<id>` (git keeps refs as paths):
+    the record says what to remove, at once, instead of losing 200 races while it heartbeats."""
+    bare, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    set_config(clone, detect=False, requires_approval=True)  # the record creates the step's branch
+    add_step(clone, "01-a")
+    git(clone, "push", "-q", "origin", "HEAD:refs/heads/runner/steps")
+    report = json.loads(runner(clone, "tick", "--id", "w1", "--json", check=False).stdout.splitlines()[-1])
+    assert "cannot create refs/heads/runner/steps/01-a: refs/heads/runner/steps exists" in report["reason"], report
+    assert "lost" not in report["reason"]
+    assert "--delete runner/steps" in report["reason"]
+
+
+def test_a_local_ref_named_like_runners_refs_is_a_clear_failure(queue_repo):
+    set_config(queue_repo, detect=False, requires_approval=True)
+    add_step(queue_repo, "01-a")
+    git(queue_repo, "branch", "runner/steps")
+    git(queue_repo, "pack-refs", "--all")  # libgit2 alone would write runner/steps/01-a beside a packed runner/steps
+    report = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json", check=False).stdout.splitlines()[-1])
+    assert "cannot create refs/heads/runner/steps/01-a: refs/heads/runner/steps exists" in report["reason"], report
+    assert git(queue_repo, "for-each-ref", "--format=%(refname)", "refs/heads/runner/steps/") == ""
+
+
+@pytest.mark.parametrize("ref", ["refs/heads/runner/steps", "refs/heads/runner", "refs/heads/runner/steps/01-a/x",
+                                 "refs/heads/runner/queue/x", "refs/heads/runner/integration/x", "refs/runner/heartbeats",
+                                 "refs/runner/heartbeats/w1/x"])
+def test_the_hook_refuses_refs_that_would_block_runners_own(tmp_path, ref):
+    from hooked import hooked_remote, seed
+
+    bare = hooked_remote(tmp_path / "remote.git")
+    queue = seed(bare, tmp_path / "clone")
+    tip = queue.snapshot().tip
+    pushed = subprocess.run(["git", "push", "--porcelain", str(bare), f"{tip}:{ref}"], cwd=tmp_path / "clone", capture_output=True, text=True)
+    assert pushed.returncode != 0 and "runner refused" in pushed.stderr, (ref, pushed.stderr)
+    assert git(bare, "rev-parse", "--verify", "-q", ref, check=False) == ""
+    other = subprocess.run(["git", "push", "--porcelain", str(bare), f"{tip}:refs/heads/feature/x"], cwd=tmp_path / "clone", capture_output=True, text=True)
+    assert other.returncode == 0, other.stderr  # people's own branches stay theirs
+
+
+# --- faults of runner itself are bounded -------------------------------------------------------------
+
+def test_faults_of_runner_back_off_and_a_few_in_a_row_hold_the_step_for_a_person(queue_repo):
+    set_config(queue_repo, detect=False, max_attempts=3)
+    add_step(queue_repo, "01-a")
+    fault = {"RUNNER_FAIL_AT": "after-step"}
+    for n, later in ((1, 0), (2, 7200)):
+        report = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json", check=False,
+                                   env={**fault, "RUNNER_CLOCK_OFFSET": str(later)}).stdout.splitlines()[-1])
+        assert report["outcome"] == "fault", report
+        step = runner_json(queue_repo, "show", "01-a")
+        assert step["status"] == "ready" and step["faults_in_a_row"] == n and not step.get("failures"), step
+        assert step["not_before"], "a fault backs off as a failure would"
+        assert tick(queue_repo, env={**fault, "RUNNER_CLOCK_OFFSET": str(later)})["sentinel"] == "SKIP"  # not before its backoff
+    report = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json", check=False,
+                               env={**fault, "RUNNER_CLOCK_OFFSET": "90000"}).stdout.splitlines()[-1])
+    assert report["sentinel"] == "STEP_BLOCKED", report
+    step = runner_json(queue_repo, "show", "01-a")
+    assert step["status"] == "review" and "3 faults of runner in a row" in step["last_error"] and "InjectedFault" in step["last_error"]
+    runner(queue_repo, "approve", "01-a", "--by", "alice")  # a person decides: try again
+    assert tick(queue_repo, env={"RUNNER_CLOCK_OFFSET": "90000"})["sentinel"] == "STEP_COMPLETE"
+    assert "faults_in_a_row: null" in git(queue_repo, "show", "runner/queue:plans/steps/01-a.md") or \
+        "faults_in_a_row" not in runner_json(queue_repo, "show", "01-a")

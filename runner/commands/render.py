@@ -63,6 +63,7 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
         "assignee": step.assignee,
         "attempt": step.attempt if step.valid else None,
         "failures": step.get("failures"),
+        "faults_in_a_row": step.get("faults_in_a_row"),
         "lease": step.get("lease"),
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),

@@ -143,6 +143,8 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("failures", RUNNER, "a whole number", "failures that spend the budget (a crash counts, a hand-back does not)", _COUNT),
     StepKey("holder", RUNNER, "a table", "the claim's process: `{host, pid, started, incarnation}`",
             _must(lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)")),
+    StepKey("faults_in_a_row", RUNNER, "a whole number", "faults of runner itself in a row on this step (released, nothing "
+            "spent, backing off); a few hold it for a person", _COUNT),
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
     StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback", _TEXT),
     StepKey("review", RUNNER, "result / deviation / blocked", "in review: `result` (a change to approve), `deviation` "
