@@ -114,7 +114,7 @@ def test_a_blob_or_a_tag_or_a_foreign_commit_pushed_as_a_heartbeat_is_refused(re
     refused(remote, lambda: store.publish([RefUpdate(BEAT, blob, None)]), "must point at a heartbeat commit, not a blob", ref=BEAT)
     tag = str(store.repo.create_tag("t", pygit2.Oid(hex=queue.snapshot().tip), pygit2.GIT_OBJECT_COMMIT, pygit2.Signature("m", "m@x"), "tag\n"))
     refused(remote, lambda: store.publish([RefUpdate(BEAT, tag, None)]), "must point at a heartbeat commit, not a tag", ref=BEAT)
-    refused(remote, lambda: store.publish([RefUpdate(BEAT, queue.snapshot().tip, None)]), "is not a heartbeat of w1", ref=BEAT)
+    refused(remote, lambda: store.publish([RefUpdate(BEAT, queue.snapshot().tip, None)]), "parent is the heartbeat it replaces", ref=BEAT)
     other = "refs/runner/heartbeats/w2"
     beat = queue.beat("w1", {})
     refused(remote, lambda: store.publish([RefUpdate(other, beat, None)]), "is not a heartbeat of w2", ref=other)

@@ -4,6 +4,7 @@ client or a hostile agent would, each repeated here against real repositories an
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -224,3 +225,73 @@ def test_faults_of_runner_back_off_and_a_few_in_a_row_hold_the_step_for_a_person
     assert tick(queue_repo, env={"RUNNER_CLOCK_OFFSET": "90000"})["sentinel"] == "STEP_COMPLETE"
     assert "faults_in_a_row: null" in git(queue_repo, "show", "runner/queue:plans/steps/01-a.md") or \
         "faults_in_a_row" not in runner_json(queue_repo, "show", "01-a")
+
+
+# --- sizes nothing bounded -----------------------------------------------------------------------------
+
+MB2 = "x" * (2 * 1024 * 1024)
+
+
+def test_an_agents_two_megabyte_step_failed_line_is_clipped_in_the_step_file_and_the_commit(queue_repo):
+    add_step(queue_repo, "01-a", run=["python3", "-c", f"print('STEP_FAILED: ' + 'x' * {len(MB2)} + ' the end')"], max_attempts=1)
+    report = tick(queue_repo)
+    assert report["sentinel"] == "STEP_FAILED"
+    text = git(queue_repo, "show", "runner/queue:plans/steps/01-a.md")
+    assert len(text) < 16 * 1024 and "bytes clipped" in text and "the end" in text
+    assert runner(queue_repo, "validate").returncode == 0  # the step file stays valid
+    assert len(git(queue_repo, "log", "-1", "--format=%B", "runner/queue")) < 64 * 1024
+
+
+def test_a_verifiers_five_megabyte_reasons_and_a_long_reason_are_clipped(queue_repo, tmp_path):
+    verdict = tmp_path / "verdict.py"
+    verdict.write_text("import json\nprint(json.dumps({'pass': False, 'score': 0.1, 'reasons': ['y' * 5_000_000, 'z'] * 3}))\n")
+    set_config(queue_repo, detect=False, max_attempts=1, max_fix_attempts=0, verifier=[sys.executable, str(verdict)])
+    add_step(queue_repo, "01-a")
+    assert tick(queue_repo)["sentinel"] == "STEP_FAILED"
+    assert len(git(queue_repo, "show", "runner/queue:plans/steps/01-a.md")) < 64 * 1024
+    assert runner(queue_repo, "validate").returncode == 0
+    runner(queue_repo, "retry", "01-a", "--by", "alice")
+    runner(queue_repo, "abort", "01-a", "--reason", "w" * 120_000, "--by", "alice")
+    assert len(git(queue_repo, "show", "runner/queue:plans/steps/01-a.md")) < 64 * 1024
+
+
+def test_notes_roll_within_their_bound_and_an_agent_appends_at_most_a_few_kib(queue_repo, tmp_path):
+    from runner.core.limits import MAX_NOTES_APPEND_BYTES, MAX_NOTES_BYTES
+
+    edit(queue_repo, {"plans/NOTES.md": ("old fact\n" * (MAX_NOTES_BYTES // 9 - 100)).encode()})
+    writer = ["python3", "-c", "import sys; open(sys.argv[1], 'a').write('new fact\\n' * 400000)", "{notes_file}"]
+    add_step(queue_repo, "01-a", run=writer)
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    notes = git(queue_repo, "show", "runner/queue:plans/NOTES.md")
+    assert len(notes.encode()) <= MAX_NOTES_BYTES and notes.startswith("(Older notes were trimmed")
+    assert notes.count("new fact") * 9 <= MAX_NOTES_APPEND_BYTES and "bytes clipped" in notes
+
+
+def test_a_prompt_too_long_for_an_argument_is_passed_as_a_file(queue_repo, tmp_path):
+    edit(queue_repo, {"plans/NOTES.md": ("a fact worth keeping\n" * 10_000).encode()})  # ~210 KB: over Linux's 128 KiB an argument
+    seen = tmp_path / "seen"
+    add_step(queue_repo, "01-a", run=["sh", "-c", f'printf %s "$1" > {seen}', "sh", "{prompt}"])
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    said = seen.read_text()
+    assert "too long to pass as an argument" in said
+    path = said.split("in the file ", 1)[1].split(". Read", 1)[0]
+    assert "a fact worth keeping" in Path(path).read_text()
+
+
+def test_the_hook_bounds_heartbeats_event_messages_and_files(tmp_path):
+    from hooked import hooked_remote, push_commit, refused, seed
+    from runner.core.codec import encode_beat
+    from runner.queue.queue import author_for
+    from runner.store import RefUpdate
+
+    bare = hooked_remote(tmp_path / "remote.git")
+    queue = seed(bare, tmp_path / "clone")
+    store, beat = queue.store, "refs/runner/heartbeats/w1"
+    huge = store.make_commit([], {}, encode_beat("w1", {"state": "idle", "junk": "j" * (30 * 1024 * 1024)}), author_for("w1"),
+                             base_tree="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+    refused(bare, lambda: store.publish([RefUpdate(beat, huge, None)]), "a heartbeat's message is at most", ref=beat)
+    cargo = store.make_commit([], {"big.bin": os.urandom(1024 * 1024)}, "cargo", author_for("w1"))
+    riding = store.make_commit([cargo], {}, encode_beat("w1", {"state": "idle"}), author_for("w1"), base_tree="4b825dc642cb6eb9a060e54bf8d69288fbee4904")
+    refused(bare, lambda: store.publish([RefUpdate(beat, riding, None)]), "parent is the heartbeat it replaces", ref=beat)
+    refused(bare, lambda: push_commit(queue, {"plans/NOTES.md": b"n" * (600 * 1024)}, "notes", author="alice"), "over its bound")
+    refused(bare, lambda: push_commit(queue, {"plans/root.md": b"r"}, "m" * (300 * 1024), author="alice"), "commit message is over")

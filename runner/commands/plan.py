@@ -3,7 +3,6 @@ ready, graph, log."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Annotated, Optional
@@ -12,7 +11,7 @@ import typer
 
 from runner.commands.common import By, Target, Tags, emit, person
 from runner.core.errors import EXIT_BAD_INPUT, BadInput
-from runner.core.stepschema import key_doc
+from runner.core.stepschema import key_doc, shown
 
 
 def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
@@ -85,10 +84,12 @@ def add(
 
 def parse_run(text: str) -> list[str]:
     if text.lstrip().startswith("["):
+        from runner.core import jsonsafe
+
         try:
-            argv = json.loads(text)
+            argv = jsonsafe.loads(text)
         except ValueError as exc:
-            raise BadInput(f"--run: {text!r} is not a JSON list ({exc.msg}); write it as '[\"make\", \"db\"]' with double quotes, or as plain words: --run 'make db'") from None
+            raise BadInput(f"--run: {shown(text)} is not a JSON list ({exc}); write it as '[\"make\", \"db\"]' with double quotes, or as plain words: --run 'make db'") from None
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise BadInput("--run: a JSON list of strings, e.g. '[\"make\", \"db\"]'")
         return argv

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from runner.core import jsonsafe
 from runner.core.machine import Event, Kind
 from runner.core.model import format_time, parse_time
 
@@ -183,7 +184,7 @@ def _read(how: str, key: str, text: str) -> Any:
                 raise ValueError("not a time")
             return moment
         if how == JSON:
-            return json.loads(text)
+            return jsonsafe.loads(text)
         return text
     except ValueError as exc:
         raise CodecError(f"Runner-{key}: {text[:60]!r}: {exc}") from None
@@ -265,7 +266,7 @@ def decode_beat(message: str) -> dict[str, Any] | None:
     """The facts a heartbeat commit carries, or None when it is not one runner wrote."""
     _, _, body = message.partition("\n\n")
     try:
-        info = json.loads(body)
+        info = jsonsafe.loads(body)
     except ValueError:
         return None
     return info if isinstance(info, dict) else None

@@ -10,6 +10,7 @@ from typing import Any
 
 from runner.core.codec import encode
 from runner.core.layout import HALT_FILE, NOTES_FILE, handoff_path
+from runner.core.limits import MAX_NOTES_BYTES
 from runner.core.machine import Context, Event, Kind, transition
 from runner.core.model import Step
 from runner.core.stepfile import set_fields, tick_checks
@@ -46,7 +47,22 @@ def notes_after(notes: bytes | None, event: Event) -> bytes | None:
     if text and not text.endswith("\n"):
         text += "\n"
     text += NOTES_HEADER.format(step=event.step, attempt=event.attempt) + event.notes.rstrip("\n") + "\n"
-    return text.encode("utf-8")
+    return rolled(text).encode("utf-8")
+
+
+TRIMMED = "(Older notes were trimmed to keep this file under {kib} KiB: `git log -p plans/NOTES.md` on the queue branch has them.)\n"
+
+
+def rolled(text: str) -> str:
+    """NOTES.md within MAX_NOTES_BYTES: the oldest lines go first (it is a rolling file of facts;
+    the queue's history keeps every version)."""
+    data = text.encode("utf-8")
+    if len(data) <= MAX_NOTES_BYTES:
+        return text
+    note = TRIMMED.format(kib=MAX_NOTES_BYTES // 1024).encode()
+    kept = data[len(data) - (MAX_NOTES_BYTES - len(note)):]
+    kept = kept[kept.find(b"\n") + 1:]  # from a whole line
+    return (note + kept).decode("utf-8", "ignore")
 
 
 def allowed_paths(event: Event, step_path: str | None) -> set[str]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 KIB = 1024
 
-MAX_STEP_BYTES = 1024 * KIB  # a step file; over it the step is invalid
+MAX_STEP_BYTES = 1024 * KIB  # a step file (over it the step is invalid), and any other file on the queue branch
 MAX_TEXT_BYTES = 4 * KIB  # one carried text: a reason, last_error, a verdict's reasons and hint, a run's detail
 MAX_EVENT_BYTES = 256 * KIB  # a queue commit's message (its trailers carry the runs and texts above)
 MAX_HEARTBEAT_BYTES = 64 * KIB  # a heartbeat commit's message
 MAX_LOG_TAIL_BYTES = 16 * KIB  # the tail of a running step's output that a heartbeat carries
 MAX_NOTES_BYTES = 512 * KIB  # plans/NOTES.md
+MAX_HANDOFF_BYTES = 256 * KIB  # a step's handoff file (each of its sections is clipped to 16 KiB)
 MAX_NOTES_APPEND_BYTES = 16 * KIB  # what one attempt may append to plans/NOTES.md
 MAX_ARG_BYTES = 100 * KIB  # one argv element: a longer {prompt} makes the config refuse the role's command
 MAX_JSON_DEPTH = 20  # nesting of JSON runner reads (verdicts, trailers), as of YAML
@@ -43,3 +44,12 @@ def clip_tail(text: str | None, limit: int) -> str:
     if 0 <= newline < len(tail) // 2:
         tail = tail[newline + 1:]
     return tail.decode("utf-8", "ignore")
+
+
+def file_bound(path: str) -> int:
+    """The most a file on the queue branch may hold."""
+    if path == "plans/NOTES.md":
+        return MAX_NOTES_BYTES
+    if path.startswith("plans/handoffs/"):
+        return MAX_HANDOFF_BYTES
+    return MAX_STEP_BYTES

@@ -10,6 +10,7 @@ from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import CONFIG_FILE, EMPTY_TREE, HALT_FILE, HEARTBEAT_PREFIX, NOTES_FILE, is_step_file, step_id_of
+from runner.core.limits import MAX_EVENT_BYTES, file_bound
 from runner.core.machine import Event, Kind, TransitionError
 from runner.core.model import Step, parse_duration
 from runner.core.stepschema import MANAGED_KEYS
@@ -57,6 +58,11 @@ class CommitCheck:
             return [f"a file name is not UTF-8: {ascii(names[0])}"]
         if links := [c.path for c in changes if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
             return [f"a gitlink (submodule) has no place on the queue branch: {', '.join(links[:5])}"]
+        if len(commit.message.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:
+            return [f"the commit message is over {MAX_EVENT_BYTES // 1024} KiB (runner clips what it carries)"]
+        if big := [f"{c.path} ({size:,} bytes, at most {file_bound(c.path):,})" for c in changes
+                   if c.oid is not None and (size := self.store.size(c.oid)) > file_bound(c.path)]:
+            return [f"a file on the queue branch is over its bound: {', '.join(big[:5])}"]
         try:
             decoded = decode(commit.message)
         except CodecError as exc:

@@ -26,6 +26,7 @@ from typing import Iterable
 from runner.core.codec import decode_beat
 from runner.core.errors import BadInput
 from runner.core.ids import step_id_problem, worker_id_problem
+from runner.core.limits import MAX_HEARTBEAT_BYTES
 from runner.core.layout import DEFAULT_QUEUE_BRANCH, EMPTY_TREE, HEARTBEAT_PREFIX, CONFIG_FILE, branch_ref
 from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
@@ -164,6 +165,11 @@ class PushCheck:
         commit = self.store.commit(new)
         if problem := self.commits.encoding_problem(new):
             return [problem]
+        if len(commit.message.encode("utf-8")) > MAX_HEARTBEAT_BYTES:
+            return [f"a heartbeat's message is at most {MAX_HEARTBEAT_BYTES // 1024} KiB"]
+        if list(commit.parents) != ([] if old == ZERO else [old]):
+            # Else any commit (and its 20 MB of blobs) would ride to every clone that fetches heartbeats.
+            return ["a heartbeat commit's parent is the heartbeat it replaces (or none for a new one)"]
         info = decode_beat(commit.message)
         if info is None or info.get("worker") != worker or commit.tree != EMPTY_TREE:
             problems.append(f"{new[:10]} is not a heartbeat of {worker} (runner writes an empty tree and a JSON body naming the worker)")

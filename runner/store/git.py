@@ -145,6 +145,10 @@ class GitStore:
             time=commit.commit_time,
         )
 
+    def size(self, oid: str) -> int:
+        """An object's size in bytes (its header only is read)."""
+        return self.repo.odb.read_header(oid)[1] if hasattr(self.repo.odb, "read_header") else len(self.read(oid))
+
     def object_type(self, oid: str) -> str | None:
         return obj.type_str if (obj := self.repo.get(oid)) is not None else None
 

@@ -20,7 +20,7 @@ from runner.worker import executor
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.pipeline import State
-from runner.worker.prompts import current_phase, prompt_text, substitute, verdict_json, write
+from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
 
 
 class AnyEvent:
@@ -105,7 +105,7 @@ class WorktreeActions:
         prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens)  # noqa: E731
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
-            "prompt": prompt,
+            "prompt": lambda: as_argument(prompt(), self.files / f"{role}.prompt.md"),
             "step_file": lambda: write(self.files / "step.md", step.text),
             "step": step.id,
             "title": step.title,

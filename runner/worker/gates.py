@@ -6,7 +6,6 @@ reported as not run, never as passed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from runner.core import jsonsafe
 from runner.core.config import Config
 from runner.core.stepfile import checklist
 from runner.worker.executor import SHELL_OPERATORS, RunResult
@@ -104,8 +104,8 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
             found["format"] = ["sh", "-c", 'test -z "$(gofmt -l .)"']
     elif (worktree / "package.json").exists():
         try:
-            scripts = json.loads((worktree / "package.json").read_text()).get("scripts", {})
-        except (ValueError, OSError, AttributeError):
+            scripts = jsonsafe.loads((worktree / "package.json").read_text()).get("scripts", {})
+        except (ValueError, OSError, AttributeError):  # the step wrote it: any JSON at all
             scripts = {}
         for gate, script in (("format", "format"), ("lint", "lint"), ("build", "build"), ("test", "test")):
             if isinstance(scripts, dict) and script in scripts:

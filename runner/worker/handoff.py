@@ -7,7 +7,11 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from runner.core.errors import BadInput
+from runner.core.limits import MAX_TEXT_BYTES, clip
 from runner.core.stepfile import dump_flow
+
+
+MAX_SECTION_BYTES = 4 * MAX_TEXT_BYTES  # one section of a handoff (a review's, a sweep's output)
 
 
 class GateEntry(BaseModel):
@@ -58,10 +62,11 @@ def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:
         lines.append(f"| {gate.name.replace('|', '/')} | {gate.result} | {detail} |")
     for title, text in sections.items():
         if text and text.strip():
-            lines += ["", f"## {title}", "", text.rstrip()]
+            lines += ["", f"## {title}", "", clip(text.rstrip(), MAX_SECTION_BYTES)]  # an agent's output may be megabytes
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 def fence(text: str) -> str:
+    text = clip(text.rstrip(), MAX_SECTION_BYTES - 16)
     ticks = "````" if "```" in text else "```"
-    return f"{ticks}\n{text.rstrip()}\n{ticks}"
+    return f"{ticks}\n{text}\n{ticks}"

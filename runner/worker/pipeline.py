@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runner.core.config import Config
+from runner.core.limits import MAX_TEXT_BYTES, clip
 from runner.core.machine import REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
 from runner.core.model import Step
 from runner.worker.executor import RunResult
@@ -36,6 +37,9 @@ WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case 
 
 class ClaimLostDuringRun(Exception):
     """The claim went away while the step ran: nothing may be recorded."""
+
+
+MAX_FEEDBACK_BYTES = 4 * MAX_TEXT_BYTES  # what the next run of implement is told ({feedback}, {findings})
 
 
 @dataclass
@@ -162,7 +166,7 @@ class _Pipeline:
                 if fixes >= self.brakes.max_fix_attempts:
                     return Outcome(Kind.FAIL, reason=failure)
                 fixes += 1
-                self.s.feedback = failure
+                self.s.feedback = clip(failure, MAX_FEEDBACK_BYTES)
                 continue
             self.orchestrate()
             if not swept:
@@ -176,7 +180,7 @@ class _Pipeline:
             if reviews >= self.brakes.max_review_attempts:
                 return Outcome(Kind.FAIL, reason=f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000])
             reviews += 1
-            self.s.feedback = "The independent review found critical issues:\n" + "\n".join(critical)
+            self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
 
     def orient(self) -> None:
         result = self.role("orient")
@@ -287,7 +291,7 @@ class _Pipeline:
             return Outcome(Kind.COMPLETE, hold=f"awaiting a person: {line}, twice; not passed as reviewed")
         self.s.notes["Review"] = result.output
         critical = critical_findings(result.output)
-        self.s.findings = "\n".join(critical) or result.output
+        self.s.findings = clip("\n".join(critical) or result.output, MAX_FEEDBACK_BYTES)
         self.s.roles = [r for r in self.s.roles if r.name != "review"]
         self.s.roles.append(GateResult("review", FAIL if critical else PASS, f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})", result.argv, result.duration))
         return critical

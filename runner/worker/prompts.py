@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE
+from runner.core.limits import MAX_ARG_BYTES
 from runner.core.plan import Plan
 
 TOKENS = (
@@ -56,16 +57,41 @@ def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, 
 def current_phase(plan: Plan, step_id: str) -> str:
     """Where the step stands in the plan: steps done of the total, and its dependency layer."""
     done = sum(1 for s in plan.steps.values() if s.status == "done")
+    layers = dependency_layers(plan)
+    return f"{done}/{len(plan.steps)} steps done; layer {layers.get(step_id, 1)} of {max(layers.values(), default=1)}"
+
+
+def dependency_layers(plan: Plan) -> dict[str, int]:
+    """Each step's layer: 1 + the deepest of its dependencies'. Iterative, so a chain of
+    thousands of steps needs no deep recursion; a cycle (an invalid plan) is cut."""
     layers: dict[str, int] = {}
-
-    def layer(sid: str, seen: frozenset = frozenset()) -> int:
-        if sid not in layers:
+    for start in plan.steps:
+        stack, on_path = [start], {start}
+        while stack:
+            sid = stack[-1]
             step = plan.steps.get(sid)
-            deps = [d for d in (step.depends_on if step else []) if d in plan.steps and d not in seen]
-            layers[sid] = 1 + max((layer(d, seen | {sid}) for d in deps), default=0)
-        return layers[sid]
+            pending = [d for d in (step.depends_on if step else []) if d in plan.steps and d not in layers and d not in on_path]
+            if pending:
+                stack.append(pending[0])
+                on_path.add(pending[0])
+                continue
+            deps = [layers[d] for d in (step.depends_on if step else []) if d in layers]
+            layers[sid] = 1 + max(deps, default=0)
+            stack.pop()
+            on_path.discard(sid)
+    return layers
 
-    return f"{done}/{len(plan.steps)} steps done; layer {layer(step_id)} of {max((layer(s) for s in plan.steps), default=1)}"
+
+def as_argument(prompt: str, path: Path) -> str:
+    """The prompt as one argv element ({prompt}). Past MAX_ARG_BYTES the kernel refuses to
+    start the command ("Argument list too long": Linux takes 128 KiB an argument), so the
+    prompt goes to `path` and the argument says where it is; agents read files."""
+    size = len(prompt.encode("utf-8"))
+    if size <= MAX_ARG_BYTES:
+        return prompt
+    write(path, prompt)
+    return (f"Your instructions for this run are {size:,} bytes, too long to pass as an argument, so they are in the "
+            f"file {path}. Read that whole file first, then do what it says.")
 
 
 def write(path: Path, text: str) -> str:

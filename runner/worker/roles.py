@@ -6,13 +6,14 @@ Any agent CLI can fill any role; runner only reads what it prints.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from runner.core import jsonsafe
 from runner.core.config import Role
+from runner.core.limits import MAX_TEXT_BYTES, clip
 
 CRITICAL_MARKERS = ("CRITICAL", "\N{LARGE RED CIRCLE}")
 # The switches step-runner users already know, and runner's own names for them.
@@ -34,7 +35,7 @@ def json_objects(output: str) -> list[dict[str, Any]]:
     found = []
     for text in [output.strip(), *re.findall(r"```(?:json)?\s*\n(.*?)\n\s*```", output, re.S)]:
         try:
-            data = json.loads(text)
+            data = jsonsafe.loads(text)
         except ValueError:
             continue
         if isinstance(data, dict):
@@ -126,9 +127,9 @@ def parse_verdict(stdout: str) -> Verdict:
     if not text:
         raise VerdictError("the verifier printed no JSON verdict")
     try:
-        data = json.loads(text)
+        data = jsonsafe.loads(text)
     except ValueError as exc:
-        raise VerdictError(f"the verifier's output is not a JSON verdict ({exc.msg} at line {exc.lineno}): {text[:120]!r}") from None
+        raise VerdictError(f"the verifier's output is not a JSON verdict ({exc}): {text[:120]!r}") from None
     if not isinstance(data, dict):
         raise VerdictError("a verdict is a JSON object")
     if unknown := sorted(set(data) - VERDICT_KEYS):
@@ -144,4 +145,6 @@ def parse_verdict(stdout: str) -> Verdict:
     hint = data.get("next_hint")
     if hint is not None and not isinstance(hint, str):
         raise VerdictError('"next_hint" must be a string')
-    return Verdict(passed=data["pass"], score=float(score), reasons=reasons, next_hint=hint or None)
+    # An agent's reasons are hostile input too: bounded here, whatever reads them later.
+    reasons = [clip(r, MAX_TEXT_BYTES // 4) for r in reasons[:20]] + ([f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else [])
+    return Verdict(passed=data["pass"], score=float(score), reasons=reasons, next_hint=clip(hint, MAX_TEXT_BYTES // 4) or None)
