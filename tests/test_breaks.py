@@ -8,11 +8,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, ROOT, add_step, edit, git, make_remote, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
+from conftest import ENV_PATH, ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
 from runner.core.stepfile import parse_step
 
 # --- a typo removes a promise ------------------------------------------------------------------
@@ -295,3 +296,160 @@ def test_the_hook_bounds_heartbeats_event_messages_and_files(tmp_path):
     refused(bare, lambda: store.publish([RefUpdate(beat, riding, None)]), "parent is the heartbeat it replaces", ref=beat)
     refused(bare, lambda: push_commit(queue, {"plans/NOTES.md": b"n" * (600 * 1024)}, "notes", author="alice"), "over its bound")
     refused(bare, lambda: push_commit(queue, {"plans/root.md": b"r"}, "m" * (300 * 1024), author="alice"), "commit message is over")
+
+
+# --- a fast writer, and takeovers on a busy queue ---------------------------------------------------
+
+def test_a_claim_outpaced_by_a_writer_that_never_pauses_still_pushes_every_two_seconds():
+    from runner.queue.backoff import MAX_DEFERRAL, Deferral
+
+    deferral = Deferral()
+    assert [deferral.wait(True, t) for t in (0.0, 1.0, MAX_DEFERRAL - 0.01)] == [True, True, True]
+    assert deferral.wait(True, MAX_DEFERRAL) is False  # pushes once, however fast the writer
+    assert deferral.wait(True, MAX_DEFERRAL + 0.1) is True  # and may wait again after that try
+    assert deferral.wait(False, MAX_DEFERRAL + 0.2) is False
+
+
+def test_a_busy_daemon_takes_over_a_silent_holders_step_within_a_few_leases(queue_repo):
+    """Claiming its next step in the push of its last record, a daemon never looked at expired
+    claims while ready steps remained: a cut-off holder's step waited for the whole drain."""
+    from runner.queue.queue import open_queue
+
+    set_config(queue_repo, detect=False, lease="2s")
+    add_step(queue_repo, "00-ghost", run=["true"])
+    open_queue(queue_repo).claim("ghost", "ghost.1", {"host": "elsewhere", "pid": 1}, step_id="00-ghost")
+    for n in range(1, 25):
+        add_step(queue_repo, f"s{n:02d}", run=["sleep", "0.4"])
+    worker = start_worker(queue_repo, "w1", "--once")
+    worker.communicate(timeout=180)
+    moves = [(e["Event"], e["Step"]) for e in queue_history(queue_repo) if e.get("Event") in ("claim", "takeover")]
+    taken = moves.index(("takeover", "00-ghost"))
+    assert taken < moves.index(("claim", "s20")), moves  # found while most of the plan was still ready
+
+
+def test_worker_once_takes_back_a_claim_it_could_not_record_and_drains(tmp_path):
+    """The remote went away for longer than half a lease while a step was recorded: `--once`
+    exited with ready steps left and its own claim left to a lease. It waits, takes the claim
+    back and drains, as the daemon does."""
+    import threading
+
+    bare, (clone,) = make_remote(tmp_path)
+    runner(clone, "init")
+    set_config(clone, detect=False, lease="4s")
+    away = tmp_path / "remote.away"
+    add_step(clone, "01-a", run=["sh", "-c", f'[ "$RUNNER_ATTEMPT" != 1 ] || mv {bare} {away}'])
+    add_step(clone, "02-b")
+
+    def bring_back():
+        wait_for(away.exists, timeout=120, every=0.05)
+        time.sleep(12)  # past the patience of the record and of the release after it (5 s each, at least)
+        away.rename(bare)
+
+    helper = threading.Thread(target=bring_back, daemon=True)
+    helper.start()
+    worker = start_worker(clone, "w1", "--once")
+    out, err = worker.communicate(timeout=180)
+    helper.join(timeout=10)
+    assert worker.returncode == 0, out + err
+    assert statuses(clone) == {"01-a": "done", "02-b": "done"}, out + err
+
+
+# --- what the record and the gate table say --------------------------------------------------------
+
+def test_the_records_runs_say_a_failed_verdict_failed(queue_repo, tmp_path):
+    verdict = tmp_path / "verdict.py"
+    verdict.write_text("import json\nprint(json.dumps({'pass': False, 'score': 0.2, 'reasons': ['no']}))\n")
+    set_config(queue_repo, detect=False, max_attempts=1, max_fix_attempts=0, verifier=[sys.executable, str(verdict)])
+    add_step(queue_repo, "01-a")
+    assert tick(queue_repo)["sentinel"] == "STEP_FAILED"
+    runs = json.loads(queue_history(queue_repo)[-1]["Runs"])
+    assert [r["result"] for r in runs if r["name"] == "verify"] == ["fail"], runs
+
+
+def test_a_verdict_with_a_key_twice_is_refused_as_ambiguous():
+    from runner.worker.roles import VerdictError, parse_verdict
+
+    with pytest.raises(VerdictError, match="twice"):
+        parse_verdict('{"pass": false, "score": 0.1, "pass": true}')
+    with pytest.raises(VerdictError):
+        parse_verdict('{"pass": true, "score": 1' + "0" * 5000 + "}")
+    with pytest.raises(VerdictError):
+        parse_verdict('{"pass": true, "score": 1, "reasons": ' + "[" * 5000 + "]" * 5000 + "}")
+
+
+def test_a_format_gate_that_cannot_run_says_not_run_and_why(queue_repo, tmp_path):
+    set_config(queue_repo, detect=True)
+    add_step(queue_repo, "01-py", run=["sh", "-c", "echo '[project]' > pyproject.toml"])
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    for tool in ("sh", "git", "setpriv", "python3", "echo"):
+        if (found := __import__("shutil").which(tool)):
+            (empty / tool).symlink_to(found)
+    report = tick(queue_repo, env={"PATH": str(empty)})
+    gates = {g["name"]: g for g in report["gates"]}
+    assert gates["format"]["result"] == "not run" and "no formatter installed" in gates["format"]["detail"], report["gates"]
+
+
+def test_tick_step_names_the_holders_attempt_and_a_mistyped_step_is_bad_input(queue_repo):
+    add_step(queue_repo, "01-a")
+    runner(queue_repo, "claim", "01-a", "--id", "w9")
+    held = runner(queue_repo, "tick", "--id", "w1", "--step", "01-a")
+    assert "attempt None" not in held.stdout and "attempt 1" in held.stdout, held.stdout
+    for args in (["tick", "--id", "w1", "--step", "01-zz"], ["claim", "01-zz", "--id", "w1"]):
+        typo = runner(queue_repo, *args, check=False)
+        assert typo.returncode == 2 and "no step '01-zz'" in typo.stderr, (args, typo.stderr)
+
+
+def test_after_a_retry_the_note_no_longer_says_the_attempts_are_spent(queue_repo):
+    add_step(queue_repo, "01-a", run=["false"], max_attempts=1)
+    assert tick(queue_repo)["sentinel"] == "STEP_FAILED"
+    assert "attempts spent" in runner_json(queue_repo, "show", "01-a")["last_error"]
+    runner(queue_repo, "retry", "01-a", "--by", "alice")
+    note = runner_json(queue_repo, "show", "01-a")["last_error"]
+    assert "attempts spent" not in note and note.startswith("retried by alice; the last failure: ") and "exit code 1" in note
+
+
+def test_install_schedule_that_activated_nothing_exits_1(queue_repo, tmp_path):
+    import shutil
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("git", "sh"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    env = {"HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "home" / ".config"), "PATH": str(tools)}
+    done = runner(queue_repo, "install-schedule", "--os", "systemd", "--id", "host-a", check=False, env=env)
+    assert done.returncode == 1 and "not activated" in done.stderr and "systemctl --user enable --now" in done.stdout, done
+    quiet = runner(queue_repo, "install-schedule", "--os", "systemd", "--id", "host-a", "--no-activate", check=False, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+
+
+def test_pointing_runner_at_nothing_is_a_usage_error_with_what_to_do(tmp_path, repo):
+    outside = runner(tmp_path, "status", check=False)
+    assert outside.returncode == 2 and "not inside a git repository (run `git init`" in outside.stderr
+    for args in (["status"], ["ready"], ["add", "x", "--id", "01-x", "--run", "true"]):
+        before = runner(repo, *args, check=False)
+        assert before.returncode == 2 and "run `runner init` first" in before.stderr, (args, before.stderr)
+    bad_remote = runner(repo, "status", "--remote", "nope", check=False)
+    assert bad_remote.returncode == 2 and "no remote named 'nope'" in bad_remote.stderr
+    assert len((outside.stderr + bad_remote.stderr).strip().splitlines()) == 2  # one line each
+
+
+def test_without_identities_only_the_holders_own_host_takes_its_live_claim_over(tmp_path):
+    from hooked import claim, hooked_remote, refused, seed
+    from runner.core.machine import Event, Kind
+    from runner.core.model import utc_now
+
+    bare = hooked_remote(tmp_path / "remote.git")
+    queue = seed(bare, tmp_path / "clone")
+    claim(queue, "w1", "04-d")  # w1's claim, from host "elsewhere", alive
+
+    def takeover_from(host: str):
+        def build(snap):
+            step = snap.plan.find("04-d")
+            return queue.step_change(snap, Event(Kind.TAKEOVER, "w1", utc_now(), step="04-d", attempt=step.attempt + 1,
+                                                 replaces=step.attempt, incarnation="w1.forged", holder={"host": host}, lease="1h"))
+        return lambda: queue.publish(build, "w1")
+
+    refused(bare, takeover_from("mallorys-laptop"), "a live claim is not taken over")
+    takeover_from("elsewhere")()  # the holder's own host: an earlier tick of it that could not record
+    assert queue.snapshot().plan.find("04-d").attempt == 2

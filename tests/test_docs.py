@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runner.core.config import schema_rows
 from runner.core.machine import KINDS, TABLE, Kind
+from runner.core.limits import BOUNDS
 from runner.core.stepschema import doc_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +23,11 @@ def config_table() -> list[str]:
 
 def step_table() -> list[str]:
     return ["| key | value | written by | meaning |", "|---|---|---|---|"] + [f"| {k} | {v} | {w} | {m} |" for k, v, w, m in doc_rows()]
+
+
+def bounds_table() -> list[str]:
+    size = lambda n: f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else str(n)  # noqa: E731
+    return ["| what | at most | over it |", "|---|---|---|"] + [f"| {what} | {size(n)} | {then} |" for what, n, then in BOUNDS]
 
 
 def machine_table() -> list[str]:
@@ -46,7 +52,7 @@ def kinds_table() -> list[str]:
     return ["| event | who | writes a handoff | a new attempt |", "|---|---|---|---|"] + rows
 
 
-TABLES = {"step-table": step_table, "config-table": config_table, "machine-table": machine_table, "kinds-table": kinds_table}
+TABLES = {"bounds-table": bounds_table, "step-table": step_table, "config-table": config_table, "machine-table": machine_table, "kinds-table": kinds_table}
 
 
 def block(text: str, name: str) -> list[str]:

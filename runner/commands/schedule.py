@@ -86,6 +86,9 @@ def install_schedule(
     )
     outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)
     _print_outcome(outcome)
+    if outcome.not_activated:
+        typer.echo(f"error: the schedule was written but not activated ({outcome.not_activated}): nothing runs until you do", err=True)
+        raise typer.Exit(1)
 
 
 def uninstall_schedule(

@@ -33,6 +33,8 @@ def claim(
 ) -> None:
     """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken.
 
+    A STEP named here is taken even while it backs off after a failure (a person asked for it).
+
     The claim lives by its lease: renew it with `runner heartbeat`, or let
     `runner tick --id ID --step STEP` run it."""
     from runner.queue.leases import holder_info, new_incarnation

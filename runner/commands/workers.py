@@ -14,7 +14,7 @@ LogFile = Annotated[Optional[Path], typer.Option("--log-file", help="Also append
 
 
 def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFile = None,
-         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now.")] = None) -> None:
+         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue

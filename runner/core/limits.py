@@ -7,17 +7,31 @@ from __future__ import annotations
 
 KIB = 1024
 
-MAX_STEP_BYTES = 1024 * KIB  # a step file (over it the step is invalid), and any other file on the queue branch
-MAX_TEXT_BYTES = 4 * KIB  # one carried text: a reason, last_error, a verdict's reasons and hint, a run's detail
-MAX_EVENT_BYTES = 256 * KIB  # a queue commit's message (its trailers carry the runs and texts above)
-MAX_HEARTBEAT_BYTES = 64 * KIB  # a heartbeat commit's message
-MAX_LOG_TAIL_BYTES = 16 * KIB  # the tail of a running step's output that a heartbeat carries
-MAX_NOTES_BYTES = 512 * KIB  # plans/NOTES.md
-MAX_HANDOFF_BYTES = 256 * KIB  # a step's handoff file (each of its sections is clipped to 16 KiB)
-MAX_NOTES_APPEND_BYTES = 16 * KIB  # what one attempt may append to plans/NOTES.md
-MAX_ARG_BYTES = 100 * KIB  # one argv element: a longer {prompt} makes the config refuse the role's command
-MAX_JSON_DEPTH = 20  # nesting of JSON runner reads (verdicts, trailers), as of YAML
+MAX_STEP_BYTES = 1024 * KIB
+MAX_TEXT_BYTES = 4 * KIB
+MAX_EVENT_BYTES = 256 * KIB
+MAX_HEARTBEAT_BYTES = 64 * KIB
+MAX_LOG_TAIL_BYTES = 16 * KIB
+MAX_NOTES_BYTES = 512 * KIB
+MAX_NOTES_APPEND_BYTES = 16 * KIB
+MAX_HANDOFF_BYTES = 256 * KIB
+MAX_ARG_BYTES = 100 * KIB
+MAX_JSON_DEPTH = 20
 
+# (what, the bound, what runner does about it): docs/protocol.md's bounds table (tests/test_docs.py).
+BOUNDS: tuple[tuple[str, int, str], ...] = (
+    ("a step file, and any other file on the queue branch", MAX_STEP_BYTES, "over it a step is invalid; the hook refuses the file"),
+    ("one carried text: a reason, `last_error`, a run's detail", MAX_TEXT_BYTES, "clipped where an event is made (head and tail kept, the cut said)"),
+    ("a verdict's reason or next_hint", MAX_TEXT_BYTES // 4, "clipped as it is read; 20 reasons at most"),
+    ("a queue commit's message", MAX_EVENT_BYTES, "the hook refuses more"),
+    ("a heartbeat commit's message", MAX_HEARTBEAT_BYTES, "the hook refuses more, and a heartbeat whose parent is not the one it replaces"),
+    ("the tail of a running step's output a heartbeat carries", MAX_LOG_TAIL_BYTES, "the last lines that fit"),
+    ("plans/NOTES.md", MAX_NOTES_BYTES, "rolls: an append drops the oldest lines; the hook refuses more"),
+    ("what one attempt appends to plans/NOTES.md", MAX_NOTES_APPEND_BYTES, "clipped"),
+    ("a step's handoff file", MAX_HANDOFF_BYTES, "each section clipped to 16 KiB; the hook refuses more"),
+    ("one argument of a command (`{prompt}`)", MAX_ARG_BYTES, "a longer prompt goes to a file, and the argument says where"),
+    ("nesting of JSON runner reads (verdicts, trailers, heartbeats)", MAX_JSON_DEPTH, "deeper is invalid, as is a key given twice"),
+)
 
 def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:
     """`text` within `limit` UTF-8 bytes: its head and its tail (where errors usually are), and

@@ -8,6 +8,7 @@ the step). Callers ask `transition` for the result; nobody predicts it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -361,8 +362,14 @@ def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
     return {"status": Status.READY, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
 
 
+_SPENT_RE = re.compile(r" \(failure \d+ of \d+: attempts spent\)$|; attempts spent$")
+
+
 def _retry(meta, event: Event, context: Context) -> dict[str, Any]:
-    return {"status": Status.READY, **_cleared_claim(), "not_before": None, "failures": 0}
+    # A fresh budget: the last failure stays as the next attempt's feedback, not as "attempts spent".
+    last = _SPENT_RE.sub("", str(meta.get("last_error") or ""))
+    return {"status": Status.READY, **_cleared_claim(), "not_before": None, "failures": 0,
+            "last_error": f"retried by {event.actor}" + (f"; the last failure: {last}" if last else "")}
 
 
 def _abort(meta, event: Event, context: Context) -> dict[str, Any]:

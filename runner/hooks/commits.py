@@ -127,9 +127,13 @@ class CommitCheck:
         """Refuse a takeover of a holder whose claim or heartbeat for this attempt reached this
         server within its lease, by this server's clock: the reflogs (core.logAllRefUpdates,
         set by install-hooks) say when each update arrived. A worker may always take over its
-        own claim (an earlier tick of it that could not record)."""
+        own claim (an earlier tick of it that could not record): with identities, its key proves
+        it; without, the takeover must come from the claim's own host (anyone can write a worker's
+        name, and would fence a live claim off; only identities make this rule sound)."""
         holder = step.assignee or ""
-        if event.actor == holder or (self.pushers.configured and not self.pushers.is_person() and self.pushers.may_act_as(holder) is None):
+        if self.pushers.configured and not self.pushers.is_person() and self.pushers.may_act_as(holder) is None:
+            return None
+        if not self.pushers.configured and event.actor == holder and (event.holder or {}).get("host") == step.holder.get("host"):
             return None
         try:
             lease = parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default_lease

@@ -13,6 +13,7 @@ from runner.core.model import utc_now
 from runner.store import Store
 
 PACE_WALK = 256  # commits counted between two fetches at most (a second of a writer every 4 ms)
+MAX_DEFERRAL = 2.0  # seconds in a row a claim that lost a race waits for the queue to slow down
 
 
 def race_backoff(attempt: int, remote: bool, outpaced: bool = False) -> float:
@@ -74,6 +75,26 @@ class RefPace:
     def outpaced(self) -> bool:
         """Between the last two fetches the ref moved more often than one attempt lasts."""
         return bool(self.moved) and self.attempt_seconds is not None and self.interval / self.moved < self.attempt_seconds
+
+
+class Deferral:
+    """While the ref outpaces a claim, its tries are fetches, not pushes; but for MAX_DEFERRAL
+    seconds in a row at most, then it pushes once: a writer that never pauses (a loop of legal
+    claims and releases) must not keep every other claimer waiting for ever."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+
+    def wait(self, outpaced: bool, now: float) -> bool:
+        if not outpaced:
+            self.since = None
+            return False
+        if self.since is None:
+            self.since = now
+        if now - self.since < MAX_DEFERRAL:
+            return True
+        self.since = None
+        return False
 
 
 def commits_since(store: Store, old: str, new: str) -> int:

@@ -1,9 +1,8 @@
-"""Which step a worker claims: the ready steps it may take, best first (priority, then id),
-merged with the claims whose holder this host judges gone; and, when there is none, why."""
+"""Which step a worker claims: the claims whose holder this host judges gone, then the ready
+steps it may take, best first (priority, then id); and, when there is none, why."""
 
 from __future__ import annotations
 
-import heapq
 import random
 from datetime import datetime
 from typing import Iterable
@@ -44,9 +43,12 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     if step_id is not None:
         yield from takeovers
         return
+    # A step whose holder is gone goes first: it was started before any ready step, and on a
+    # busy queue it would otherwise wait for the plan to drain.
+    yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
     ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
-    yield from heapq.merge(spread_out(ready) if spread else ready, takeovers, key=lambda item: sort_key(item[0]))
+    yield from spread_out(ready) if spread else ready
 
 def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     plan = snap.plan

@@ -30,7 +30,7 @@ from runner.core.layout import (
 )
 from runner.core.machine import Context, Event, Kind
 from runner.core.model import Step, format_duration, format_time, utc_now
-from runner.queue.backoff import RefPace, race_backoff
+from runner.queue.backoff import Deferral, RefPace, race_backoff
 from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
@@ -137,14 +137,14 @@ class Queue:
         author = author_for(actor)
         tries = tries or self.max_tries
         give_up = time.monotonic() + patience
-        wait, lost, waited = 0.5, False, 0
+        wait, lost, waited, deferral = 0.5, False, 0, Deferral()
         for attempt in range(tries):
             if lost:
                 time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote), outpaced=defer and self.pace.outpaced()))
                 snap = _fresh(self, snap, branches)
             began = time.monotonic()
             change = build(snap)  # Skip when nothing is left to claim, however busy the ref
-            if lost and defer and self.pace.outpaced():
+            if deferral.wait(lost and defer and self.pace.outpaced(), began):
                 waited += 1
                 continue  # racing a writer this fast only takes the CPU it needs
             lost = False
@@ -232,6 +232,8 @@ class Queue:
                      ignore_deps: bool = False, spread: bool = False) -> Change:
         """The claim of the best step on this snapshot (Skip when there is none)."""
         tags = list(tags)
+        if step_id is not None and snap.plan.find(step_id) is None:
+            raise BadInput(f"no step {step_id!r} (see `runner status`)")  # a typo is bad input, not "nothing to take"
         if snap.plan.halted:
             raise Skip(f"queue halted: {snap.plan.halted}")
         now = utc_now()

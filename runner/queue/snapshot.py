@@ -24,6 +24,7 @@ from runner.core.model import Step
 from runner.core.plan import Plan
 from runner.core.stepfile import parse_step
 from runner.queue.leases import Beat
+from runner.core.errors import EXIT_BAD_INPUT
 from runner.store import Change, Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
@@ -34,7 +35,9 @@ WRITTEN_KEPT = 8  # commits this process made on the branch, remembered with the
 
 
 class NotInitialised(StoreError):
-    """There is no queue branch yet."""
+    """There is no queue branch yet: a usage error (exit 2; `runner init` first)."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class Snapshot:

@@ -38,6 +38,7 @@ class Outcome:
     would_run: list[Command] = field(default_factory=list)  # dry run
     to_run: list[Command] = field(default_factory=list)  # activation skipped: the user's turn
     skipped_because: str | None = None
+    not_activated: str | None = None  # activation was asked for and could not be done: why
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -183,6 +184,8 @@ def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_
     if not target.here and not dry_run:
         raise BadInput("this schedule is for another computer: pass --output DIR to write its files, or --dry-run to print them")
     blocker = None if dry_run else activation_blocker(scheduler, activate)
+    if blocker is not None and blocker == os_blocker(scheduler):
+        outcome.not_activated = blocker  # it was asked for and could not be done
     for other in installed_modes(scheduler, spec.worker_id):
         if other != spec.mode:  # one schedule per worker id: the new mode replaces the old
             outcome.notes.append(f"replacing the {other} schedule of worker {spec.worker_id}")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from runner.core.errors import RunnerError
+from runner.core.errors import EXIT_BAD_INPUT, RunnerError
 
 FORCE = "+"  # the expected old value of a ref only its writer moves (a step branch): overwrite
 ABSENT = None  # the expected old value of a ref that must not exist yet
@@ -106,6 +106,12 @@ class Conflict:
 
 class StoreError(RunnerError):
     """The store failed for a reason other than losing a race (a run-time failure, exit 1)."""
+
+
+class NoSuchPlace(StoreError):
+    """The repository or remote a command was pointed at does not exist: a usage error (exit 2)."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class Store(Protocol):

@@ -16,7 +16,7 @@ from typing import Iterator
 import pygit2
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
-from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged, Outcome, RefUpdate, StoreError
+from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged, Outcome, NoSuchPlace, RefUpdate, StoreError
 from runner.store import remote, trees, worktrees
 from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to start git, for its callers)
 
@@ -45,7 +45,7 @@ class GitStore:
         except pygit2.GitError:
             found = None
         if not found:
-            raise StoreError(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
+            raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
         self.repo = pygit2.Repository(found)
         self.git_dir = Path(_common_dir(Path(self.repo.path)))
         self.workdir = Path(self.repo.workdir) if self.repo.workdir else self.git_dir
@@ -55,7 +55,7 @@ class GitStore:
         if remote == "auto":
             remote = "origin" if "origin" in names else None
         elif remote is not None and remote not in names:
-            raise StoreError(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for local only)")
+            raise NoSuchPlace(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for local only)")
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it

@@ -22,6 +22,7 @@ from runner.worker.tick import Worker, stop_on_signals
 
 IDLE_OUTCOMES = ("skip", "error", "fault", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
+MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (backing off) before it gives up
 
 
 class Daemon:
@@ -68,6 +69,10 @@ class Daemon:
             ticks += 1
             errors = errors + 1 if result["outcome"] in ("error", "fault") else 0
             faults = faults + 1 if result["outcome"] == "fault" else 0
+            if self.once and errors >= MAX_ERRORS_ONCE:
+                w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.get('reason')}")
+                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.get('reason')})", file=sys.stderr)
+                return 1
             if faults >= MAX_FAULTS_IN_A_ROW:
                 w.log("STOP", f"{faults} faults of runner in a row; the last: {result.get('reason')}")
                 print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.get('reason')})", file=sys.stderr)
@@ -125,11 +130,14 @@ class Daemon:
             self.beat("idle")
 
     def drained(self) -> bool:
-        """No step is ready (even backing off) or running: nothing more can happen without a person."""
+        """No step is ready (even backing off) or running: nothing more can happen without a person.
+        A queue that cannot be read now is not drained: a claim of ours may be left on it."""
         try:
             plan = self.w.queue.snapshot().plan
-        except (NotInitialised, StoreError):
+        except NotInitialised:
             return True
+        except StoreError:
+            return False
         if plan.halted:
             return True
         return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())

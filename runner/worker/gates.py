@@ -89,19 +89,17 @@ def _have(tool: str) -> bool:
     return shutil.which(tool) is not None
 
 
-def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
+def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
     """Format/lint/build/test commands guessed from the project's files; a formatter only
-    when its tool is installed."""
-    found: dict[str, list[str]] = {}
+    when its tool is installed, else why the format gate does not run (a text)."""
+    found: dict[str, list[str] | str] = {}
     if (worktree / "Cargo.toml").exists():
         found = {"build": ["cargo", "build"], "test": ["cargo", "test"]}
-        if _have("cargo"):
-            found["format"] = ["cargo", "fmt", "--check"]
+        found["format"] = ["cargo", "fmt", "--check"] if _have("cargo") else "no formatter installed for this Rust project (cargo fmt)"
     elif (worktree / "go.mod").exists():
         found = {"build": ["go", "build", "./..."], "test": ["go", "test", "./..."]}
-        if _have("gofmt"):
-            # gofmt -l lists the files it would change and exits 0 either way: an empty list passes.
-            found["format"] = ["sh", "-c", 'test -z "$(gofmt -l .)"']
+        # gofmt -l lists the files it would change and exits 0 either way: an empty list passes.
+        found["format"] = ["sh", "-c", 'test -z "$(gofmt -l .)"'] if _have("gofmt") else "no formatter installed for this Go project (gofmt)"
     elif (worktree / "package.json").exists():
         try:
             scripts = jsonsafe.loads((worktree / "package.json").read_text()).get("scripts", {})
@@ -110,8 +108,8 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
         for gate, script in (("format", "format"), ("lint", "lint"), ("build", "build"), ("test", "test")):
             if isinstance(scripts, dict) and script in scripts:
                 found[gate] = ["npm", "run", script]
-        if "format" not in found and _have("prettier"):
-            found["format"] = ["prettier", "--check", "."]
+        if "format" not in found:
+            found["format"] = ["prettier", "--check", "."] if _have("prettier") else "no \"format\" script and no prettier installed"
     elif (worktree / "pyproject.toml").exists() or (worktree / "pytest.ini").exists() or (worktree / "setup.py").exists():
         if (worktree / "tests").is_dir() or (worktree / "pytest.ini").exists():
             found["test"] = ["python3", "-m", "pytest", "-q"]
@@ -119,6 +117,8 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
             found["format"] = ["ruff", "format", "--check", "."]
         elif _have("black"):
             found["format"] = ["black", "--check", "."]
+        else:
+            found["format"] = "no formatter installed for this Python project (ruff or black)"
     elif (worktree / "Makefile").exists():
         text = (worktree / "Makefile").read_text(errors="replace")
         found = {"build": ["make"]}
@@ -127,11 +127,12 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str]]:
     return found
 
 
-def project_gate_commands(config: Config, worktree: Path, env: dict[str, str] | None = None) -> dict[str, list[str]]:
-    """runner.toml's gates, overridden by FORMAT_CMD/LINT_CMD/BUILD_CMD/TEST_CMD, else detected."""
+def project_gate_commands(config: Config, worktree: Path, env: dict[str, str] | None = None) -> dict[str, list[str] | str]:
+    """runner.toml's gates, overridden by FORMAT_CMD/LINT_CMD/BUILD_CMD/TEST_CMD, else detected
+    (a text where a detected gate cannot run: why)."""
     env = os.environ if env is None else env
     configured = {gate: list(getattr(config.gates, gate)) for gate in PROJECT_GATES if getattr(config.gates, gate)}
-    commands = dict(configured)
+    commands: dict[str, list[str] | str] = dict(configured)
     for gate in PROJECT_GATES:
         override = env.get(f"{gate.upper()}_CMD")
         if override is not None:
@@ -169,7 +170,9 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
             outcome = run_command(f"{kind}-{index + 1}", argv)
             results.append(GateResult(name, PASS if outcome.ok else FAIL, outcome.describe(), argv, outcome.duration, kind, label))
     for gate, command in project_gate_commands(config, worktree).items():
-        if failed():
+        if isinstance(command, str):
+            results.append(GateResult(gate, NOT_RUN, command))
+        elif failed():
             results.append(GateResult(gate, NOT_RUN, "an earlier gate failed", command))
         else:
             outcome = run_command(gate, command)

@@ -235,13 +235,17 @@ class _Pipeline:
                 self.s.verdict = parse_verdict(result.output)
             except VerdictError as exc:
                 why = str(exc)
+        verdict = self.s.verdict if why is None else None
+        # The record's run says what the verdict said, not only that the command exited 0.
+        self.s.runs[-1] = Run("verify", PASS if verdict and verdict.passed else FAIL, result.duration,
+                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict else why or "")
         if why is not None:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
             if self.s.config.pipeline.halt_on_verifier_fault:
                 raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)", halt=f"{VERIFIER_HALT}{why}"))
             raise _Stop(Outcome(Kind.FAIL, reason=f"verifier fault: {why}"))
-        verdict = self.s.verdict
+        assert verdict is not None
         self.s.scores.append(verdict.score)
         window = self.brakes.score_plateau_window
         self.s.scores = self.s.scores[-(window + 1) * 4:]

@@ -169,7 +169,8 @@ class Worker:
         if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
             reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
             self.log("SKIP", reason)
-            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "step": step.id}
+            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "step": step.id,
+                    "attempt": step.attempt}
         statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
         blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
         if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
@@ -240,7 +241,10 @@ class Worker:
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
         snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
+        # Claiming ahead builds on the record's own view, never a fetched one, so it never sees a
+        # holder gone: a worker that last fetched a while ago claims its next step on a fresh view.
         ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
+                 and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
                  and not resource_floor(snap.config, self.store.state_dir))
         published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap,
                                                      then=self.next_claim if ahead else None)
@@ -283,8 +287,8 @@ class Worker:
 
 
 def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> dict[str, Any]:
-    """A fault of runner itself (or a record the remote refused): log the traceback, give the
-    step back with nothing spent, backing off; after MAX_FAULTS_IN_A_ROW on this step, hold
+    """A fault of runner itself (or a record the remote refused, or a queue it could not reach):
+    log the traceback, give the step back with nothing spent, backing off; after MAX_FAULTS_IN_A_ROW on this step, hold
     it for a person with the fault written down (an OS unit restarting the worker must not
     loop through it for ever)."""
     trace = worker.dirs["logs"] / "errors.log"
@@ -297,7 +301,9 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     reason = f"{what} (traceback in {trace})"
     worker.log("ERROR", f"{state.step.id} attempt {state.attempt}: {reason}")
     faults = faults_in_a_row(state.step.meta) + 1
-    if faults >= MAX_FAULTS_IN_A_ROW:
+    if isinstance(exc, StoreError):  # the queue could not be reached: nobody's fault, nothing counted
+        outcome = Outcome(Kind.RELEASE, reason=f"the queue could not be reached: {exc}")
+    elif faults >= MAX_FAULTS_IN_A_ROW:
         outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED, reason=f"held for a person after {faults} faults of runner in a row on this "
                           f"step (runner approve to try again, runner reject --abort to give up); the last: {reason}")
     else:
@@ -309,8 +315,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     except Exception as again:  # the lease gives the step back in the end
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
-    return {"sentinel": "STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "outcome": "fault", "reason": outcome.reason,
-            "step": state.step.id, "attempt": state.attempt, "worker": worker.id, "commit": commit}
+    return {"sentinel": "STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "outcome": "error" if isinstance(exc, StoreError) else "fault",
+            "reason": outcome.reason, "step": state.step.id, "attempt": state.attempt, "worker": worker.id, "commit": commit}
 
 
 def stop_on_signals(worker: Worker) -> None:
