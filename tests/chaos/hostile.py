@@ -81,8 +81,10 @@ def build(canary: Path, exec_log: Path) -> Corpus:
         Bad("link-passwd.md", ("symlink", "/etc/passwd"), ("symlink",), "a symlink to /etc/passwd"),
         Bad("link-sibling.md", ("symlink", "good-1.md"), ("symlink",), "a symlink to a valid step"),
         Bad("link-dir.md", ("symlink", "../.."), ("symlink",), "a symlink to a folder"),
+        Bad("title-escapes.md", _front({"step": "title-escapes", "title": "\x1b]0;owned\x07\x1b[2Jline\nbreak", "run": touch("title-esc")}),
+            ("control characters",), "terminal escapes and a line break in the title"),
     ]
-    title = f"$(touch {c}/title-subst); `touch {c}/title-tick` | touch {c}/title-pipe && rm -rf {c}\nsecond line; touch {c}/title-nl"
+    title = f"$(touch {c}/title-subst); `touch {c}/title-tick` | touch {c}/title-pipe && rm -rf {c}; touch {c}/title-nl"
     args = ["$(touch " + c + "/arg-subst)", "; touch " + c + "/arg-semi", "{step}", "a\nb", "'\"", "*"]
     valid = {
         "good-1.md": _front({"step": "good-1", "run": ["sh", "-c", log_run + "; echo one > good-1.txt"]}),
