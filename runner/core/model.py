@@ -26,6 +26,7 @@ MANAGED_KEYS = (
     "review",
     "approved",
     "result",
+    "resolve",
     "scores",
     "spent",
     "last_verdict",

@@ -187,6 +187,7 @@ def managed_problems(meta: dict[str, Any]) -> list[str]:
         "review": (lambda v: v in ("result", "deviation", "blocked"), "result, deviation or blocked"),
         "approved": (lambda v: isinstance(v, bool), "true or false"),
         "result": (lambda v: isinstance(v, dict), "a table"),
+        "resolve": (lambda v: v is True, "true (an approved result waits for a worker to bring it onto the new tip)"),
         "last_verdict": (lambda v: isinstance(v, dict), "a table"),
         "scores": (lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers"),
         "spent": (lambda v: _is_number(v) and v >= 0, "a number of seconds"),

@@ -285,6 +285,12 @@ class GitStore:
     def diff_text(self, path: Path, base: str) -> bytes:
         return worktrees.diff_text(self, path, base)
 
+    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
+        return worktrees.merge_in_worktree(self, path, ours, theirs)
+
+    def reset_worktree(self, path: Path, commit: str) -> None:
+        worktrees.reset_worktree(self, path, commit)
+
     def gc(self) -> str:
         """Pack and prune this clone (runner's own git calls never start git's auto-gc)."""
         worktrees.prune_worktrees(self)
