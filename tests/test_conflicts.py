@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -253,3 +254,16 @@ def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_r
     assert {e["Step"] for e in later} == set(STEPS[1:3])
     for entry in later:  # each later attempt brought the approved result onto the new tip: nothing from scratch
         assert [run["name"] for run in runs_of(entry)] == ["resolve"], runs_of(entry)
+
+
+def test_a_holder_that_loses_its_claim_during_a_resolve_pass_records_nothing_and_merges_nothing(queue_repo, tmp_path):
+    """A person aborts the step while its resolver runs (the resolver itself calls `runner
+    abort`, then resolves): the record is fenced off, the integration branch keeps only 02."""
+    abort = [sys.executable, "-m", "runner", "abort", "01-first", "--reason", "not now", "--by", "alice", "--repo", str(queue_repo)]
+    resolver = ["sh", "-c", f'{shlex.join(abort)} && exec "$1" "$2" resolve --prompt-file "$0"', "{prompt_file}", sys.executable, str(FAKE_AGENT)]
+    edit(queue_repo, {"runner.toml": config(resolver=resolver)})
+    report = overtaken(queue_repo, tmp_path)
+    assert (report["sentinel"], report["outcome"]) == ("STEP_REJECTED", "rejected"), report  # the fence held
+    assert lines_merged(queue_repo) == ["second"]
+    assert statuses(queue_repo)["01-first"] == "failed"
+    assert not [e for e in events(queue_repo) if e["Step"] == "01-first" and e["Event"] in ("complete", "fail")]
