@@ -14,8 +14,9 @@ def main() -> None:
 
         print(f"runner {__version__}")
         return
-    from runner.commands import quick
+    from runner.commands import output, quick
 
+    output.install()  # queue text never reaches the terminal as escape sequences
     if quick.answer(args):
         return
     from runner.cli import main as run

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runner.core.config import schema_rows
 from runner.core.machine import KINDS, TABLE, Kind
+from runner.core.stepschema import doc_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOL = ROOT / "docs" / "protocol.md"
@@ -17,6 +18,10 @@ PROTOCOL = ROOT / "docs" / "protocol.md"
 
 def config_table() -> list[str]:
     return ["| table | key | default | meaning |", "|---|---|---|---|"] + [f"| {t} | {k} | {d} | {m} |" for t, k, d, m in schema_rows()]
+
+
+def step_table() -> list[str]:
+    return ["| key | value | written by | meaning |", "|---|---|---|---|"] + [f"| {k} | {v} | {w} | {m} |" for k, v, w, m in doc_rows()]
 
 
 def machine_table() -> list[str]:
@@ -41,7 +46,7 @@ def kinds_table() -> list[str]:
     return ["| event | who | writes a handoff | a new attempt |", "|---|---|---|---|"] + rows
 
 
-TABLES = {"config-table": config_table, "machine-table": machine_table, "kinds-table": kinds_table}
+TABLES = {"step-table": step_table, "config-table": config_table, "machine-table": machine_table, "kinds-table": kinds_table}
 
 
 def block(text: str, name: str) -> list[str]:

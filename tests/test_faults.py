@@ -16,13 +16,15 @@ import pytest
 from conftest import add_step, git, make_remote, runner, runner_json, set_config, start_worker, statuses, tick, wait_for
 
 
-def test_kill_9_of_a_worker_kills_its_step_and_a_takeover_kills_what_was_left(queue_repo, tmp_path):
+def test_kill_9_of_a_worker_and_its_watcher_leaves_the_rest_to_a_takeover_on_the_same_host(queue_repo, tmp_path):
     pids = tmp_path / "pids"
     # The step's command and a grandchild that leaves its process group but not its session.
     script = f'[ "$RUNNER_ATTEMPT" = 1 ] || exit 0; sh -c \'echo $$ >> {pids}; exec sleep 300\' & echo $$ >> {pids}; sleep 300'
     add_step(queue_repo, "01-hang", run=["sh", "-c", script], timeout="10m")
     victim = start_worker(queue_repo, "host-a")
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2)
+    watcher = next(p for p in psutil.Process(victim.pid).children() if "runner.worker.reaper" in " ".join(p.cmdline()))
+    watcher.kill()  # the machine's own cleanup went too (an OOM kill of both, say)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     child, grandchild = (int(p) for p in sorted(pids.read_text().split(), key=int))
@@ -34,7 +36,7 @@ def test_kill_9_of_a_worker_kills_its_step_and_a_takeover_kills_what_was_left(qu
             return True
 
     wait_for(lambda: dead(child), timeout=10)  # the command died with its worker (parent-death signal)
-    assert not dead(grandchild)  # but what it started in its session lives on ...
+    assert not dead(grandchild)  # with no watcher, what it started lives on ...
     tick(queue_repo, worker="host-b")  # ... until the same-host takeover kills what the dead holder left
     wait_for(lambda: dead(grandchild), timeout=10)
 

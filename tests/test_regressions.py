@@ -147,11 +147,11 @@ def test_a_name_with_a_line_break_never_reaches_a_commit(queue_repo):
     forged = runner(queue_repo, "halt", "--reason", "x", "--by", "ops\nRunner-Event: complete", check=False)
     assert forged.returncode == 2 and "line breaks" in forged.stderr
     assert runner(queue_repo, "claim", "--id", "w\n1", check=False).returncode == 2
-    # A title with a line break is text, never a trailer.
-    runner(queue_repo, "add", "Title\nRunner-Event: complete", "--id", "01-a", "--run", "true")
-    message = git(queue_repo, "log", "-1", "--format=%B", "runner/queue")
-    assert "\nRunner-Event: edit\n" in message and "\nRunner-Event: complete" not in message
-    assert runner_json(queue_repo, "log")["entries"][0]["event"] == "edit"
+    # A title with a line break is refused, as a name is (issue 30: control characters in titles).
+    before = git(queue_repo, "rev-parse", "runner/queue")
+    titled = runner(queue_repo, "add", "Title\nRunner-Event: complete", "--id", "01-a", "--run", "true", check=False)
+    assert titled.returncode == 2 and "control characters" in titled.stderr
+    assert git(queue_repo, "rev-parse", "runner/queue") == before
 
 
 @pytest.mark.parametrize("bad", [".", "..", "a.", "b.lock", "-rf", "a..b"])

@@ -184,7 +184,7 @@ def test_an_internal_runner_error_gives_the_step_back_without_spending_an_attemp
     assert proc.returncode == 1 and report["outcome"] == "fault" and "runner error" in report["reason"]
     show = runner_json(queue_repo, "show", "01-a")
     assert show["status"] == "ready" and not show["meta"].get("failures")
-    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    assert tick(queue_repo, env={"RUNNER_CLOCK_OFFSET": "3600"})["sentinel"] == "STEP_COMPLETE"  # after its backoff
 
 
 # --- 6. the deviation gate carries the person's words --------------------------------------------

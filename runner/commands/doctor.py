@@ -100,6 +100,7 @@ def doctor(target) -> None:
     """Check this machine and repository: git, the remote, the queue, runner.toml, the plan, free resources."""
     import typer
 
+    from runner.commands.output import cell
     from runner.commands.render import console, print_json
 
     checks = run_checks(target)
@@ -109,7 +110,7 @@ def doctor(target) -> None:
         out = console()
         for check in checks:
             mark = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check["result"]]
-            out.print(f"{mark}  {check['name']}: {check['detail']}", markup=True)
+            out.print(f"{mark}  {check['name']}: {cell(check['detail'])}", markup=True)
     if any(c["result"] == "fail" for c in checks):
         raise typer.Exit(1)
 

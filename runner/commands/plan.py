@@ -12,6 +12,7 @@ import typer
 
 from runner.commands.common import By, Target, Tags, emit, person
 from runner.core.errors import EXIT_BAD_INPUT, BadInput
+from runner.core.stepschema import key_doc
 
 
 def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
@@ -36,12 +37,14 @@ def add(
     target: Target,
     title: Annotated[str, typer.Argument(help="What the step does.")],
     step_id: Annotated[str, typer.Option("--id", help="Step id: 1 to 64 of a-z 0-9 . _ -, e.g. 03-add-parser.")],
-    depends_on: Annotated[list[str], typer.Option("--depends-on", "-d", help="A step that must be done first (repeatable).")] = [],
-    priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
-    tag: Annotated[list[str], typer.Option("--tag", help="Only workers with this tag take it (repeatable).")] = [],
-    run: Annotated[Optional[str], typer.Option("--run", help="The command: a JSON list (argv), or words split like a shell would (never run by one).")] = None,
-    timeout: Annotated[Optional[str], typer.Option(help="e.g. 30m, or none.")] = None,
-    requires_approval: Annotated[bool, typer.Option("--requires-approval", help="Wait in review for `runner approve` before merging.")] = False,
+    depends_on: Annotated[list[str], typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")] = [],
+    priority: Annotated[int, typer.Option(help=key_doc("priority"))] = 0,
+    tag: Annotated[list[str], typer.Option("--tag", help=f"{key_doc('tags')} (repeatable).")] = [],
+    run: Annotated[Optional[str], typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+    timeout: Annotated[Optional[str], typer.Option(help=key_doc("timeout"))] = None,
+    max_attempts: Annotated[Optional[int], typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
+    output: Annotated[list[str], typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
+    requires_approval: Annotated[bool, typer.Option("--requires-approval", help=key_doc("requires_approval"))] = False,
     body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
     by: By = None,
 ) -> None:
@@ -51,19 +54,11 @@ def add(
     from runner.core.plan import Plan
     from runner.core.stepfile import parse_step, render_new_step
 
-    fields: dict = {}
-    if depends_on:
-        fields["depends_on"] = depends_on
-    if priority:
-        fields["priority"] = priority
-    if tag:
-        fields["tags"] = tag
-    if run:
-        fields["run"] = parse_run(run)
-    if timeout:
-        fields["timeout"] = timeout
-    if requires_approval:
-        fields["requires_approval"] = True
+    given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
+             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output, "requires_approval": requires_approval}
+    fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}
+    if not priority:
+        del fields["priority"]
     if problem := step_id_problem(step_id):
         raise BadInput(f"--id: {problem}")
     data = render_new_step(step_id, title, fields, body.strip() + "\n" if body else "").encode()

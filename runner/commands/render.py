@@ -23,13 +23,15 @@ STATUS_STYLE = {
 
 
 def console(stderr: bool = False):
-    import sys
-
+    """A rich console on the raw stream (rich writes its own colours): give it queue text only
+    through runner.commands.output.cell."""
     from rich.console import Console
 
-    stream = sys.stderr if stderr else sys.stdout
+    from runner.commands.output import raw
+
+    stream = raw(sys.stderr if stderr else sys.stdout)
     width = None if stream.isatty() else 160  # logs and pipes: don't fold tables at 80 columns
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    return Console(file=stream, highlight=False, soft_wrap=False, width=width)
 
 
 def print_json(data: Any) -> None:
@@ -61,6 +63,7 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
         "assignee": step.assignee,
         "attempt": step.attempt if step.valid else None,
         "failures": step.get("failures"),
+        "faults_in_a_row": step.get("faults_in_a_row"),
         "lease": step.get("lease"),
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),
@@ -78,6 +81,8 @@ def all_steps(plan: Plan) -> list[Step]:
 def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
     from rich.table import Table
 
+    from runner.commands.output import cell
+
     table = Table(title=title, title_justify="left", header_style="bold")
     for column in ("step", "title", "status", "assignee", "attempt", "age", "note"):
         table.add_column(column, overflow="fold" if column in ("note", "title") else "ellipsis")
@@ -88,13 +93,13 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
             note = f"backing off until {row['not_before']}" + (f"; {note}" if note else "")
         moment = parse_time(row["claimed_at"] or row["last_updated"])
         table.add_row(
-            row["step"],
-            str(row["title"] or ""),
+            cell(row["step"]),
+            cell(row["title"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
-            row["assignee"] or "",
-            str(row["attempt"] or ""),
+            cell(row["assignee"]),
+            cell(row["attempt"] or ""),
             age(moment),
-            note[:200],
+            cell(note[:200]),
         )
     return table
 
@@ -159,12 +164,14 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
     if len(rows) > RICH_ROW_LIMIT and not show_all:
         shown = [r for r in rows if r["status"] in ATTENTION] if summary_of == "status" else rows[:50]
         shown = shown[:100]
-    lines: list[str] = []
+    lines: list[tuple[str, str]] = []  # (plain text, the same in rich markup)
     if halted:
-        lines.append(f"[bold red]queue halted:[/] {halted}  (runner resume)")
+        from runner.commands.output import cell
+
+        lines.append((f"queue halted: {halted}  (runner resume)", f"[bold red]queue halted:[/] {cell(halted)}  (runner resume)"))
     table = None
     if not shown and rows:
-        lines.append(f"{title}: no step needs attention")
+        lines.append((f"{title}: no step needs attention",) * 2)
     elif len(shown) > RICH_ROW_LIMIT or not sys.stdout.isatty():
         table = plain_table(shown, title)
     else:
@@ -172,20 +179,22 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
     after = []
     if len(shown) < len(rows):
         what = "that need attention" if summary_of == "status" else "first"
-        after.append(f"[dim]{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts[/]")
+        text = f"{len(shown)} of {len(rows)} steps shown ({what}); --all lists every one, --json for scripts"
+        after.append((text, f"[dim]{text}[/]"))
     if summary_of == "status":
-        after.append(counts_line(rows) or 'no steps yet: runner add "..." --id 01-first')
+        counts = counts_line(rows)
+        after.append((_unmarked(counts), counts) if counts else ('no steps yet: runner add "..." --id 01-first',) * 2)
     if isinstance(table, str) or not sys.stdout.isatty():
-        plain = [_unmarked(line) for line in lines] + ([table] if table else []) + [_unmarked(line) for line in after]
+        plain = [text for text, _ in lines] + ([table] if table else []) + [text for text, _ in after]
         sys.stdout.write("\n".join(plain) + "\n")
         return
     out = console()
-    for line in lines:
-        out.print(line)
+    for _, marked in lines:
+        out.print(marked)
     if table is not None:
         out.print(table)
-    for line in after:
-        out.print(line)
+    for _, marked in after:
+        out.print(marked)
 
 
 def status_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -211,7 +220,7 @@ def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bo
 
 
 def _unmarked(line: str) -> str:
-    """A line without rich's [style] markup."""
+    """A line of runner's own rich markup (never queue text) without its [style] tags."""
     import re
 
     return re.sub(r"\[/?[a-z ]*\]", "", line)
@@ -239,6 +248,8 @@ def watch(target, every: float) -> None:
 
     from rich.live import Live
 
+    from runner.commands.output import cell
+
     queue = target.queue()
 
     def frame():
@@ -252,15 +263,15 @@ def watch(target, every: float) -> None:
             running.add_column(column)
         for row in rows:
             if row["status"] == "claimed":
-                running.add_row(row["step"], row["assignee"] or "", str(row["attempt"] or ""), age(parse_time(row["claimed_at"])))
+                running.add_row(cell(row["step"]), cell(row["assignee"]), cell(row["attempt"] or ""), age(parse_time(row["claimed_at"])))
         events = Table(title="last events", title_justify="left")
         for column in ("time", "event", "step", "by", "status"):
             events.add_column(column)
         for e in queue.log(limit=8):
-            events.add_row(e["time"], e["event"], e["step"] or "", e["actor"] or "", e["status"] or "")
-        head = f"{target.branch} @ {snap.tip[:10]}  " + (counts_line(rows) or "no steps")
+            events.add_row(*(cell(e[k]) for k in ("time", "event", "step", "actor", "status")))
+        head = f"{cell(target.branch)} @ {snap.tip[:10]}  " + (counts_line(rows) or "no steps")
         if snap.plan.halted:
-            head += f"  [bold red]halted:[/] {snap.plan.halted}"
+            head += f"  [bold red]halted:[/] {cell(snap.plan.halted)}"
         return Group(head, running, events)
 
     try:

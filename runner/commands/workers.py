@@ -20,10 +20,11 @@ def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFi
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
     yet: SKIP and the reason); 1 only for a fault of this tick."""
     from runner.worker import report
-    from runner.worker.tick import Worker
+    from runner.worker.tick import Worker, stop_on_signals
 
     check_worker_id(worker)
     w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step)
+    stop_on_signals(w)
     result = w.tick()
     report.print_report(result, target.json, [None])
     if result.get("outcome") in ("error", "fault"):
@@ -68,6 +69,8 @@ def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help=
         return
     from rich.table import Table
 
+    from runner.commands.output import cell
+
     table = Table(title="workers (from refs/runner/heartbeats/*)", title_justify="left")
     for column in ("worker", "liveness", "state", "host", "step", "last", "ticks", "uptime", "last beat"):
         table.add_column(column)
@@ -75,8 +78,8 @@ def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help=
         last = r["last"] or {}
         step = f"{r['step']} (attempt {r['attempt']})" if r["step"] else ""
         colour = {"alive": "green", "late": "yellow", "gone": "red"}[r["liveness"]]
-        table.add_row(r["worker"], f"[{colour}]{r['liveness']}[/]", str(r["state"] or ""), str(r["host"] or ""), step,
-                      f"{last.get('step', '')} {last.get('outcome', '')}".strip(), str(r["ticks"] if r["ticks"] is not None else ""),
+        table.add_row(cell(r["worker"]), f"[{colour}]{r['liveness']}[/]", cell(r["state"]), cell(r["host"]), cell(step),
+                      cell(f"{last.get('step', '')} {last.get('outcome', '')}".strip()), cell(r["ticks"]),
                       age(parse_time(r["started"])), f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "")
     out = console()
     out.print(table)

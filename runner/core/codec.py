@@ -41,6 +41,7 @@ TRAILERS: tuple[tuple[str, str, str], ...] = (
     ("holder", "Holder", JSON),
     ("permanent", "Permanent", FLAG),
     ("hold", "Hold", FLAG),
+    ("fault", "Fault", FLAG),
     ("ignore_deps", "Ignore-Deps", FLAG),
     ("review", "Review", BARE),
     ("retry_at", "Retry-At", TIME),

@@ -48,6 +48,13 @@ def _text(value: Any) -> str:
     return value
 
 
+def _optional_text(value: Any) -> str | None:
+    """Text, or "" for none (as the default is written)."""
+    if value == "":
+        return None
+    return _text(value)
+
+
 def _duration(value: Any) -> float:
     return parse_duration(value)
 
@@ -188,7 +195,7 @@ class Worker:
 
 @dataclass(frozen=True)
 class Hooks:
-    pusher_env: str | None = key(None, _text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
+    pusher_env: str | None = key(None, _optional_text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
     people: tuple[str, ...] = key((), _strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
     admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
     identities: dict[str, tuple[str, ...]] = key({}, _identities, "pusher -> the worker ids they may act as", "{}")

@@ -14,15 +14,8 @@ from enum import StrEnum
 from typing import Any
 
 from runner.core.errors import RunnerError
-from runner.core.model import format_time
-
-
-class Status(StrEnum):
-    READY = "ready"
-    CLAIMED = "claimed"
-    REVIEW = "review"
-    DONE = "done"
-    FAILED = "failed"
+from runner.core.limits import MAX_NOTES_APPEND_BYTES, MAX_TEXT_BYTES, clip
+from runner.core.model import Status, format_time
 
 
 class Kind(StrEnum):
@@ -112,18 +105,27 @@ class Event:
     incarnation: str | None = None  # the worker process that holds (or takes) the claim
     holder: dict[str, Any] = field(default_factory=dict)  # claim: host, pid, started
     lease: str | None = None  # claim: the lease it was made under
-    reason: str | None = None  # free text, kept whole
+    reason: str | None = None  # free text, clipped to MAX_TEXT_BYTES (it may be an agent's whole output)
     permanent: bool = False  # fail / reject: no retry
     retry_at: datetime | None = None  # fail / release: not before
     hold: bool = False  # complete, but a person must look (review did not run)
+    fault: bool = False  # release: a fault of runner itself (a few in a row hold the step for a person)
     review: str | None = None  # block: REVIEW_DEVIATION or REVIEW_BLOCKED
     result: dict[str, Any] | None = None  # complete: branch, commit; approve: merge
     metrics: dict[str, Any] | None = None  # scores / spent / last_verdict the holder carries across attempts
     ticked: tuple[str, ...] = ()  # complete: Automated checks whose boxes it ticks
-    notes: str | None = None  # complete: lines appended to plans/NOTES.md
+    notes: str | None = None  # complete: lines appended to plans/NOTES.md, clipped to MAX_NOTES_APPEND_BYTES
     ignore_deps: bool = False  # claim by a person who runs a step before its dependencies
     by: str | None = None  # the person behind a claim with ignore_deps
     runs: tuple[dict[str, Any], ...] = ()  # the record of every run of the attempt (not state)
+
+    def __post_init__(self) -> None:
+        # Every carried text is bounded where an event is made: by a worker, the CLI, or the
+        # hook decoding a commit (clipping is idempotent, so a replay writes the same file).
+        if self.reason is not None:
+            object.__setattr__(self, "reason", clip(self.reason, MAX_TEXT_BYTES))
+        if self.notes is not None:
+            object.__setattr__(self, "notes", clip(self.notes, MAX_NOTES_APPEND_BYTES))
 
     @property
     def spec(self) -> KindSpec:
@@ -166,6 +168,10 @@ def failures_of(meta: dict[str, Any]) -> int:
     return int(meta.get("failures") or 0)
 
 
+def faults_in_a_row(meta: dict[str, Any]) -> int:
+    return int(meta.get("faults_in_a_row") or 0)
+
+
 def max_attempts_of(meta: dict[str, Any], context: Context) -> int:
     return int(meta.get("max_attempts") or context.max_attempts)
 
@@ -197,9 +203,13 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
         raise TransitionError(f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
     if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
         raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
+    if event.fault and event.kind != Kind.RELEASE:
+        raise TransitionError("only a release gives a step back for a fault of runner itself")
     updates = _RULES[event.kind](meta, event, context)
     updates.setdefault("status", targets[0])
     assert updates["status"] in targets, (status, event.kind, updates["status"])  # the table is the truth
+    if event.spec.holder and not event.fault and faults_in_a_row(meta):
+        updates["faults_in_a_row"] = None  # the holder got through: runner's faults are no longer in a row
     if event.spec.holder and event.metrics:
         updates.update({k: event.metrics[k] for k in CARRIED if k in event.metrics})  # CARRIED's order, not the dict's
     updates.update(last_updated=format_time(event.at), last_updated_by=event.actor)
@@ -262,13 +272,17 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
 
 
 def _release(meta, event: Event, context: Context) -> dict[str, Any]:
-    # A hand-back (a person's release, a shutdown, a runner error) spends no attempt.
-    return {
+    # A hand-back (a person's release, a shutdown, a runner error) spends no attempt; a fault
+    # of runner itself is counted, so that a few in a row hold the step for a person.
+    updates = {
         "status": Status.READY,
         **_cleared_claim(),
         "not_before": format_time(event.retry_at) if event.retry_at else None,
         "last_error": event.reason,
     }
+    if event.fault:
+        updates["faults_in_a_row"] = faults_in_a_row(meta) + 1
+    return updates
 
 
 def _fail(meta, event: Event, context: Context) -> dict[str, Any]:

@@ -5,34 +5,23 @@ from __future__ import annotations
 import re
 import sys
 from datetime import datetime, timezone
+from enum import StrEnum
 from typing import Any
 
 
+class Status(StrEnum):
+    """What a step file's `status:` may say (the state machine moves between these)."""
 
-STORED_STATUSES = ("ready", "claimed", "review", "done", "failed")
-DERIVED_STATUSES = ("waiting", "blocked", "invalid")
+    READY = "ready"
+    CLAIMED = "claimed"
+    REVIEW = "review"
+    DONE = "done"
+    FAILED = "failed"
 
-# Keys only runner writes, in the order they are appended to a frontmatter.
-MANAGED_KEYS = (
-    "status",
-    "assignee",
-    "claimed_at",
-    "lease",
-    "attempt",
-    "failures",
-    "holder",
-    "not_before",
-    "last_error",
-    "review",
-    "approved",
-    "result",
-    "resolve",
-    "scores",
-    "spent",
-    "last_verdict",
-    "last_updated",
-    "last_updated_by",
-)
+
+STORED_STATUSES = tuple(s.value for s in Status)
+DERIVED_STATUSES = ("waiting", "blocked", "invalid")  # read from the plan around a step, never stored
+
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 

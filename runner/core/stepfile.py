@@ -13,15 +13,9 @@ from datetime import datetime
 from typing import Any
 
 from runner.core.limits import MAX_STEP_BYTES
-from runner.core.model import (
-    STORED_STATUSES,
-    Step,
-    format_time,
-    parse_duration,
-    parse_time,
-)
-from runner.core.config import step_override_problems
-from runner.core.ids import step_id_problem, worker_id_problem
+from runner.core.ids import step_id_problem
+from runner.core.model import Step, format_time
+from runner.core.stepschema import key_problems, shown
 
 
 def load_yaml(text: str) -> Any:
@@ -101,108 +95,22 @@ def parse_step(path: str, data: bytes) -> Step:
     return step
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
 def schema_problems(step: Step, stem: str) -> list[str]:
+    """Every problem of a parsed frontmatter: its id against the file name, each key against
+    the step schema (runner.core.stepschema), and whether runner can edit it line by line."""
     meta = step.meta
     problems: list[str] = []
     if problem := step_id_problem(stem):
         problems.append(f"file name: {problem}")
     declared = meta.get("step", meta.get("id"))
     if declared is not None and str(declared) != stem:
-        problems.append(f"step id {declared!r} does not match the file name {stem!r}")
-    deps = meta.get("depends_on", [])
-    if deps is not None and not (isinstance(deps, str) or _is_str_list(deps)):
-        problems.append("depends_on must be a list of step ids")
-    elif deps:
-        for dep in [deps] if isinstance(deps, str) else deps:
-            if problem := step_id_problem(dep):
-                problems.append(f"depends_on: {problem}")
-    for key, minimum in (("priority", None), ("max_attempts", 1)):
-        value = meta.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            problems.append(f"{key} must be an integer, not {value!r}")
-        elif minimum is not None and value is not None and value < minimum:
-            problems.append(f"{key} must be at least {minimum}")
-    tags = meta.get("tags")
-    if tags is not None and not (isinstance(tags, str) or _is_str_list(tags)):
-        problems.append("tags must be a list of strings")
-    run = meta.get("run")
-    if run is not None and not (_is_str_list(run) and run):
-        problems.append("run must be a non-empty list of strings (an argv; no shell is used)")
-    outputs = meta.get("required_outputs")
-    if outputs is not None and not _is_str_list(outputs):
-        problems.append("required_outputs must be a list of paths")
-    elif outputs:
-        for output in outputs:
-            if output.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", output) or ".." in re.split(r"[\\/]", output):
-                problems.append(f"required_outputs: {output!r} must be a relative path inside the worktree")
-    if (value := meta.get("timeout")) is not None and not (isinstance(value, str) and value.strip().lower() == "none"):
-        problems.append(_duration_problem("timeout", value))
-    if (title := meta.get("title", meta.get("name"))) is not None and not isinstance(title, (str, int, float)):
-        problems.append("title must be text")
-    if (value := meta.get("requires_approval")) is not None and not isinstance(value, bool):
-        problems.append("requires_approval must be true or false")
-    problems += managed_problems(meta)
-    problems += step_override_problems(meta)
-    problems = [p for p in problems if p]
+        problems.append(f"step id {shown(declared)} does not match the file name {stem!r}")
+    problems += key_problems(meta)
+    if meta.get("status") == "claimed" and not meta.get("assignee"):
+        problems.append("a claimed step names its assignee")
     if not problems and (problem := _edit_problem(step.text, meta)):
         problems.append(problem)
     return problems
-
-
-def _duration_problem(key: str, value: Any) -> str | None:
-    try:
-        parse_duration(value)
-    except ValueError as exc:
-        return f"{key}: {exc}"
-    return None
-
-
-def _time_problem(key: str, value: Any) -> str | None:
-    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?", value) and parse_time(value):
-        return None
-    return f"{key} must be a time like 2026-11-29T08:00:00Z, not {value!r}"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def managed_problems(meta: dict[str, Any]) -> list[str]:
-    """The keys runner writes must have the types runner writes: a worker can then trust them."""
-    problems: list[Any] = []
-    status = meta.get("status", "ready")
-    if status not in STORED_STATUSES:
-        problems.append(f"status {status!r} is not one of {', '.join(STORED_STATUSES)}")
-    checks: dict[str, tuple[Any, str]] = {
-        "attempt": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number, 0 or more"),
-        "failures": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number, 0 or more"),
-        "assignee": (lambda v: worker_id_problem(v) is None, "a worker id"),
-        "holder": (lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)"),
-        "last_error": (lambda v: isinstance(v, str), "text"),
-        "last_updated_by": (lambda v: isinstance(v, str), "text"),
-        "review": (lambda v: v in ("result", "deviation", "blocked"), "result, deviation or blocked"),
-        "approved": (lambda v: isinstance(v, bool), "true or false"),
-        "result": (lambda v: isinstance(v, dict), "a table"),
-        "resolve": (lambda v: v is True, "true (an approved result waits for a worker to bring it onto the new tip)"),
-        "last_verdict": (lambda v: isinstance(v, dict), "a table"),
-        "scores": (lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers"),
-        "spent": (lambda v: _is_number(v) and v >= 0, "a number of seconds"),
-    }
-    for key, (ok, what) in checks.items():
-        if meta.get(key) is not None and not ok(meta[key]):
-            problems.append(f"{key} must be {what}, not {meta[key]!r}")
-    for key in ("claimed_at", "not_before", "last_updated"):
-        if meta.get(key) is not None:
-            problems.append(_time_problem(key, meta[key]))
-    if meta.get("lease") is not None:
-        problems.append(_duration_problem("lease", meta["lease"]))
-    if status == "claimed" and not meta.get("assignee"):
-        problems.append("a claimed step names its assignee")
-    return [p for p in problems if p]
 
 
 def _edit_problem(text: str, meta: dict[str, Any]) -> str | None:

@@ -11,7 +11,8 @@ from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import CONFIG_FILE, EMPTY_TREE, HALT_FILE, HEARTBEAT_PREFIX, NOTES_FILE, is_step_file, step_id_of
 from runner.core.machine import Event, Kind, TransitionError
-from runner.core.model import MANAGED_KEYS, Step, parse_duration
+from runner.core.model import Step, parse_duration
+from runner.core.stepschema import MANAGED_KEYS
 from runner.core.plan import Plan
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView

@@ -25,7 +25,7 @@ from typing import Iterable
 
 from runner.core.codec import decode_beat
 from runner.core.errors import BadInput
-from runner.core.ids import worker_id_problem
+from runner.core.ids import step_id_problem, worker_id_problem
 from runner.core.layout import DEFAULT_QUEUE_BRANCH, EMPTY_TREE, HEARTBEAT_PREFIX, CONFIG_FILE, branch_ref
 from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
@@ -81,7 +81,9 @@ class PushCheck:
         prefixes = {branch_ref(config.queue.step_branch_prefix), branch_ref(after.queue.step_branch_prefix)}
         problems: list[str] = []
         for old, new, ref in sorted(updates, key=lambda update: update[2] != self.queue_ref):  # the queue first
-            if ref == self.queue_ref:
+            if new != ZERO and (clash := _clash(ref, [self.queue_ref, *integration, HEARTBEAT_PREFIX, *prefixes])):
+                problems.append(f"{ref}: {clash}")
+            elif ref == self.queue_ref:
                 found = self.check_queue(old, new)
             elif ref in integration:
                 found = self.check_integration(old, new)
@@ -99,6 +101,8 @@ class PushCheck:
     def check_step_branch(self, new: str, step: str) -> list[str]:
         """A step's branch holds its holder's change: with identities, a worker key moves it only
         in the push that records an outcome of that step (never another step's branch)."""
+        if new != ZERO and (problem := step_id_problem(step)):
+            return [f"not a step branch: {problem} (a name under runner's step branches blocks the step's own)"]
         if problem := self.pushers.unknown():
             return [problem]
         if self.pushers.configured and not self.pushers.is_person() and step not in self.commits.recorded:
@@ -177,6 +181,18 @@ class PushCheck:
         if beats and self.now - beats[0][2] < self.lease:
             return [f"{worker} beat {self.now - beats[0][2]:.0f}s ago: a live worker's heartbeat may not be deleted"]
         return []
+
+def _clash(ref: str, names: list[str]) -> str | None:
+    """Why `ref` would block one of runner's refs: git keeps refs as paths, so a ref named like
+    a folder of runner's names (`runner/steps`), or one under runner's own branch names, makes
+    git refuse runner's updates for good."""
+    for name in names:
+        if name.startswith(ref + "/"):
+            return f"named like a folder of runner's refs ({name.rstrip('/')}...): git could not keep both; runner's would be blocked"
+        if not name.endswith("/") and ref.startswith(name + "/"):
+            return f"under runner's {name}: git could not keep both; runner's would be blocked"
+    return None
+
 
 def parse_ref_updates(text: str) -> tuple[list[tuple[str, str, str]], list[str]]:
     """pre-receive's stdin: one `old new ref` line per ref. (updates, problems)"""

@@ -10,7 +10,8 @@ its old value, and says what happened as a value, never as an error string to ma
 
     Won()                 every ref moved
     Lost(ref)             another writer moved a ref first: read again and rebuild
-    Refused(reasons)      the remote's hook declined: a protocol violation, never retried
+    Refused(reasons)      the remote's hook declined, or a ref runner needs cannot exist there
+                          (another ref's name is its path): never retried
     Failed(error)         anything else (network, disk): nothing is known to have moved
 """
 
@@ -54,7 +55,7 @@ class Refused:
     reasons: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return "the remote refused the push: " + "; ".join(self.reasons)
+        return "refused: " + "; ".join(self.reasons)
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,29 @@ def publish(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     return outcome
 
 
+def name_clash(store: GitStore, ref: str) -> str | None:
+    """The ref that keeps `ref` from being created (git stores refs as paths: `runner/steps`
+    and `runner/steps/01-a` cannot both exist), or None. libgit2 would write both."""
+    parts = ref.split("/")
+    for end in range(2, len(parts)):
+        if store.ref(parent := "/".join(parts[:end])) is not None:
+            return parent
+    return next(iter(sorted(store._ref_names.under(ref + "/"))), None)
+
+
+def clash_failure(ref: str, other: str) -> Refused:
+    """A ref runner needs is blocked by a name someone else gave a ref: not a lost race (it
+    would be lost for ever) nor a failure to try again, a refusal that says what to remove."""
+    branch = other.removeprefix("refs/heads/")
+    return Refused((f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
+                  f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} (and git branch -D {branch})",))
+
+
 def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     """One local ref transaction: every ref locked, checked, then written."""
+    for update in updates:
+        if update.new is not None and store.ref(update.ref) is None and (other := name_clash(store, update.ref)):
+            return clash_failure(update.ref, other)
     for attempt in range(2):
         try:
             with store.repo.transaction() as txn:
@@ -153,6 +174,9 @@ class _Moved(Exception):
 
 
 _PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
+# What the remote's git says when a ref cannot be created because another's name is its path.
+_CLASH_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?:'(?P<other>[^']+)' exists; cannot create|"
+                       r"there is a non-empty directory '(?:[^']*/)?(?P<dir>refs/[^']+)' blocking)")
 
 
 def _push_outcome(out: str, err: str) -> Outcome:
@@ -181,6 +205,8 @@ def _push_outcome(out: str, err: str) -> Outcome:
     if refused:
         reasons = [line[len("remote: "):].strip() for line in err.splitlines() if line.startswith("remote: ")]
         return Refused(tuple(r for r in reasons if r) or ("the remote's hook declined the push",))
+    if clash := _CLASH_RE.search(err):
+        return clash_failure(clash["ref"], clash["other"] or clash["dir"])
     if lost and not failed:
         return Lost(lost[0])
     return Failed("git push failed: " + ("; ".join(failed) or err.strip() or "no answer"))

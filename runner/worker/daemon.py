@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -20,7 +18,7 @@ from runner.queue.queue import LostRace, PushRefused
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
-from runner.worker.tick import Worker
+from runner.worker.tick import Worker, stop_on_signals
 
 IDLE_OUTCOMES = ("skip", "error", "fault", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
@@ -56,7 +54,7 @@ class Daemon:
         if w.grace is None:
             w.grace = config.worker.grace_period if config else 30.0
         interval = self.interval if self.interval is not None else (config.worker.interval if config else 30.0)
-        self.install_signal_handlers()
+        stop_on_signals(w)
         w.log("START", f"incarnation {w.incarnation} pid {os.getpid()}")
         self.beat("idle")
         ticks = errors = faults = 0
@@ -135,21 +133,3 @@ class Daemon:
         if plan.halted:
             return True
         return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())
-
-    def install_signal_handlers(self) -> None:
-        w = self.w
-
-        def on_signal(signum, frame):
-            if w.stopping.is_set():
-                w.log("SIGNAL", "second signal: stopping the step now")
-                w.cancel.set()
-                return
-            w.stopping.set()
-            wait = w.grace if w.grace is not None else 30.0
-            w.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
-            timer = threading.Timer(wait, w.cancel.set)
-            timer.daemon = True
-            timer.start()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)

@@ -1,11 +1,13 @@
 """Run one command: argv only (never a shell), in a worktree, output to a log file,
-killed with its whole process tree on timeout, when the claim is lost, or when its worker
-dies: the command gets a parent-death signal, and its session is recorded so that a
-takeover on the same host kills what a killed worker left running before it starts."""
+killed with its whole process tree when it ends, on timeout, when the claim is lost, or when
+its worker dies (runner.worker.reaper: every process it starts is tagged, and a watcher
+outlives the worker). The direct child also gets a parent-death signal, and the run's tag is
+recorded so that a takeover on the same host kills what a killed worker left running."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import shutil
@@ -17,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
+
+from runner.worker import reaper
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
 
@@ -81,25 +85,6 @@ def _program(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
     return None
 
 
-def kill_session(sid: int, started: float | None = None) -> int:
-    """Kill every process of session `sid` (what a dead worker's step left running).
-    `started`: the session leader's start time, so a reused pid is never mistaken for it."""
-    import psutil
-
-    killed = 0
-    for proc in psutil.process_iter(["pid", "create_time"]):
-        try:
-            if os.getsid(proc.pid) != sid:
-                continue
-            if proc.pid == sid and started is not None and abs(proc.info["create_time"] - started) > 1.0:
-                return 0  # the pid was reused by an unrelated session leader
-            proc.kill()
-            killed += 1
-        except (ProcessLookupError, PermissionError, psutil.Error, OSError):
-            continue
-    return killed
-
-
 def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
     """Kill a process, its process group, and every descendant (even ones that left the group)."""
     import psutil
@@ -120,13 +105,6 @@ def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
             pass
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run(
     argv: list[str],
     cwd: Path,
@@ -140,6 +118,8 @@ def run(
     """Run argv to completion; stdout+stderr append to log_path (stdout alone to stdout_path if
     given). While it runs, `session_file` names its session for a takeover on this host."""
     started = time.monotonic()
+    tag = reaper.new_tag()
+    env = {**env, reaper.TAG: tag}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"$ {' '.join(argv)}\n".encode())
@@ -160,36 +140,23 @@ def run(
             log.write((message + "\n").encode())
             return RunResult(argv, None, time.monotonic() - started, error=message)
         if session_file is not None:
-            _record_session(session_file, proc.pid)
+            session_file.parent.mkdir(parents=True, exist_ok=True)
+            session_file.write_text(json.dumps({"run": tag}))
         try:
             return _wait(proc, argv, started, timeout, cancel)
         finally:
+            reaper.kill_tagged(tag)  # what the command left running (a daemon, a setsid child) ends with it
             if stdout_path:
                 out.close()
             if session_file is not None:
                 session_file.unlink(missing_ok=True)
 
 
-def _record_session(path: Path, pid: int) -> None:
-    import json
-
-    import psutil
-
-    try:
-        started = psutil.Process(pid).create_time()
-    except psutil.Error:
-        started = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"sid": pid, "started": started}))
-
-
 def kill_recorded_session(path: Path) -> int:
-    """Kill the session a dead holder's command ran in (its record in `path`), then forget it."""
-    import json
-
+    """Kill what a dead holder's command left running (the run's tag in `path`), then forget it."""
     try:
-        record = json.loads(path.read_text())
-        killed = kill_session(int(record["sid"]), record.get("started"))
+        tag = json.loads(path.read_text())["run"]
+        killed = reaper.kill_tagged(tag) if isinstance(tag, str) and tag.endswith("/") and "/" in tag[:-1] else 0
     except (OSError, ValueError, KeyError, TypeError):
         killed = 0
     path.unlink(missing_ok=True)
@@ -213,7 +180,6 @@ def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: floa
                 kill_tree(proc.pid)
                 proc.wait()
                 return RunResult(argv, proc.returncode, time.monotonic() - started, timed_out=True)
-    _kill_group(proc.pid)  # a step's leftover background children die with it
     return RunResult(argv, proc.returncode, time.monotonic() - started)
 
 

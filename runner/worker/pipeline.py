@@ -94,6 +94,7 @@ class Outcome:
     hold: str | None = None  # a complete that a person must look at first
     review: str | None = None  # a block: what the person decides
     halt: str | None = None  # halt the queue with this reason (a verifier fault)
+    fault: bool = False  # a release for a fault of runner itself
 
 
 class Actions(Protocol):

@@ -10,7 +10,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from runner.core.machine import Event, Kind, holds, needs_person, resulting_status
+from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
 from runner.queue.backoff import retry_at
@@ -69,6 +69,7 @@ class Recorder:
         if state.verdict is not None:
             metrics["last_verdict"] = state.verdict.as_dict()
         failures = int(state.step.meta.get("failures") or 0)
+        backoff = failures + 1 if outcome.kind == Kind.FAIL else faults_in_a_row(state.step.meta) + 1 if outcome.fault else None
         return Event(
             outcome.kind,
             self.worker,
@@ -78,8 +79,9 @@ class Recorder:
             incarnation=self.incarnation,
             reason=outcome.hold or outcome.reason,
             permanent=outcome.permanent,
-            retry_at=retry_at(snap.config, failures + 1) if outcome.kind == Kind.FAIL else None,
+            retry_at=retry_at(snap.config, backoff) if backoff else None,
             hold=bool(outcome.hold),
+            fault=outcome.fault,
             review=outcome.review,
             result={"branch": snap.config.queue.step_branch_prefix + state.step.id, "commit": result} if result and outcome.kind == Kind.COMPLETE else None,
             metrics=metrics or None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 import traceback
@@ -20,7 +21,7 @@ from filelock import FileLock, Timeout
 from runner.core.config import Config
 from runner.core.errors import RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
-from runner.core.machine import Kind
+from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
 from runner.core.model import format_time, utc_now
 from runner.queue.leases import holder_info, new_incarnation
 from runner.queue.queue import ClaimLost, LostRace, Published, PushRefused, Queue, Skip
@@ -35,6 +36,7 @@ from runner.worker.record import Recorder, qa_doc
 
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
+MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
 
 
 class Worker:
@@ -135,6 +137,8 @@ class Worker:
             self.log("ERROR", str(exc))
             return report.skip(self.id, str(exc), outcome="error")
         self.lease = snap.config.leases.lease
+        if self.grace is None:
+            self.grace = snap.config.worker.grace_period
         if snap.plan.halted:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if floor := resource_floor(snap.config, self.store.state_dir):
@@ -214,7 +218,7 @@ class Worker:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
             return report.lost(self.queue, self.id, step_id, attempt, str(exc))
         except Exception as exc:  # a fault of runner itself: give the step back, spending nothing
-            return self.internal_error(state, exc, log_path, time.monotonic() - started)
+            return internal_error(self, state, exc, log_path, time.monotonic() - started)
         finally:
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
@@ -278,25 +282,55 @@ class Worker:
         except (Skip, StoreError, LostRace, PushRefused) as exc:
             self.log("ERROR", f"could not halt the queue ({reason}): {exc}")
 
-    def internal_error(self, state: State, exc: Exception, log_path: Path, elapsed: float) -> dict[str, Any]:
-        """Log the traceback, give the step back (no attempt spent) and say so."""
-        trace = self.dirs["logs"] / "errors.log"
-        try:
-            with open(trace, "a") as handle:
-                handle.write(f"--- {format_time(utc_now())} {self.id} {state.step.id} attempt {state.attempt}\n{traceback.format_exc()}\n")
-        except OSError:
-            pass
-        reason = f"runner error: {type(exc).__name__}: {exc} (traceback in {trace})"
-        self.log("ERROR", f"{state.step.id} attempt {state.attempt}: {reason}")
-        try:
-            published, _ = self.recorder().record(state, Outcome(Kind.RELEASE, reason=reason), None, [], None, log_path, elapsed,
-                                                                self.queue.snapshot(fetch=False, branches=[self.integration_branch]))
-            commit = published.commit
-        except Exception as again:  # the lease gives the step back in the end
-            self.log("ERROR", f"could not release {state.step.id}: {again}")
-            commit = None
-        return {"sentinel": "SKIP", "outcome": "fault", "reason": reason, "step": state.step.id, "attempt": state.attempt,
-                "worker": self.id, "commit": commit}
+
+def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> dict[str, Any]:
+    """A fault of runner itself (or a record the remote refused): log the traceback, give the
+    step back with nothing spent, backing off; after MAX_FAULTS_IN_A_ROW on this step, hold
+    it for a person with the fault written down (an OS unit restarting the worker must not
+    loop through it for ever)."""
+    trace = worker.dirs["logs"] / "errors.log"
+    try:
+        with open(trace, "a") as handle:
+            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt {state.attempt}\n{traceback.format_exc()}\n")
+    except OSError:
+        pass
+    what = f"the record was {exc}" if isinstance(exc, PushRefused) else f"runner error: {type(exc).__name__}: {exc}"
+    reason = f"{what} (traceback in {trace})"
+    worker.log("ERROR", f"{state.step.id} attempt {state.attempt}: {reason}")
+    faults = faults_in_a_row(state.step.meta) + 1
+    if faults >= MAX_FAULTS_IN_A_ROW:
+        outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED, reason=f"held for a person after {faults} faults of runner in a row on this "
+                          f"step (runner approve to try again, runner reject --abort to give up); the last: {reason}")
+    else:
+        outcome = Outcome(Kind.RELEASE, reason=reason, fault=True)  # backing off as a failure would
+    try:
+        published, _ = worker.recorder().record(state, outcome, None, [], None, log_path, elapsed,
+                                              worker.queue.snapshot(fetch=False, branches=[worker.integration_branch]))
+        commit = published.commit
+    except Exception as again:  # the lease gives the step back in the end
+        worker.log("ERROR", f"could not give {state.step.id} back: {again}")
+        commit = None
+    return {"sentinel": "STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "outcome": "fault", "reason": outcome.reason,
+            "step": state.step.id, "attempt": state.attempt, "worker": worker.id, "commit": commit}
+
+
+def stop_on_signals(worker: Worker) -> None:
+    """SIGTERM/SIGINT: claim nothing more, give the running step the grace period to finish,
+    then cancel it (it is released, nothing spent); a second signal cancels it at once."""
+    def on_signal(signum, frame):
+        if worker.stopping.is_set():
+            worker.log("SIGNAL", "second signal: stopping the step now")
+            worker.cancel.set()
+            return
+        worker.stopping.set()
+        wait = worker.grace if worker.grace is not None else 30.0
+        worker.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
+        timer = threading.Timer(wait, worker.cancel.set)
+        timer.daemon = True
+        timer.start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
 
 
 def resource_floor(config: Config, folder: Path) -> str | None:
