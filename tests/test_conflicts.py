@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_step, edit, git, queue_history, runner_json, start_worker, statuses, tick, wait_for
-from hooked import cli
+from conftest import ROOT, add_step, as_pusher, drain, edit, git, queue_history, runner_json, served, served_statuses, statuses, tick, wait_for
 from runner.core.config import DEFAULT_TOML
 
 FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"
@@ -134,67 +133,6 @@ def test_with_no_resolve_passes_a_conflict_fails_the_attempt_as_before(queue_rep
 
 # --- real workers on a bare remote under the server hook, with identities --------------------------
 
-WORKERS = {"w1": "key-1", "w2": "key-2", "w3": "key-3"}
-IDENTITIES = """
-[hooks]
-pusher_env = "RUNNER_PUSHER"
-people = ["alice"]
-admins = ["alice"]
-
-[hooks.identities]
-key-1 = ["w1"]
-key-2 = ["w2"]
-key-3 = ["w3"]
-"""
-
-
-def served(tmp_path: Path, toml: bytes, steps: dict[str, dict]) -> tuple[Path, Path]:
-    """A bare remote guarded by runner's hook, its queue set up by alice (an admin) with this
-    runner.toml, identities for w1..w3, and these steps. (remote, alice's clone)"""
-    from conftest import make_repo, step_file
-    from runner.queue.queue import open_queue
-
-    project = make_repo(tmp_path / "project")
-    bare = tmp_path / "remote.git"
-    git(tmp_path, "clone", "-q", "--bare", str(project), str(bare))
-    hooked_remote_installed = cli("install-hooks", "--server", str(bare), cwd=tmp_path)
-    assert hooked_remote_installed.returncode == 0, hooked_remote_installed.stderr
-    alice = tmp_path / "alice"
-    git(tmp_path, "clone", "-q", str(bare), str(alice))
-    queue = open_queue(alice)
-    queue.init("alice")
-    files = {"runner.toml": toml + IDENTITIES.encode()}
-    files.update(dict(step_file(step_id, step_id, fields.pop("body", ""), **fields) for step_id, fields in steps.items()))
-    queue.edit(lambda snap: files, "the plan, people and worker keys", "alice")
-    return bare, alice
-
-
-def drain(bare: Path, tmp_path: Path, workers: dict[str, str] = WORKERS) -> dict[str, str]:
-    """Each worker (its own clone and key) drains what it can with `runner worker --once`."""
-    procs = {}
-    for worker, key in workers.items():
-        clone = tmp_path / worker
-        if not clone.exists():
-            git(tmp_path, "clone", "-q", str(bare), str(clone))
-        procs[worker] = start_worker(clone, worker, "--once", env={"RUNNER_PUSHER": key})
-    said = {}
-    for worker, proc in procs.items():
-        out, err = proc.communicate(timeout=300)
-        said[worker] = out + err
-        assert proc.returncode == 0, said
-        assert "refused" not in said[worker], said  # the hook accepted every push
-    return said
-
-
-def as_alice(*args: str, repo: Path) -> subprocess.CompletedProcess:
-    done = cli(*args, "--repo", str(repo), cwd=repo, env={"RUNNER_PUSHER": "alice"})
-    assert done.returncode == 0, done.stderr
-    return done
-
-
-def remote_statuses(alice: Path) -> dict[str, str]:
-    return {s["step"]: s["status"] for s in json.loads(as_alice("status", "--json", repo=alice).stdout)["steps"]}
-
 
 def barrier(folder: Path, line: str = "$RUNNER_STEP", wave: int = 3) -> list[str]:
     """Append the step's line once `wave` steps have started: the first wave's steps all start
@@ -213,7 +151,7 @@ def test_six_steps_appending_to_one_file_on_three_workers_all_merge_without_a_fa
     toml = config(max_resolve_attempts=5, resolver=resolver)
     bare, alice = served(tmp_path, toml, {step: {"run": barrier(tmp_path / "started")} for step in STEPS})
     said = drain(bare, tmp_path)
-    assert remote_statuses(alice) == {step: "done" for step in STEPS}, said
+    assert served_statuses(alice) == {step: "done" for step in STEPS}, said
     merged = git(bare, "show", "runner/integration:shared.txt").splitlines()
     assert sorted(merged) == STEPS  # every line, once, no conflict marker
     history = events(bare)
@@ -235,18 +173,18 @@ def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_r
     steps = {step: {"run": append(step), "requires_approval": True} for step in STEPS[:3]}
     bare, alice = served(tmp_path, config(resolver=RESOLVER), steps)
     drain(bare, tmp_path)  # three results, each made on the same tip, none merged
-    assert remote_statuses(alice) == {step: "review" for step in STEPS[:3]}
-    as_alice("approve", STEPS[0], "--by", "alice", repo=alice)
+    assert served_statuses(alice) == {step: "review" for step in STEPS[:3]}
+    as_pusher("alice", "approve", STEPS[0], "--by", "alice", repo=alice)
     for step in STEPS[1:3]:
-        approved = json.loads(as_alice("approve", step, "--by", "alice", "--json", repo=alice).stdout)
+        approved = json.loads(as_pusher("alice", "approve", step, "--by", "alice", "--json", repo=alice).stdout)
         assert approved["status"] == "ready"
-        shown = json.loads(as_alice("show", step, "--json", repo=alice).stdout)
+        shown = json.loads(as_pusher("alice", "show", step, "--json", repo=alice).stdout)
         assert shown["meta"]["resolve"] is True and "a worker brings the result onto the new tip" in shown["meta"]["last_error"]
-    while (waiting := [s for s, status in remote_statuses(alice).items() if status != "done"]):
+    while (waiting := [s for s, status in served_statuses(alice).items() if status != "done"]):
         drain(bare, tmp_path)
-        assert {remote_statuses(alice)[s] for s in waiting} == {"review"}  # a resolved result still waits for a person
+        assert {served_statuses(alice)[s] for s in waiting} == {"review"}  # a resolved result still waits for a person
         for step in waiting:
-            as_alice("approve", step, "--by", "alice", repo=alice)
+            as_pusher("alice", "approve", step, "--by", "alice", repo=alice)
     assert sorted(git(bare, "show", "runner/integration:shared.txt").splitlines()) == STEPS[:3]
     history = events(bare)
     assert "fail" not in {e["Event"] for e in history}

@@ -136,6 +136,7 @@ class Queue:
     step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, _text, "each step's change is kept on <prefix><step>")
     requires_approval: bool = key(False, _bool, "every step waits for `runner approve` before it is merged (a step's own value wins)")
     prune_merged_step_branches: bool = key(True, _bool, "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
+    touches_exclusive: bool = key(True, _bool, "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)")
 
 
 @dataclass(frozen=True)

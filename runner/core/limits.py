@@ -16,6 +16,8 @@ MAX_NOTES_BYTES = 512 * KIB  # plans/NOTES.md
 MAX_NOTES_APPEND_BYTES = 16 * KIB  # what one attempt may append to plans/NOTES.md
 MAX_ARG_BYTES = 100 * KIB  # one argv element: a longer {prompt} makes the config refuse the role's command
 MAX_JSON_DEPTH = 20  # nesting of JSON runner reads (verdicts, trailers), as of YAML
+MAX_TOUCHES = 64  # globs in one step's `touches:` (every claim compares them with each claimed step's)
+MAX_GLOB_BYTES = 256  # one of those globs
 
 
 def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:
