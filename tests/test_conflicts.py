@@ -205,3 +205,47 @@ def test_a_holder_that_loses_its_claim_during_a_resolve_pass_records_nothing_and
     assert lines_merged(queue_repo) == ["second"]
     assert statuses(queue_repo)["01-first"] == "failed"
     assert not [e for e in events(queue_repo) if e["Step"] == "01-first" and e["Event"] in ("complete", "fail")]
+
+
+@pytest.mark.parametrize("passes", [1, 2])
+def test_resolve_passes_are_bounded_and_a_conflict_past_them_fails_the_attempt(queue_repo, tmp_path, passes):
+    """While 01's resolver runs, a third step is merged (the resolver ticks it itself): the
+    record after the first pass conflicts again. One pass allowed: the attempt fails, naming
+    it; two: the second pass brings it onto the newest tip."""
+    other = [sys.executable, "-m", "runner", "tick", "--id", "w3", "--repo", str(queue_repo)]
+    resolver = ["sh", "-c", f'{shlex.join(other)} >/dev/null && exec "$1" "$2" resolve --prompt-file "$0"', "{prompt_file}", sys.executable,
+                str(FAKE_AGENT)]
+    edit(queue_repo, {"runner.toml": config(max_resolve_attempts=passes, resolver=resolver)})
+    prepend = ["sh", "-c", "{ echo third; cat shared.txt; } > new.txt && mv new.txt shared.txt"]  # where the resolver put 01's line
+    add_step(queue_repo, "03-third", run=prepend, priority=-1)  # after 01 and 02 in claim order
+    report = overtaken(queue_repo, tmp_path)
+    complete_or_fail = next(e for e in events(queue_repo) if e["Step"] == "01-first" and e["Event"] in ("complete", "fail"))
+    resolves = [run for run in runs_of(complete_or_fail) if run["name"] == "resolve"]
+    if passes == 1:
+        assert report["sentinel"] == "STEP_FAILED", report
+        assert "merge conflict with runner/integration in: shared.txt after 1 resolve pass(es)" in report["reason"]
+        assert len(resolves) == 1 and lines_merged(queue_repo) == ["third", "second"]
+    else:
+        assert report["sentinel"] == "STEP_COMPLETE", report
+        assert len(resolves) == 2 and lines_merged(queue_repo) == ["first", "third", "second"]
+
+
+@pytest.mark.parametrize("kind", ["git", "memory"])
+def test_both_stores_merge_in_a_worktree_leaving_conflicts_between_markers_and_reset_it(tmp_path, kind):
+    from conftest import make_repo
+    from runner.queue.queue import author_for
+    from runner.store.git import GitStore
+    from runner.store.memory import MemoryStore
+
+    store = GitStore(make_repo(tmp_path / "repo"), remote=None) if kind == "git" else MemoryStore(tmp_path / "state")
+    who = author_for("w1")
+    base = store.make_commit([], {"f.txt": b"base\n", "g.txt": b"g\n"}, "base\n", who)
+    ours = store.make_commit([base], {"f.txt": b"base\nours\n"}, "ours\n", who)
+    theirs = store.make_commit([base], {"f.txt": b"base\ntheirs\n", "h.txt": b"h\n"}, "theirs\n", who)
+    worktree = tmp_path / "wt"
+    store.add_worktree(worktree, ours)
+    assert store.merge_in_worktree(worktree, ours, theirs) == ("f.txt",)
+    text = (worktree / "f.txt").read_text()
+    assert text.startswith(("base\n<<<<<<< ", "<<<<<<< ")) and "ours\n=======\n" in text and "theirs\n>>>>>>> " in text
+    store.reset_worktree(worktree, theirs)
+    assert (worktree / "f.txt").read_text() == "base\ntheirs\n" and (worktree / "h.txt").exists()

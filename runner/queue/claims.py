@@ -75,7 +75,8 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
     if backing_off:
         summary += f"; {len(backing_off)} backing off"
-    if held := [s for s in plan.ready(now, tags) if held_back(snap, s)]:
+    holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []
+    if held := [s for s in plan.ready(now, tags) if holders and plan.held_back(s, holders)]:
         summary += f"; {len(held)} held back by touches (`runner ready` says why)"
     return f"nothing ready ({summary})"
 
