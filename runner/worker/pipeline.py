@@ -44,6 +44,12 @@ RERUN_FEEDBACK = (
 )
 
 
+def named(paths, shown: int = 20) -> str:
+    """Paths for a message: the first few, and how many more (a merge may conflict in thousands)."""
+    paths = list(paths)
+    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
+
+
 class ClaimLostDuringRun(Exception):
     """The claim went away while the step ran: nothing may be recorded."""
 
@@ -207,7 +213,7 @@ class _Pipeline:
         self.budget()
         where = f"onto {onto[:10]}"
         conflicted = self.a.merge_onto(ours, onto)
-        paths = ", ".join(conflicted)
+        paths = named(conflicted)
         if not conflicted:
             how = f"git merged the change {where} cleanly"
             self.s.runs.append(Run("resolve", PASS, None, how))
@@ -218,7 +224,7 @@ class _Pipeline:
                 raise _Stop(Outcome(Kind.FAIL, reason=self.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
             if left := self.a.conflicts_left(conflicted):
                 self.s.runs[-1].result = FAIL
-                raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {', '.join(left)} ({where})"))
+                raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))
             how = f"[roles.resolve] resolved {paths} {where}"
         else:  # no resolver: the step's own command makes its change again, on the new tip
             self.a.restart_at(onto)

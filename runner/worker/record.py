@@ -21,7 +21,7 @@ from runner.store import Conflict
 from runner.worker import executor
 from runner.worker.gates import PASS
 from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
-from runner.worker.pipeline import Outcome, State
+from runner.worker.pipeline import Outcome, State, named
 
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.M)
 
@@ -47,7 +47,7 @@ class MergeConflict(Exception):
     published; the attempt may be brought onto that tip (a resolve pass) and recorded again."""
 
     def __init__(self, paths: tuple[str, ...], onto: str):
-        super().__init__(f"merge conflict onto {onto[:10]} in {', '.join(paths)}")
+        super().__init__(f"merge conflict onto {onto[:10]} in {named(paths)}")
         self.paths, self.onto = paths, onto
 
 
@@ -112,7 +112,7 @@ class Recorder:
                     raise MergeConflict(merged.paths, str(snap.tips[integration]))
                 if isinstance(merged, Conflict):
                     passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
-                    why = f"merge conflict with {integration} in: {', '.join(merged.paths)}{passes} (the next attempt starts from its new tip)"
+                    why = f"merge conflict with {integration} in: {named(merged.paths)}{passes} (the next attempt starts from its new tip)"
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))

@@ -17,7 +17,7 @@ from runner.queue.queue import Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 from runner.worker.actions import WorktreeActions
-from runner.worker.pipeline import Outcome, State, run_resolve
+from runner.worker.pipeline import Outcome, State, named, run_resolve
 from runner.worker.record import MergeConflict, Recorder
 
 
@@ -60,7 +60,7 @@ def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, res
         except MergeConflict as conflict:
             assert actions is not None and result is not None
             outcome = run_resolve(state, actions, conflict.onto, result)
-            _note(state, f"the record's merge conflicted in {', '.join(conflict.paths)}", conflict.onto, outcome)
+            _note(state, f"the record's merge conflicted in {named(conflict.paths)}", conflict.onto, outcome)
             result, files = actions.commit(state) if outcome.kind != Kind.RELEASE else (None, [])
             then = None if outcome.halt else then  # a pass whose verifier faulted halts the queue: claim nothing more
             snapshot = queue.snapshot(fetch=False, branches=[integration])
