@@ -25,9 +25,9 @@ FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"
 RESOLVER = [sys.executable, str(FAKE_AGENT), "resolve", "--prompt-file", "{prompt_file}"]  # keeps both sides of each conflict
 
 
-def config(max_resolve_attempts: int = 3, resolver: list[str] | None = None, extra: str = "") -> bytes:
+def config(max_resolve_attempts: int = 5, resolver: list[str] | None = None, extra: str = "") -> bytes:
     text = DEFAULT_TOML.replace("detect = true", "detect = false").replace(
-        "max_resolve_attempts = 3", f"max_resolve_attempts = {max_resolve_attempts}")
+        "max_resolve_attempts = 5", f"max_resolve_attempts = {max_resolve_attempts}")
     if resolver:
         text += f"\n[roles.resolve]\ncommand = {json.dumps(resolver)}\n"
     return (text + extra).encode()

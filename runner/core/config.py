@@ -174,7 +174,7 @@ class Brakes:
     max_review_attempts: int = key(1, _int(0), "rounds of fixing critical review findings, per attempt")
     score_plateau_window: int = key(3, _int(1), "fail for good when the verifier's score has not improved over this many runs")
     step_budget: float | None = key(None, _optional_duration, "wall time a step may spend across all its attempts", '"none"')
-    max_resolve_attempts: int = key(3, _int(0), "resolve passes per attempt when the record's merge conflicts because the integration branch moved (0: the conflict fails the attempt)")
+    max_resolve_attempts: int = key(5, _int(0), "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile (0: the conflict fails the attempt)")
 
 
 @dataclass(frozen=True)
