@@ -95,10 +95,12 @@ def test_a_resolve_role_resolves_the_conflict_hunk_and_the_step_never_runs_again
     runs = runs_of(complete)
     assert [run["name"] for run in runs] == ["implement", "resolve"], runs
     assert runs[1]["result"] == "pass" and runs[1]["detail"].startswith("1 file (shared.txt) onto ")
-    # The merge keeps both lines: the result is a merge of the new tip and attempt 1's change.
+    # The result is a merge of the new tip (02's, first parent) and attempt 1's own change.
+    second = next(e for e in events(queue_repo) if e["Step"] == "02-second" and e["Event"] == "complete")
     result = json.loads(complete["Result"])
     parents = git(queue_repo, "rev-list", "--parents", "-n", "1", result["commit"]).split()[1:]
-    assert parents[0] == git(queue_repo, "rev-parse", "runner/integration~1") and len(parents) == 2
+    assert parents[0] == json.loads(second["Result"])["merge"] and len(parents) == 2
+    assert git(queue_repo, "show", f"{parents[1]}:shared.txt") == "first"  # what attempt 1 made before the pass
 
 
 def test_git_merges_what_the_record_could_not_and_no_resolver_runs(queue_repo, tmp_path):

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from runner.core.limits import MAX_GLOB_BYTES, MAX_TOUCHES
 
