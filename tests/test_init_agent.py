@@ -15,7 +15,7 @@ def test_init_with_an_agent_writes_its_commands_and_every_role_prompt(tmp_path):
     assert config["harness"]["command"][0] == "claude"
     assert {"orient", "verify", "review", "sweep", "orchestrate"} <= set(config["roles"])
     prompts = git(repo, "ls-tree", "--name-only", "runner/queue:plans/prompts/").split()
-    assert prompts == [f"{role}.md" for role in sorted(["implement", "orchestrate", "orient", "review", "sweep", "verify"])]
+    assert prompts == [f"{role}.md" for role in sorted(["implement", "orchestrate", "orient", "resolve", "review", "sweep", "verify"])]
     assert git(repo, "show", "runner/queue:plans/prompts/review.md").startswith("# Role: review")
 
 

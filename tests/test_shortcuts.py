@@ -84,7 +84,7 @@ def test_the_index_is_not_used_once_the_queue_moved(queue_repo):
     runner(queue_repo, "halt", "--by", "tester", "--reason", "maintenance")
     runner(queue_repo, "ready")
     answered, out, _ = shortcut(queue_repo, "ready", "--json")
-    assert answered and json.loads(out) == {"halted": "maintenance", "steps": []}
+    assert answered and json.loads(out) == {"halted": "maintenance", "steps": [], "held_back": []}
 
 
 def test_a_packed_branch_is_read_and_an_index_from_other_code_or_tampered_is_not_used(queue_repo):

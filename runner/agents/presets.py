@@ -29,6 +29,7 @@ TABLES = {
     "roles.review": "review",
     "roles.sweep": "sweep",
     "roles.orchestrate": "orchestrate",
+    "roles.resolve": "resolve",
 }
 ROLE_ABOUT = {
     "implement": "implement: makes the step's change in its worktree; may end with STEP_BLOCKED:/STEP_FAILED:",
@@ -37,6 +38,7 @@ ROLE_ABOUT = {
     "review": "review: independent, read-only; each critical finding on a line starting with CRITICAL",
     "sweep": "sweep: read-only; lists the edge cases the change misses (into the handoff)",
     "orchestrate": "orchestrate: after the verifier; may add or edit steps through `runner add ...`, never approves",
+    "resolve": "resolve: when the integration branch moved and the record's merge conflicts, resolves the conflicts left in the files (implement's access)",
 }
 
 
@@ -77,12 +79,15 @@ CLAUDE = Preset(
     "claude", "Claude Code in print mode", "npm:@anthropic-ai/claude-code",
     ("claude", "-p"), "print mode: run the prompt once, print the answer, exit (non-interactive)",
     roles={
-        "implement": [
-            *_CLAUDE,
-            a("--permission-mode", "acceptEdits", c="edit files without asking", choice=True),
-            a("--allowedTools", "Bash", c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"'),
-            END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
-        ],
+        **{  # resolve edits files as implement does, with its own prompt
+            role: [
+                *_CLAUDE,
+                a("--permission-mode", "acceptEdits", c="edit files without asking", choice=True),
+                a("--allowedTools", "Bash", c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"'),
+                END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
+            ]
+            for role in ("implement", "resolve")
+        },
         **{
             role: [*_CLAUDE, _CLAUDE_READ_ONLY, END, a("{prompt}", c="the role's prompt")]
             for role in ("orient", "verify", "review", "sweep")
@@ -116,7 +121,7 @@ CODEX = Preset(
     "codex", "OpenAI Codex CLI, non-interactive", "npm:@openai/codex",
     ("codex", "exec"), "exec: run non-interactively, print the answer, exit",
     roles={
-        "implement": _codex("workspace-write", "may write inside the worktree only, no network"),
+        **{role: _codex("workspace-write", "may write inside the worktree only, no network") for role in ("implement", "resolve")},
         **{role: _codex("read-only", _CODEX_READ_ONLY) for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _codex("danger-full-access", "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"),
     },
@@ -136,7 +141,7 @@ GEMINI = Preset(
     "gemini", "Gemini CLI in headless mode", "npm:@google/gemini-cli",
     ("gemini",), "Gemini CLI; --prompt below makes it non-interactive",
     roles={
-        "implement": _gemini("yolo", "run every tool without asking (headless mode cannot ask)"),
+        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)") for role in ("implement", "resolve")},
         **{role: _gemini("plan", "plan mode: read-only") for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _gemini("yolo", "may run `runner add` without asking"),
     },
@@ -156,7 +161,7 @@ OPENCODE = Preset(
     "opencode", "opencode, non-interactive", "npm:opencode-ai",
     ("opencode", "run"), "run: send one message, print the answer, exit",
     roles={
-        "implement": _opencode(_OPENCODE_AUTO),
+        **{role: _opencode(_OPENCODE_AUTO) for role in ("implement", "resolve")},
         **{
             role: _opencode(a("--agent", "plan", c="the built-in plan agent: read-only, file edits denied"))
             for role in ("orient", "verify", "review", "sweep")
@@ -183,7 +188,7 @@ AIDER = Preset(
     "aider", "aider, one message per run", "pypi:aider-chat",
     ("aider",), "aider in the worktree (runner's cwd for every command)",
     roles={
-        "implement": list(_AIDER),
+        **{role: list(_AIDER) for role in ("implement", "resolve")},
         **{
             role: [*_AIDER, a("--chat-mode", "ask", c="ask mode: answers, never edits"), a("--dry-run", c="and modifies no file")]
             for role in ("orient", "verify", "review", "sweep")

@@ -44,6 +44,7 @@ def add(
     max_attempts: Annotated[Optional[int], typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
     output: Annotated[list[str], typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
     requires_approval: Annotated[bool, typer.Option("--requires-approval", help=key_doc("requires_approval"))] = False,
+    touches: Annotated[list[str], typer.Option("--touches", help=f"{key_doc('touches')} (repeatable).")] = [],
     body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
     by: By = None,
 ) -> None:
@@ -54,7 +55,8 @@ def add(
     from runner.core.stepfile import parse_step, render_new_step
 
     given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
-             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output, "requires_approval": requires_approval}
+             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output, "requires_approval": requires_approval,
+             "touches": touches}
     fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}
     if not priority:
         del fields["priority"]
@@ -143,7 +145,9 @@ def progress_line(verb: str):
 
 
 def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
-    """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound."""
+    """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
+    whose last attempt changed files outside its `touches:` is a warning (exit 0)."""
+    warnings: list[str] = []
     if path is not None:
         from runner.core.plan import Plan
         from runner.queue.importer import import_files
@@ -154,16 +158,22 @@ def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--pat
         except BadInput as exc:
             problems = exc.problems
     else:
-        snap = target.snapshot()
+        from runner.queue.audit import touched_outside
+
+        queue = target.queue()
+        snap = queue.snapshot()
         problems = snap.plan.check(snap.config)
+        warnings = touched_outside(queue.store, snap)
     if target.json:
-        emit(target, {"ok": not problems, "problems": problems}, "")
+        emit(target, {"ok": not problems, "problems": problems, "warnings": warnings}, "")
         if problems:
             raise typer.Exit(EXIT_BAD_INPUT)
         return
+    for warning in warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if problems:
         raise BadInput(problems)
-    typer.echo("plan is sound")
+    typer.echo("plan is sound" + (f" ({len(warnings)} warning{'s' if len(warnings) > 1 else ''})" if warnings else ""))
 
 
 AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a large plan (plain text past 200 rows).")]
@@ -179,7 +189,8 @@ def status(target: Target, show_all: AllRows = False,
         render.watch(target, every)
         return
     snap = _listed(target)
-    render.print_status(snap.plan, render.status_rows(snap.plan), target.branch, snap.tip, target.json, show_all)
+    rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive)
+    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all)
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -190,11 +201,11 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
     step = snap.plan.find(step_id)
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
-    row = step_row(snap.plan, step)
+    row = step_row(snap.plan, step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None)
     if target.json:
         print_json({**row, "meta": step.meta, "text": step.text})
         return
-    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "last_error", "path"):
+    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "last_error", "held_back", "path"):
         if row.get(key) not in (None, [], ""):
             typer.echo(f"{key + ':':<12} {row[key]}")
     for problem in step.problems:
@@ -204,11 +215,12 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
 
 
 def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
-    """Steps a worker (with --tag ...) could claim now, best first."""
+    """Steps a worker (with --tag ...) could claim now, best first; then the ready steps held
+    back while a claimed step's `touches:` overlap theirs, each with why."""
     from runner.commands.render import print_ready, ready_rows
 
     snap = _listed(target)
-    print_ready(snap.plan, ready_rows(snap.plan, tag), target.branch, target.json, show_all)
+    print_ready(snap.plan, ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive), target.branch, target.json, show_all)
 
 
 def _listed(target: Target):
@@ -219,7 +231,7 @@ def _listed(target: Target):
     queue = target.queue()
     snap = queue.snapshot()
     if queue.store.remote is None:
-        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan)
+        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive)
     return snap
 
 

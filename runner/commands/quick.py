@@ -21,9 +21,10 @@ from pathlib import Path
 from runner.core.layout import GIT_REPOSITORY_ENV
 
 INDEX_FILE = "plan-index.json"
-FORMAT = 2
+FORMAT = 3
 PACKAGE = Path(__file__).resolve().parent.parent
-_CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "commands/render.py", "commands/quick.py")
+_CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "core/touches.py", "commands/render.py",
+         "commands/quick.py")
 _VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}  # --tag: ready only
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -96,10 +97,11 @@ def _help_key() -> list:
     return [code_stamp(files), width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
 
 
-def save(state_dir: Path, branch: str, tip: str, plan) -> None:
+def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True) -> None:
     """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready` or `status`."""
     data = {
         "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
+        "touches_exclusive": touches_exclusive,  # runner.toml's, read at that tip
         "steps": [[s.id, s.path, s.index] for s in plan.steps.values()],
         "invalid": [[s.id, s.path, _invalid_index(s), s.problems] for s in plan.invalid],
     }
@@ -136,7 +138,8 @@ def answer_listing(command: str, args: list[str]) -> bool:
         from runner.commands import render
 
         plan = _plan(data)
-        rows = render.ready_rows(plan, options["tags"]) if command == "ready" else render.status_rows(plan)
+        exclusive = bool(data["touches_exclusive"])
+        rows = render.ready_rows(plan, options["tags"], exclusive) if command == "ready" else render.status_rows(plan, exclusive)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # an index that does not read: the full way
         return False
     if command == "ready":

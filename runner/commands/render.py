@@ -50,7 +50,8 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{sign}{seconds}s"
 
 
-def step_row(plan: Plan, step: Step) -> dict[str, Any]:
+def step_row(plan: Plan, step: Step, holders: list[Step] | None = None) -> dict[str, Any]:
+    """A step as listings show it; `holders`: the claimed steps whose `touches:` may hold it back."""
     status = plan.derived_status(step)
     return {
         "step": step.id,
@@ -68,6 +69,7 @@ def step_row(plan: Plan, step: Step) -> dict[str, Any]:
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),
         "last_error": step.get("last_error"),
+        "held_back": plan.held_back(step, holders) if holders and status == "ready" else None,
         "last_updated": step.get("last_updated"),
         "path": step.path,
         "problems": step.problems,
@@ -119,7 +121,7 @@ def plain_table(rows: list[dict[str, Any]], title: str) -> str:
 
 
 def _note(row: dict[str, Any]) -> str:
-    return "; ".join(row["problems"]) if row["problems"] else (row["last_error"] or "")
+    return "; ".join(row["problems"]) if row["problems"] else (f"held back: {row['held_back']}" if row.get("held_back") else row["last_error"] or "")
 
 
 def counts_line(rows: list[dict[str, Any]]) -> str:
@@ -197,8 +199,9 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(marked)
 
 
-def status_rows(plan: Plan) -> list[dict[str, Any]]:
-    return [step_row(plan, s) for s in all_steps(plan)]
+def status_rows(plan: Plan, touches_exclusive: bool = True) -> list[dict[str, Any]]:
+    holders = plan.touch_holders() if touches_exclusive else None
+    return [step_row(plan, s, holders) for s in all_steps(plan)]
 
 
 def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool) -> None:
@@ -208,15 +211,21 @@ def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, 
     print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
 
 
-def ready_rows(plan: Plan, tags: list[str]) -> list[dict[str, Any]]:
-    return [] if plan.halted else [step_row(plan, s) for s in plan.ready(utc_now(), tags)]
+def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True) -> list[dict[str, Any]]:
+    """Every ready step a worker with `tags` may take, best first; those a claimed step's
+    `touches:` holds back say why (`held_back`)."""
+    holders = plan.touch_holders() if touches_exclusive else None
+    return [] if plan.halted else [step_row(plan, s, holders) for s in plan.ready(utc_now(), tags)]
 
 
 def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool) -> None:
+    claimable, held = [r for r in rows if not r.get("held_back")], [r for r in rows if r.get("held_back")]
     if as_json:
-        print_json({"halted": plan.halted, "steps": rows})
+        print_json({"halted": plan.halted, "steps": claimable, "held_back": held})
         return
-    print_rows(plan, rows, f"ready on {branch}" + (" (halted)" if plan.halted else ""), show_all, "ready")
+    print_rows(plan, claimable, f"ready on {branch}" + (" (halted)" if plan.halted else ""), show_all, "ready")
+    if held:
+        sys.stdout.write("".join(f"{row['step']} held back: {row['held_back']}\n" for row in held[:100]))
 
 
 def _unmarked(line: str) -> str:

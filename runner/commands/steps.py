@@ -95,7 +95,8 @@ def fail(
 
 def approve(target: Target, step_id: StepArg, by: By = None) -> None:
     """Approve a step in review: its result is merged and it is done (a merge that conflicts
-    sends it back to ready); a reported deviation or block goes ahead for its next attempt."""
+    sends it to a worker that brings it onto the new tip, then back to review when it needs
+    approval); a reported deviation or block goes ahead for its next attempt."""
     from runner.queue import merging
 
     report(target, merging.approve(target.queue(), step_id, person(by)))

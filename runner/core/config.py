@@ -19,7 +19,7 @@ from runner.core.errors import BadInput
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH, DEFAULT_STEP_BRANCH_PREFIX
 from runner.core.model import parse_duration
 
-ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate")
+ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate", "resolve")
 
 
 # --- value parsers: each raises ValueError with what is wrong --------------------------
@@ -136,6 +136,7 @@ class Queue:
     step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, _text, "each step's change is kept on <prefix><step>")
     requires_approval: bool = key(False, _bool, "every step waits for `runner approve` before it is merged (a step's own value wins)")
     prune_merged_step_branches: bool = key(True, _bool, "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
+    touches_exclusive: bool = key(True, _bool, "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)")
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,7 @@ class Brakes:
     max_review_attempts: int = key(1, _int(0), "rounds of fixing critical review findings, per attempt")
     score_plateau_window: int = key(3, _int(1), "fail for good when the verifier's score has not improved over this many runs")
     step_budget: float | None = key(None, _optional_duration, "wall time a step may spend across all its attempts", '"none"')
+    max_resolve_attempts: int = key(5, _int(0), "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile (0: the conflict fails the attempt)")
 
 
 @dataclass(frozen=True)

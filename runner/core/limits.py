@@ -17,6 +17,8 @@ MAX_NOTES_APPEND_BYTES = 16 * KIB
 MAX_HANDOFF_BYTES = 256 * KIB
 MAX_ARG_BYTES = 100 * KIB
 MAX_JSON_DEPTH = 20
+MAX_TOUCHES = 64
+MAX_GLOB_BYTES = 256
 
 # (what, the bound, what runner does about it): docs/protocol.md's bounds table (tests/test_docs.py).
 BOUNDS: tuple[tuple[str, int, str], ...] = (
@@ -31,6 +33,8 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("a step's handoff file", MAX_HANDOFF_BYTES, "each section clipped to 16 KiB; the hook refuses more"),
     ("one argument of a command (`{prompt}`)", MAX_ARG_BYTES, "a longer prompt goes to a file, and the argument says where"),
     ("nesting of JSON runner reads (verdicts, trailers, heartbeats)", MAX_JSON_DEPTH, "deeper is invalid, as is a key given twice"),
+    ("globs in one step's `touches:` (each claim compares them with every claimed step's)", MAX_TOUCHES, "the step is invalid"),
+    ("one of those globs", MAX_GLOB_BYTES, "the step is invalid"),
 )
 
 def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:

@@ -268,7 +268,7 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
     failures = failures_of(meta) + 1
     lost = f"attempt {attempt_of(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
     if failures >= max_attempts_of(meta, context):
-        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "last_error": lost + "; attempts spent"}
+        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "resolve": None, "last_error": lost + "; attempts spent"}
     return {**_new_claim(meta, event, context), "failures": failures, "last_error": lost}
 
 
@@ -290,7 +290,7 @@ def _fail(meta, event: Event, context: Context) -> dict[str, Any]:
     failures = failures_of(meta) + 1
     limit = max_attempts_of(meta, context)
     reason = event.reason or "failed"
-    common = {**_cleared_claim(), "failures": failures, "result": event.result, "approved": None}
+    common = {**_cleared_claim(), "failures": failures, "result": event.result, "approved": None, "resolve": None}
     if event.permanent:
         return {"status": Status.FAILED, **common, "last_error": reason}
     if failures >= limit:
@@ -313,7 +313,7 @@ def needs_person(meta: dict[str, Any], event: Event, context: Context = Context(
 
 
 def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
-    common = {**_cleared_claim(), "result": event.result, "approved": None}
+    common = {**_cleared_claim(), "result": event.result, "approved": None, "resolve": None}
     if needs_person(meta, event, context):
         # Nothing is merged yet: the result waits on its step branch for a person.
         return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT, "last_error": event.reason if event.hold else None}
@@ -330,6 +330,7 @@ def _block(meta, event: Event, context: Context) -> dict[str, Any]:
         **_cleared_claim(),
         "review": event.review,
         "approved": None,
+        "resolve": None,
         "last_error": event.reason or "a person must decide before the step goes on",
     }
 
@@ -339,8 +340,8 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     if waiting != REVIEW_RESULT:
         # A deviation or a blocked run: go ahead, for the next attempt only.
         return {"status": Status.READY, "review": None, "approved": True, "last_error": f"approved by {event.actor}: go ahead"}
-    if event.reason:  # the merge into the integration branch conflicted: a re-run on the new base
-        return {"status": Status.READY, "review": None, "last_error": f"approved by {event.actor}, but {event.reason}"}
+    if event.reason:  # the merge into the integration branch conflicted: a worker resolves it onto the new tip
+        return {"status": Status.READY, "review": None, "resolve": True, "last_error": f"approved by {event.actor}, but {event.reason}"}
     result = meta.get("result") if isinstance(meta.get("result"), dict) else {}
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
@@ -374,7 +375,7 @@ def _retry(meta, event: Event, context: Context) -> dict[str, Any]:
 
 def _abort(meta, event: Event, context: Context) -> dict[str, Any]:
     reason = f"aborted by {event.actor}" + (f": {event.reason}" if event.reason else "")
-    return {"status": Status.FAILED, **_cleared_claim(), "review": None, "last_error": reason}
+    return {"status": Status.FAILED, **_cleared_claim(), "review": None, "resolve": None, "last_error": reason}
 
 
 _RULES = {

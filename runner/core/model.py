@@ -89,6 +89,7 @@ def parse_time(value: Any) -> datetime | None:
 INDEX_KEYS = frozenset((
     "status", "title", "name", "priority", "depends_on", "tags", "run", "requires_approval",
     "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
+    "touches",  # a claim compares a ready step's globs with every claimed step's
 ))
 
 

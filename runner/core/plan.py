@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Iterable
 
 from runner.core.model import Step
+from runner.core.touches import overlapping
 
 
 class IdSet:
@@ -197,6 +198,18 @@ class Plan:
             if dep.status != "done":
                 waiting = True
         return "waiting" if waiting else "ready"
+
+    def touch_holders(self) -> list[Step]:
+        """The claimed steps that declare `touches:` (what a ready step's globs are held against)."""
+        return [step for step in self.with_status("claimed") if step.get("touches")]
+
+    def held_back(self, step: Step, holders: list[Step]) -> str | None:
+        """Why a ready step waits for a claimed one (their `touches:` overlap), or None."""
+        mine = step.get("touches")
+        for other in holders if mine else ():
+            if other.id != step.id and (pair := overlapping(mine, other.get("touches"))):
+                return f"its touches {pair[0]} overlap {pair[1]} of {other.id}, claimed by {other.assignee}"
+        return None
 
     def deps_done(self, step: Step) -> bool:
         return all(self.steps.get(d) is not None and self.steps[d].status == "done" for d in step.depends_on)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from runner.core.ids import step_id_problem, worker_id_problem
 from runner.core.model import STORED_STATUSES, parse_duration, parse_time
+from runner.core.touches import glob_problems
 
 PEOPLE, RUNNER = "people", "runner"
 
@@ -129,6 +130,9 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("required_outputs", PEOPLE, "a list of paths", "paths that must exist in the worktree (relative, inside it)", _outputs),
     StepKey("requires_approval", PEOPLE, "true or false", "true: the result waits for `runner approve` before it is "
             "merged; absent: `[queue] requires_approval`", _must(lambda v: isinstance(v, bool), "true or false")),
+    StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64): with `[queue] "
+            "touches_exclusive`, it is not claimed while a claimed step's globs overlap its own; `runner validate` warns when "
+            "its last result changed a file outside them", glob_problems),
     StepKey("roles", PEOPLE, "a table", "this step's own `[roles.*]` values (runner.toml's schema)", _override),
     StepKey("brakes", PEOPLE, "a table", "this step's own `[brakes]` values", _override),
     StepKey("pipeline", PEOPLE, "a table", "this step's own `[pipeline]` values", _override),
@@ -152,6 +156,8 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("approved", RUNNER, "true or false", "a person decided a deviation or block: the next attempt goes ahead",
             _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("result", RUNNER, "a table", "`{branch, commit, merge}` of the step's change", _TABLE),
+    StepKey("resolve", RUNNER, "true", "a person approved the result but its merge conflicted: the worker that claims it "
+            "brings that result onto the new tip (a resolve pass), not a run from scratch", _must(lambda v: v is True, "true")),
     StepKey("scores", RUNNER, "a list of numbers", "the verifier's last scores (the plateau brake)",
             _must(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers")),
     StepKey("spent", RUNNER, "seconds", "wall time spent across attempts (the step budget)",

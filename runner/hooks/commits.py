@@ -61,7 +61,7 @@ class CommitCheck:
         if len(commit.message.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:
             return [f"the commit message is over {MAX_EVENT_BYTES // 1024} KiB (runner clips what it carries)"]
         if big := [f"{c.path} ({size:,} bytes, at most {file_bound(c.path):,})" for c in changes
-                   if c.oid is not None and (size := self.store.size(c.oid)) > file_bound(c.path)]:
+                   if c.oid is not None and (size := len(self.store.read(c.oid))) > file_bound(c.path)]:
             return [f"a file on the queue branch is over its bound: {', '.join(big[:5])}"]
         try:
             decoded = decode(commit.message)

@@ -52,3 +52,28 @@ def trailers_of_quietly(message: str) -> dict[str, str]:
         return trailers_of(message)
     except CodecError:
         return {}
+
+
+def touched_outside(store: Store, snap: Any) -> list[str]:
+    """What a step really touched against what it declared: for each step with `touches:`, the
+    files its last attempt changed (its handoff's files_changed) that no glob covers, one line
+    a step (`runner validate` warns with them)."""
+    from runner.core.layout import handoff_path
+    from runner.core.stepfile import load_yaml, split_frontmatter
+    from runner.core.touches import outside
+
+    warnings = []
+    for step in sorted(snap.plan.steps.values(), key=lambda s: s.id):
+        globs = step.get("touches")
+        data = store.file_at(snap.tip, handoff_path(step.path)) if globs else None
+        parts = split_frontmatter(data.decode("utf-8", "replace")) if data else None
+        try:
+            meta = load_yaml(parts[0]) if parts else None
+        except (ValueError, RecursionError):
+            continue  # a handoff that does not read says nothing
+        files = meta.get("files_changed") if isinstance(meta, dict) else None
+        if isinstance(files, list) and (stray := outside(globs, [str(f) for f in files])):
+            shown = ", ".join(stray[:10]) + (f" and {len(stray) - 10} more" if len(stray) > 10 else "")
+            warnings.append(f"{step.path}: its last attempt (handoff of attempt {meta.get('attempt')}) changed files outside its "
+                            f"touches: {shown}")
+    return warnings

@@ -18,10 +18,11 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
                step_id: str | None = None, ignore_deps: bool = False, spread: bool = False):
     """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
     plan = snap.plan
+    holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []  # touches: never run at once
     if step_id is not None:
         step = plan.steps.get(step_id)
         if step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step)):
-            if not step.tags or set(step.tags) <= set(tags):
+            if (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders)):
                 yield step, Kind.CLAIM, None
                 return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
@@ -47,8 +48,10 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     # busy queue it would otherwise wait for the plan to drain.
     yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
-    ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff))
+    ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
+             if not (holders and plan.held_back(step, holders)))
     yield from spread_out(ready) if spread else ready
+
 
 def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     plan = snap.plan
@@ -62,6 +65,8 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
             return f"{step_id} backs off until {format_time(step.not_before)}"
         if status == "ready" and step.tags and not set(step.tags) <= set(tags):
             return f"{step_id} needs tags {step.tags}"
+        if status == "ready" and (why := held_back(snap, step)):
+            return f"{step_id} is held back: {why}"
         if status == "waiting":
             return f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a person may run it anyway: --ignore-deps --by NAME)"
         return f"{step_id} is {status}"
@@ -73,7 +78,15 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
     if backing_off:
         summary += f"; {len(backing_off)} backing off"
+    holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []
+    if held := [s for s in plan.ready(now, tags) if holders and plan.held_back(s, holders)]:
+        summary += f"; {len(held)} held back by touches (`runner ready` says why)"
     return f"nothing ready ({summary})"
+
+
+def held_back(snap: Snapshot, step: Step) -> str | None:
+    """Why a ready step is not claimed while another runs, under this queue's runner.toml."""
+    return snap.plan.held_back(step, snap.plan.touch_holders()) if snap.config.queue.touches_exclusive else None
 
 
 def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):

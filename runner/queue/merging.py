@@ -44,7 +44,8 @@ def step_branch_update(config: Config, step: str, commit: str | None, done: bool
 
 def approve(queue: "Queue", step_id: str, person: str) -> "Published":
     """A person's approval: a result waiting in review is merged and recorded done in one
-    publish; a merge that conflicts sends the step back to ready with the conflict."""
+    publish; a merge that conflicts sends the step back to ready marked `resolve`: the worker
+    that claims it brings this result onto the new tip (a resolve pass), not a run from scratch."""
     from runner.queue.queue import OUTCOME_TRIES
 
     def build(snap: Snapshot) -> "Change":
@@ -57,7 +58,8 @@ def approve(queue: "Queue", step_id: str, person: str) -> "Published":
             return queue.step_change(snap, base)
         merged, update = merge_update(queue.store, snap, result["commit"], step_id, step.attempt, person)
         if update is None:
-            conflict = f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: re-run on the new base"
+            conflict = (f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: "
+                        "a worker brings the result onto the new tip (a resolve pass)")
             return queue.step_change(snap, replace(base, reason=conflict))
         event = replace(base, result={"merge": merged.commit})
         prune = step_branch_update(snap.config, step_id, result["commit"], done=True)

@@ -145,10 +145,6 @@ class GitStore:
             time=commit.commit_time,
         )
 
-    def size(self, oid: str) -> int:
-        """An object's size in bytes (its header only is read)."""
-        return self.repo.odb.read_header(oid)[1] if hasattr(self.repo.odb, "read_header") else len(self.read(oid))
-
     def object_type(self, oid: str) -> str | None:
         return obj.type_str if (obj := self.repo.get(oid)) is not None else None
 
@@ -288,6 +284,12 @@ class GitStore:
 
     def diff_text(self, path: Path, base: str) -> bytes:
         return worktrees.diff_text(self, path, base)
+
+    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
+        return worktrees.merge_in_worktree(self, path, ours, theirs)
+
+    def reset_worktree(self, path: Path, commit: str) -> None:
+        worktrees.reset_worktree(self, path, commit)
 
     def gc(self) -> str:
         """Pack and prune this clone (runner's own git calls never start git's auto-gc)."""

@@ -255,6 +255,21 @@ class MemoryStore:
     def diff_text(self, path: Path, base: str) -> bytes:
         return b""
 
+    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
+        """A whole file in conflict holds both sides between git's markers."""
+        merged = self.merge(ours, theirs, "merge\n", Author("runner", "runner@localhost"))
+        if isinstance(merged, Merged):
+            self.reset_worktree(path, merged.commit)
+            return ()
+        for name in merged.paths:
+            sides = [self.file_at(commit, name) or b"" for commit in (ours, theirs)]
+            (path / name).write_bytes(b"<<<<<<< ours\n" + sides[0] + b"=======\n" + sides[1] + b">>>>>>> theirs\n")
+        return merged.paths
+
+    def reset_worktree(self, path: Path, commit: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        self.add_worktree(path, commit)
+
     # --- what GitStore also answers ---
 
     def ref(self, ref: str) -> str | None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from runner.store import FileEntry
+from runner.store import FileEntry, StoreError
 from runner.store.gitcli import run_git
 
 if TYPE_CHECKING:
@@ -118,6 +118,29 @@ def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list
     tree = str(index.write_tree())
     changed = store.diff_trees(str(store._commit(base).tree_id), tree)
     return tree, sorted({c.path for c in changed})
+
+def merge_in_worktree(store: GitStore, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
+    """Merge `theirs` into the worktree's content, committed as `ours`, with git's own merge
+    (its .gitattributes drivers, rerere, the user's conflict style); nothing is committed.
+    The paths git could not merge, their conflicts left in the files; () when it merged."""
+    run_git(path, "add", "-A")  # what an earlier pass resolved: staged, so its merge can be forgotten
+    run_git(path, "merge", "--quit")
+    run_git(path, "reset", "-q", "--soft", ours)
+    who = ("-c", "user.name=runner", "-c", "user.email=runner@localhost")  # git asks even when it commits nothing
+    done = run_git(path, *who, "merge", "--no-ff", "--no-commit", "--no-edit", "-q", theirs, check=False)
+    unmerged = run_git(path, "diff", "--name-only", "-z", "--diff-filter=U").stdout.decode("utf-8", "surrogateescape")
+    conflicted = tuple(sorted(name for name in unmerged.split("\0") if name))
+    if done.returncode != 0 and not conflicted:
+        raise StoreError(f"git merge of {theirs[:10]} in {path} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
+    return conflicted
+
+
+def reset_worktree(store: GitStore, path: Path, commit: str) -> None:
+    """The worktree as a fresh checkout of `commit` (files git ignores are kept: a build's output)."""
+    run_git(path, "merge", "--quit")
+    run_git(path, "reset", "-q", "--hard", commit)
+    run_git(path, "clean", "-q", "-d", "--force")
+
 
 def diff_text(store: GitStore, path: Path, base: str) -> bytes:
     run_git(path, "add", "-A")

@@ -16,11 +16,20 @@ from typing import Callable
 from runner.core.layout import without_repository_env
 from runner.core.model import Step
 from runner.store import Store
-from runner.worker import executor
+from runner.worker import executor, worktrees
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.pipeline import State
 from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
+
+
+def has_conflict_markers(path: Path) -> bool:
+    """A line git starts a conflict with (<<<<<<< ours) or ends it with (>>>>>>> theirs)."""
+    try:
+        with open(path, "rb") as handle:
+            return any(line.startswith((b"<<<<<<< ", b">>>>>>> ")) for line in handle)
+    except (FileNotFoundError, IsADirectoryError):
+        return False  # resolved by deleting it
 
 
 class AnyEvent:
@@ -53,6 +62,7 @@ class WorktreeActions:
         self.started = time.monotonic()
         self.notes_file = files_dir / "notes.md"
         self.artifact = files_dir / "implement.out"
+        self.parents = [base]  # of the attempt's result commit (a resolve pass changes them)
 
     # -- what the pipeline asks --
 
@@ -67,6 +77,24 @@ class WorktreeActions:
 
     def changed_files(self) -> list[str]:
         return self.store.snapshot_worktree(self.worktree, self.base)[1]
+
+    def commit(self, state: State) -> tuple[str | None, list[str]]:
+        """The worktree as the attempt's result commit, and the paths it changes on its base."""
+        return worktrees.commit(self.store, self.worker, state, self.worktree, self.base, self.parents)
+
+    # -- a resolve pass: the result brought onto an integration tip that moved --
+
+    def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]:
+        conflicted = self.store.merge_in_worktree(self.worktree, ours, onto)
+        self.base, self.parents = onto, [onto, ours]  # the integration's line stays the first parent
+        return conflicted
+
+    def restart_at(self, onto: str) -> None:
+        self.store.reset_worktree(self.worktree, onto)
+        self.base, self.parents = onto, [onto]
+
+    def conflicts_left(self, paths: tuple[str, ...]) -> list[str]:
+        return [path for path in paths if has_conflict_markers(self.worktree / path)]
 
     def gates(self, state: State) -> list[GateResult]:
         return run_gates(self.worktree, state.step.text, state.step.get("required_outputs", []), state.config,

@@ -32,7 +32,23 @@ from runner.worker.roles import (
 )
 
 FAULT = "PIPELINE-FAULT"
-WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate", "verify": "verifier"}
+WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate", "verify": "verifier",
+        "resolve": "resolve"}
+RESOLVE_FEEDBACK = (
+    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts in "
+    "{paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that both this "
+    "step's change and the work on the new tip are kept, remove every marker, and change nothing else."
+)
+RERUN_FEEDBACK = (
+    "The integration branch moved while this step ran, and this step's change conflicted with its new tip ({where}) in "
+    "{paths}. This run starts again from that tip: make the step's change on top of it."
+)
+
+
+def named(paths, shown: int = 20) -> str:
+    """Paths for a message: the first few, and how many more (a merge may conflict in thousands)."""
+    paths = list(paths)
+    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
 
 
 class ClaimLostDuringRun(Exception):
@@ -77,6 +93,7 @@ class State:
     overrides: list[str] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)  # handoff sections
     implement_runs: int = 0
+    resolves: int = 0  # resolve passes: the attempt brought onto an integration tip that moved
 
 
 @dataclass
@@ -97,11 +114,24 @@ class Actions(Protocol):
     def elapsed(self) -> float: ...  # seconds this attempt has run
     def stopping(self) -> bool: ...  # the worker was asked to stop: give the step back
     def lost(self) -> bool: ...  # the claim went away
+    # A resolve pass only (run_resolve):
+    def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]: ...  # git's merge of onto into ours' files: the paths left in conflict
+    def restart_at(self, onto: str) -> None: ...  # the worktree as a fresh checkout of onto
+    def conflicts_left(self, paths: tuple[str, ...]) -> list[str]: ...  # those of the paths that still hold conflict markers
 
 
 def run_pipeline(state: State, actions: Actions) -> Outcome:
     try:
         return _Pipeline(state, actions).run()
+    except _Stop as stop:
+        return stop.outcome
+
+
+def run_resolve(state: State, actions: Actions, onto: str, ours: str) -> Outcome:
+    """A resolve pass: bring the change committed as `ours` onto the integration tip `onto`
+    (docs/protocol.md, section 9), then the gates and the verifier again."""
+    try:
+        return _Pipeline(state, actions).resolve(onto, ours)
     except _Stop as stop:
         return stop.outcome
 
@@ -119,7 +149,7 @@ class _Pipeline:
 
     # -- helpers --
 
-    def role(self, name: str) -> RunResult | None:
+    def role(self, name: str, about: str = "") -> RunResult | None:
         """Run a role (or implement) and put it on the record; stop on a lost claim or shutdown."""
         result = self.a.run(name, self.s)
         if self.a.lost():
@@ -130,7 +160,7 @@ class _Pipeline:
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
             raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no attempt spent)"))
-        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, result.describe()))
+        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe()))
         return result
 
     def fault(self, name: str, result: RunResult) -> str:
@@ -181,6 +211,40 @@ class _Pipeline:
                 return Outcome(Kind.FAIL, reason=f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000])
             reviews += 1
             self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
+
+    def resolve(self, onto: str, ours: str) -> Outcome:
+        self.s.resolves += 1
+        self.budget()
+        where = f"onto {onto[:10]}"
+        conflicted = self.a.merge_onto(ours, onto)
+        paths = named(conflicted)
+        if not conflicted:
+            how = f"git merged the change {where} cleanly"
+            self.s.runs.append(Run("resolve", PASS, None, how))
+        elif self.s.config.roles.get("resolve"):
+            self.s.feedback = RESOLVE_FEEDBACK.format(where=where, paths=paths)
+            result = self.role("resolve", f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) {where}: ")
+            if result is None or not result.ok:
+                raise _Stop(Outcome(Kind.FAIL, reason=self.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
+            if left := self.a.conflicts_left(conflicted):
+                self.s.runs[-1].result = FAIL
+                raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))
+            how = f"[roles.resolve] resolved {paths} {where}"
+        else:  # no resolver: the step's own command makes its change again, on the new tip
+            self.a.restart_at(onto)
+            how = f"{paths} conflicted {where}: implement ran again on it"
+            self.s.runs.append(Run("resolve", PASS, None, f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) conflicted {where}: implement runs again on it"))
+            self.s.feedback = RERUN_FEEDBACK.format(where=where, paths=paths)
+            self.implement()
+        self.s.roles.append(GateResult("resolve", PASS, how))
+        self.s.roles = [r for r in self.s.roles if r.name != "verify"]  # the verdict that counts is this pass's
+        self.s.gates = self.a.gates(self.s)
+        self.s.runs += [Run(g.name, g.result, g.seconds, g.detail) for g in self.s.gates if g.result != NOT_RUN]
+        failure = gate_failure_feedback(self.s.gates) or self.verify()
+        self.budget()
+        if failure:
+            return Outcome(Kind.FAIL, reason=f"after the resolve pass {where}: {failure}")
+        return Outcome(Kind.COMPLETE)
 
     def orient(self) -> None:
         result = self.role("orient")

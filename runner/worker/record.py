@@ -21,7 +21,7 @@ from runner.store import Conflict
 from runner.worker import executor
 from runner.worker.gates import PASS
 from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
-from runner.worker.pipeline import Outcome, State
+from runner.worker.pipeline import Outcome, State, named
 
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.M)
 
@@ -40,6 +40,15 @@ def sentinel_for(kind: Kind, status: str) -> str:
 def qa_doc(step_text: str) -> str | None:
     match = QA_SPEC_RE.search(step_text)
     return match.group(1) if match else None
+
+
+class MergeConflict(Exception):
+    """The record's merge conflicts because the integration branch moved to `onto`: nothing was
+    published; the attempt may be brought onto that tip (a resolve pass) and recorded again."""
+
+    def __init__(self, paths: tuple[str, ...], onto: str):
+        super().__init__(f"merge conflict onto {onto[:10]} in {named(paths)}")
+        self.paths, self.onto = paths, onto
 
 
 class Recorder:
@@ -82,9 +91,10 @@ class Recorder:
         )
 
     def record(self, state: State, outcome: Outcome, result: str | None, files: list[str], notes: str | None,
-               log_path, elapsed: float, snapshot: Snapshot, then=None) -> tuple[Published, str]:
+               log_path, elapsed: float, snapshot: Snapshot, then=None, resolve: bool = False) -> tuple[Published, str]:
         """Publish the attempt's outcome (and the change `then` builds after it, see Queue.publish);
-        (what was published, the sentinel)."""
+        (what was published, the sentinel). A merge that conflicts fails the attempt, or with
+        `resolve` raises MergeConflict (a resolve pass may still bring it onto the new tip)."""
         queue = self.queue
         integration = snapshot.config.queue.integration_branch
 
@@ -98,8 +108,11 @@ class Recorder:
             refs = []
             if event.kind == Kind.COMPLETE and not needs_person(step.meta, event, context):
                 merged, update = merge_update(queue.store, snap, result, step.id, state.attempt, self.worker)
+                if isinstance(merged, Conflict) and resolve:
+                    raise MergeConflict(merged.paths, str(snap.tips[integration]))
                 if isinstance(merged, Conflict):
-                    why = f"merge conflict with {integration} in: {', '.join(merged.paths)} (the next attempt starts from its new tip)"
+                    passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
+                    why = f"merge conflict with {integration} in: {named(merged.paths)}{passes} (the next attempt starts from its new tip)"
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))

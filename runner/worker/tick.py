@@ -27,7 +27,7 @@ from runner.queue.leases import holder_info, new_incarnation
 from runner.queue.queue import ClaimLost, LostRace, Published, PushRefused, Queue, Skip
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
-from runner.worker import report, worktrees
+from runner.worker import report, resolving, worktrees
 from runner.worker.actions import WorktreeActions
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
@@ -203,17 +203,18 @@ class Worker:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
             worktrees.remove(self.store, worktree)
             attempt_dir.mkdir(parents=True, exist_ok=True)
-            self.store.add_worktree(worktree, base)
+            approved = resolving.approved_result(self.store, step, state)  # a person's approved result whose merge conflicted
+            self.store.add_worktree(worktree, approved or base)
             actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
                                       lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel, heartbeat.lost,
                                       self.stopping, self.dirs["sessions"], config.worker.default_timeout)
-            outcome = run_pipeline(state, actions)
+            outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
             if heartbeat.lost.is_set():
                 raise ClaimLost(heartbeat.error or "the claim was lost")
             # The heartbeat goes on while the outcome is published: under contention a record
             # can take longer than a lease, and a silent holder would be taken over.
-            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started)
+            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started, actions)
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
             return report.lost(self.queue, self.id, step_id, attempt, str(exc))
@@ -233,10 +234,10 @@ class Worker:
 
         return Recorder(self.queue, self.id, self.incarnation, beat)
 
-    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float) -> dict[str, Any]:
+    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float, actions=None) -> dict[str, Any]:
         result, files = (None, [])
         if outcome.kind != Kind.RELEASE:
-            result, files = worktrees.commit(self.store, self.id, state, worktree, base)
+            result, files = actions.commit(state) if actions else worktrees.commit(self.store, self.id, state, worktree, base)
         notes_file = attempt_dir / "notes.md"
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
@@ -246,8 +247,8 @@ class Worker:
         ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
                  and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
                  and not resource_floor(snap.config, self.store.state_dir))
-        published, sentinel = self.recorder().record(state, outcome, result, files, notes or None, log_path, elapsed, snap,
-                                                     then=self.next_claim if ahead else None)
+        published, sentinel, outcome, files = resolving.record(self.recorder(), self.queue, state, outcome, result, files, notes or None,
+                                                               log_path, elapsed, snap, self.next_claim if ahead else None, actions)
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")

@@ -36,13 +36,14 @@ def base_with_dependencies(store: Store, snap: Snapshot, step, branch: str) -> s
     raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
 
-def commit(store: Store, worker: str, state: State, worktree: Path, base: str) -> tuple[str | None, list[str]]:
-    """The attempt's change as one commit on top of its base (kept on runner/steps/<id>)."""
+def commit(store: Store, worker: str, state: State, worktree: Path, base: str, parents: list[str] | None = None) -> tuple[str | None, list[str]]:
+    """The attempt's change as one commit on top of its base (kept on runner/steps/<id>); after a
+    resolve pass, a merge of the new tip and the earlier result (`parents`)."""
     if not worktree.exists():
         return None, []
     tree, changed = store.snapshot_worktree(worktree, base)
     message = result_message(state.step.id, state.step.title, state.attempt, worker)
-    return store.make_commit([base], {}, message, author_for(worker), base_tree=tree), changed
+    return store.make_commit(parents or [base], {}, message, author_for(worker), base_tree=tree), changed
 
 
 def remove(store: Store, worktree: Path) -> None:
