@@ -285,6 +285,9 @@ class GitStore:
     def diff_text(self, path: Path, base: str) -> bytes:
         return worktrees.diff_text(self, path, base)
 
+    def staged_files(self) -> tuple[list[FileEntry], set[str]]:
+        return worktrees.staged_files(self)
+
     def gc(self) -> str:
         """Pack and prune this clone (runner's own git calls never start git's auto-gc)."""
         worktrees.prune_worktrees(self)
