@@ -162,3 +162,24 @@ def test_every_hook_renders_from_the_wheel_and_guards_the_queue(wheel_venv: Path
     run(["git", "add", step], clone, env)
     committed = run(["git", "commit", "-q", "-m", "a broken step"], clone, env, check=False)
     assert committed.returncode != 0 and f"{step.relative_to(clone).as_posix()}:" in committed.stderr, committed.stderr
+
+
+def test_every_declared_dependency_is_imported():
+    """A dependency nothing imports is a promise the code does not keep (issue 34, point 8)."""
+    import ast
+    import re
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    modules = {re.split(r"[<>=!~ \[;]", spec, maxsplit=1)[0].lower() for spec in declared}
+    import_names = {name: {"pyyaml": "yaml"}.get(name, name.replace("-", "_")) for name in modules}
+    imported = set()
+    for path in (ROOT / "runner").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                imported.add(node.module.split(".")[0])
+    assert sorted(name for name, module in import_names.items() if module not in imported) == []
+    assert "pygit2" in modules and "pyyaml" in modules  # the parse above reads the list
+
