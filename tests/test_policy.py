@@ -9,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import memory_queue
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
-from runner.core.layout import new_step_path
 from runner.core.machine import Kind
 from runner.core.model import Step
-from runner.core.stepfile import parse_step, render_new_step
+from runner.core.stepfile import parse_step
 from runner.queue.merging import approve
 from runner.queue.queue import ClaimLost, Queue
-from runner.store.memory import MemoryStore
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, PASS, GateResult
 from runner.worker.pipeline import ClaimLostDuringRun, State, run_pipeline
@@ -179,15 +178,6 @@ def test_config_errors_are_listed_all_at_once():
 
 
 # --- the queue on the in-memory store ----------------------------------------------------------
-
-
-def memory_queue(tmp_path: Path, steps: dict[str, dict], config: str = "") -> Queue:
-    store = MemoryStore(tmp_path)
-    queue = Queue(store)
-    files = {"runner.toml": config.encode()} if config else {}
-    queue.init("alice", files=files)
-    queue.edit(lambda snap: {new_step_path(sid, False): render_new_step(sid, sid, {"run": ["x"], **fields}, "").encode() for sid, fields in steps.items()}, "plan", "alice")
-    return queue
 
 
 def record(queue: Queue, step_id: str, kind: Kind, result: str | None = None, worker: str = "w1", attempt: int = 1):

@@ -1,4 +1,5 @@
-"""The queue core against real git: CLI, compare-and-swap races, leases and takeover, bad input."""
+"""The queue core against real git: CLI, compare-and-swap races, leases and takeover, bad input;
+the reader's policy on the in-memory store."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, step_file
+from conftest import ROOT, add_step, edit, fresh, git, make_remote, memory_queue, queue_history, runner, runner_json, set_config, step_file
 
 PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, without sleeping
 
@@ -344,30 +345,28 @@ def test_version_and_help_answer_outside_a_repository(repo):
         assert command in helptext
 
 
-def test_incremental_snapshots_agree_with_a_full_rebuild(queue_repo):
+def test_incremental_snapshots_agree_with_a_full_rebuild(tmp_path):
+    """The reader's policy, on the in-memory store."""
     from runner.core.machine import Kind
     from runner.core.model import utc_now
-    from runner.queue.queue import open_queue
 
-    for step_id, deps in (("a", []), ("b", ["a"]), ("c", ["b"])):
-        add_step(queue_repo, step_id, depends_on=deps)
-    queue = open_queue(queue_repo)
+    queue = memory_queue(tmp_path, {"a": {}, "b": {"depends_on": ["a"]}, "c": {"depends_on": ["b"]}})
 
     def views():
-        fresh = open_queue(queue_repo).snapshot().plan
+        full = fresh(queue).snapshot().plan
         warm = queue.snapshot().plan
-        return ({s: warm.derived_status(warm.find(s)) for s in "abc"}, {s: fresh.derived_status(fresh.find(s)) for s in "abc"})
+        return ({s: warm.derived_status(warm.find(s)) for s in "abc"}, {s: full.derived_status(full.find(s)) for s in "abc"})
 
     queue.claim("w", "w.1", {})
     queue.event("a", Kind.COMPLETE, "w", incarnation="w.1")
-    warm, fresh = views()
-    assert warm == fresh == {"a": "done", "b": "ready", "c": "waiting"}
+    warm, rebuilt = views()
+    assert warm == rebuilt == {"a": "done", "b": "ready", "c": "waiting"}
     # A person rewires c to depend on a only: the shape changed, so the plan is rebuilt.
     step = queue.snapshot().plan.find("c")
     text = step.text.replace("depends_on: [b]", "depends_on: [a]")
     queue.edit(lambda snap: {step.path: text.encode()}, "rewire c", "tester")
-    warm, fresh = views()
-    assert warm == fresh == {"a": "done", "b": "ready", "c": "ready"}
+    warm, rebuilt = views()
+    assert warm == rebuilt == {"a": "done", "b": "ready", "c": "ready"}
     assert [s.id for s in queue.snapshot().plan.ready(utc_now())] == ["b", "c"]
 
 
@@ -478,33 +477,32 @@ def test_a_step_read_whole_again_soon_is_not_parsed_again_and_only_a_few_are_kep
     assert plan.steps["s0"].full() is not first and len(parsed) == 9  # pushed out by newer reads, parsed again
 
 
-def test_two_step_files_with_the_same_bytes_are_two_steps_each_at_its_path(queue_repo):
-    """The reader keys what it parsed by blob: one blob at two paths must still be two steps."""
-    from runner.queue.queue import open_queue
-
+def test_two_step_files_with_the_same_bytes_are_two_steps_each_at_its_path(tmp_path):
+    """The reader keys what it parsed by blob: one blob at two paths must still be two steps
+    (on the in-memory store, whose blob ids are git's)."""
     same = b"---\ntitle: twin\nrun: [\"true\"]\n---\n"
-    edit(queue_repo, {"plans/steps/a.md": same, "plans/steps/b.md": same})
-    queue = open_queue(queue_repo)
+    queue = memory_queue(tmp_path)
+    fresh(queue).edit(lambda snap: {"plans/steps/a.md": same, "plans/steps/b.md": same}, "twins", "tester")
     for _ in range(2):  # parsed now, then from what the reader and the parse cache kept
-        for plan in (queue.snapshot().plan, open_queue(queue_repo).snapshot().plan):
+        for plan in (queue.snapshot().plan, fresh(queue).snapshot().plan):
             assert {s.id: s.path for s in plan.steps.values()} == {"a": "plans/steps/a.md", "b": "plans/steps/b.md"}
             assert plan.invalid == []
 
 
-def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(queue_repo, monkeypatch):
+def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(tmp_path, monkeypatch):
+    """The reader's policy, on the in-memory store."""
     from runner.core.machine import Kind
     from runner.queue import snapshot
-    from runner.queue.queue import open_queue
 
     monkeypatch.setattr(snapshot, "STALE_PARSES", 4)
-    edit(queue_repo, {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(12)})
-    queue = open_queue(queue_repo)
+    queue = memory_queue(tmp_path)
+    fresh(queue).edit(lambda snap: {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(12)}, "plan", "tester")
     for n in range(10):  # every claim and every completion leaves an old version behind
         queue.claim("w", f"w.{n}", {})
         queue.event(f"s{n:02d}", Kind.COMPLETE, "w", incarnation=f"w.{n}")
         assert len(queue.reader._steps) <= 12 + 4 + 1
-    warm, fresh = queue.snapshot().plan, open_queue(queue_repo).snapshot().plan
-    assert {s.id: s.status for s in warm.steps.values()} == {s.id: s.status for s in fresh.steps.values()}
+    warm, full = queue.snapshot().plan, fresh(queue).snapshot().plan
+    assert {s.id: s.status for s in warm.steps.values()} == {s.id: s.status for s in full.steps.values()}
     assert sum(s.status == "done" for s in warm.steps.values()) == 10
 
 

@@ -864,21 +864,18 @@ def test_cli_module_imports_no_schedule_machinery() -> None:
     assert done.stdout.strip() == "[]", done.stderr
 
 
-def test_templates_are_package_data_with_one_syntax() -> None:
-    from importlib import resources
-
+def test_templates_live_in_the_top_level_folders_with_one_syntax() -> None:
     from runner.resources import PLACEHOLDER_RE
 
-    folder = resources.files("runner.schedules") / "templates"
-    names = sorted(f"{os_dir.name}/{f.name}" for os_dir in folder.iterdir() if os_dir.is_dir() for f in os_dir.iterdir())
+    names = sorted(f"{os_dir}/{f.name}" for os_dir in ("systemd", "launchd", "schtasks") for f in (ROOT / os_dir).iterdir())
     assert "launchd/worker.plist" in names and "schtasks/tick.xml" in names and "systemd/runner-worker@.service" in names
     for name in names:
-        text = (folder / name).read_text(encoding="utf-8")
+        text = (ROOT / name).read_text(encoding="utf-8")
         if not name.endswith(".md"):
             assert "{" not in text and "}" not in text, f"{name}: @NAME@ is the one placeholder syntax"
         if name.endswith((".plist", ".xml", ".conf")):
             assert PLACEHOLDER_RE.search(text), name
-    assert not (ROOT / "systemd").exists() and not (ROOT / "launchd").exists() and not (ROOT / "schtasks").exists()
+    assert not (ROOT / "runner" / "schedules" / "templates").exists()  # the top-level folders are the only copy
 
 
 # --- a real user service manager --------------------------------------------------------------

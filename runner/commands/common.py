@@ -33,10 +33,9 @@ class Target:
     json: bool = False
 
     def queue(self):
-        from runner.queue.queue import Queue
-        from runner.store.git import GitStore
+        from runner.queue.queue import open_queue
 
-        return Queue(GitStore(self.repo, remote=self.remote), branch=self.branch)
+        return open_queue(self.repo, remote=self.remote, branch=self.branch)
 
     def snapshot(self):
         return self.queue().snapshot()

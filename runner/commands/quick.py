@@ -5,7 +5,8 @@ The full `runner ready` and `runner status` on a local queue save the index of t
 they read (the runner.core.model.INDEX_KEYS of every step, and the problems of the invalid
 ones) with the queue tip. A later `runner ready` or `runner status` with plain options, on a
 queue with no remote to fetch from, answers from that index when the branch still points at
-the same tip (read from git's ref files) and runner's code is the same; the plan, the rows
+the same tip (read from git's ref files) and runner's code is the same (by content:
+runner.core.fingerprint); the plan, the rows
 and the rendering are the full command's own. Anything else, or anything unexpected, goes
 the full way: this is a shortcut, never a second answer.
 """
@@ -22,23 +23,18 @@ from runner.core.layout import GIT_REPOSITORY_ENV
 
 INDEX_FILE = "plan-index.json"
 FORMAT = 3
-PACKAGE = Path(__file__).resolve().parent.parent
-_CODE = ("core/model.py", "core/plan.py", "core/stepfile.py", "core/ids.py", "core/config.py", "core/touches.py", "commands/render.py",
-         "commands/quick.py")
 _VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}  # --tag: ready only
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
-def code_stamp(files: list[Path] | None = None) -> list:
-    """Changes whenever `files` change (default: the code that reads, judges or renders a plan)."""
+def code_stamp() -> list:
+    """Changes whenever runner's code changes, any module of it (the code that reads, judges
+    or renders a plan is most of it)."""
     from runner import __version__
+    from runner.core.fingerprint import package_hash
 
-    stamp: list = [__version__]
-    for path in files or [PACKAGE / name for name in _CODE]:
-        info = os.stat(path)
-        stamp += [str(path), info.st_size, info.st_mtime_ns]
-    return stamp
+    return [__version__, package_hash()]
 
 
 HELP_ARGS = ([], ["--help"], ["-h"])  # what prints runner's help
@@ -89,12 +85,12 @@ def _help_file() -> Path:
 
 def _help_key() -> list:
     import shutil
-    from importlib.util import find_spec
 
-    libraries = [Path(find_spec(name).origin or "") for name in ("click", "typer")]  # type: ignore[union-attr]
-    files = [PACKAGE / "cli.py", *sorted((PACKAGE / "commands").glob("*.py")), *(lib.parent / "core.py" for lib in libraries)]
+    from runner.core.fingerprint import library_hash
+
+    libraries = library_hash("click/__init__.py", "click/core.py", "typer/__init__.py", "typer/core.py")  # their versions and help code
     width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)  # as click's HelpFormatter wraps
-    return [code_stamp(files), width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
+    return [code_stamp(), libraries, width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
 
 
 def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True) -> None:

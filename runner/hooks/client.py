@@ -16,11 +16,10 @@ from runner.core.stepfile import parse_step
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:
     """`runner validate` for the plan files a commit adds or changes, read from the index."""
-    from runner.store.git import GitStore
-    from runner.store.worktrees import staged_files
+    from runner.store.choice import open_store
 
-    store = GitStore(repo_path, remote=None)
-    entries, changed = staged_files(store)
+    store = open_store(repo_path, remote=None)
+    entries, changed = store.staged_files()
     problems: list[str] = []
     if CONFIG_FILE in changed:
         data = next(store.read(e.oid) for e in entries if e.path == CONFIG_FILE)

@@ -17,12 +17,11 @@ from runner.core.stepschema import MANAGED_KEYS
 from runner.core.plan import Plan
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
-from runner.store import CommitInfo
-from runner.store.git import GitStore
+from runner.store import CommitInfo, Store
 
 
 class CommitCheck:
-    def __init__(self, store: GitStore, plans: PlanView, pushers: Pushers, queue_ref: str, now: float):
+    def __init__(self, store: Store, plans: PlanView, pushers: Pushers, queue_ref: str, now: float):
         self.store = store
         self.plans = plans
         self.pushers = pushers

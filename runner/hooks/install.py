@@ -31,12 +31,12 @@ SAVED_SUFFIX = ".runner-saved"
 
 
 def render_hook(name: str, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> str:
-    from runner.resources import fill, read_text
+    from runner.resources import fill, shipped
 
     runner_home = Path(__file__).absolute().parents[2]  # the folder that holds the runner package
     # sys.executable as it is (a venv's python is a symlink that must stay one).
     return fill(
-        read_text("runner.hooks", "templates", name),
+        shipped("hooks", name),
         {"PYTHON": shlex.quote(sys.executable), "RUNNER_HOME": shlex.quote(str(runner_home)), "QUEUE_BRANCH": shlex.quote(queue_branch)},
     )
 

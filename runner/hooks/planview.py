@@ -10,14 +10,13 @@ from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
 from runner.core.plan import Plan
 from runner.core.stepfile import parse_step
-from runner.store import StoreError
-from runner.store.git import GitStore
+from runner.store import Store, StoreError
 
 ZERO = "0" * 40
 
 
 class PlanView:
-    def __init__(self, store: GitStore):
+    def __init__(self, store: Store):
         self.store = store
         self._steps: dict[tuple[str, str], Step] = {}
         self._configs: dict[bytes, Config] = {}

@@ -32,7 +32,7 @@ from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
 from runner.store import CommitInfo
-from runner.store.git import GitStore
+from runner.store.choice import open_store
 
 
 
@@ -49,7 +49,7 @@ class PushCheck:
     """Checks the ref updates of one push. Caches parsed step files across its commits."""
 
     def __init__(self, repo_path: str | Path, pusher: str | None = None, queue_branch: str | None = None, now: float | None = None):
-        self.store = GitStore.receiving(repo_path)
+        self.store = open_store(repo_path, receiving=True)
         self.queue_ref = branch_ref(queue_branch or queue_branch_from_env())
         self.pusher_override = pusher
         # The server's own clock, never a pusher's: RUNNER_CLOCK_OFFSET in a local pusher's

@@ -35,6 +35,7 @@ from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
 from runner.store import Failed, RefUpdate, Refused, Store, StoreError, Won
+from runner.store.choice import open_store
 
 OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
 
@@ -374,6 +375,4 @@ def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Sna
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:
     """The queue of a repository (for scripts and tests; the CLI builds it from its options)."""
-    from runner.store.git import GitStore
-
-    return Queue(GitStore(repo, remote=remote), branch=branch)
+    return Queue(open_store(repo, remote=remote), branch=branch)

@@ -11,7 +11,6 @@ at 100.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -64,18 +63,12 @@ class Snapshot:
 
 
 def _rules_version() -> str:
-    """Changes whenever the code that judges a step file changes: a cached verdict of
-    'sound' never outlives the rules that gave it."""
-    from runner.core import config, ids, model, stepfile
+    """Changes whenever anything that judges a step file changes (runner's own code, any
+    module of it, and PyYAML): a cached verdict of 'sound' never outlives the rules that
+    gave it (runner.core.fingerprint)."""
+    from runner.core.fingerprint import library_hash, package_hash
 
-    digest = hashlib.sha1()
-    for module in (stepfile, ids, model, config):
-        try:
-            with open(module.__file__, "rb") as handle:
-                digest.update(handle.read())
-        except OSError:
-            digest.update(module.__name__.encode())
-    return digest.hexdigest()[:16]
+    return f"{package_hash()[:16]}-{library_hash('yaml/__init__.py', 'yaml/constructor.py', 'yaml/scanner.py')[:8]}"
 
 
 class Reader:

@@ -4,8 +4,9 @@
 - `base`: the `Scheduler` interface each OS implements (render its files, where they
   go, the commands that activate and deactivate them, how to ask the OS for status)
   and the values passed around (`ScheduleSpec`, `RenderedFile`, `Command`, `OsState`).
-- `systemd`, `launchd`, `schtasks`: one module per OS; templates in `templates/`,
-  filled with runner.resources.fill (@NAME@ placeholders).
+- `systemd`, `launchd`, `schtasks`: one module per OS; its templates are in the
+  repository's top-level folder of the same name (runner.resources.shipped), filled
+  with runner.resources.fill (@NAME@ placeholders).
 - `options`: from the operator's options to a validated spec, for this computer
   (its repository checked with git) or another one (guesses said aloud).
 - `flow`: install, uninstall and status, once for every OS.

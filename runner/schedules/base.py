@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.resources import fill, read_text
+from runner.resources import fill, shipped
 
 MODES = ("daemon", "tick")
 UTF16_BOM = b"\xff\xfe"
@@ -112,7 +112,8 @@ def stop_timeout(spec: ScheduleSpec) -> int:
 
 
 def template(*path: str) -> str:
-    return read_text("runner.schedules", "templates", *path)
+    """A unit template from the top-level systemd/, launchd/ or schtasks/ folder (runner.resources)."""
+    return shipped(*path)
 
 
 def fill_template(values: dict[str, str], *path: str) -> str:

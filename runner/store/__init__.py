@@ -1,9 +1,12 @@
 """Where the queue lives: refs, trees, blobs and commits, an atomic multi-ref
 compare-and-swap, fetch and worktrees. Knows bytes and refs, never steps.
 
-`Store` is the interface; `runner.store.git.GitStore` implements it over pygit2 and the
-git CLI (a remote reached by path, git daemon, ssh or a forge, or none), and
-`runner.store.memory.MemoryStore` in memory for fast policy tests.
+`Store` is the contract: every method and attribute the queue, the worker, the hooks and
+the commands use, and nothing they may probe for. `runner.store.git.GitStore` implements it
+over pygit2 and the git CLI (a remote reached by path, git daemon, ssh or a forge, or none),
+and `runner.store.memory.MemoryStore` in memory for fast policy tests; tests/test_store.py
+runs one suite of contract tests against both. `runner.store.choice.open_store` is the one
+place runner picks the store of a repository.
 
 Publishing moves several refs at once or none of them, each on a compare-and-swap of
 its old value, and says what happened as a value, never as an error string to match:
@@ -116,36 +119,54 @@ class NoSuchPlace(StoreError):
 
 class Store(Protocol):
     remote: str | None  # the remote's name, None when the queue is local
+    remote_url: str | None  # where the remote is (None when the queue is local)
     state_dir: Path  # this host's private state for this repository (caches, logs, worktrees)
+    workdir: Path  # the repository's working folder (its git folder when bare)
     view_lags: bool  # a push landed but our view of the remote could not follow it: fetch before reading
 
-    # -- reading: our view (remote-tracking refs when there is a remote) --
+    # -- reading refs: our view (remote-tracking refs when there is a remote) --
+    def ref(self, ref: str) -> str | None: ...  # a ref of this repository itself, as named
     def tip(self, branch: str) -> str | None: ...
     def heartbeat(self, worker: str) -> str | None: ...  # the commit of a worker's last beat
     def heartbeats(self) -> dict[str, str]: ...  # worker id -> commit of its last beat
-    def read(self, oid: str) -> bytes: ...
-    def file_at(self, commit: str, path: str) -> bytes | None: ...
+    def local_head(self) -> str | None: ...  # the commit this clone has checked out, if any
+    def reflog(self, ref: str) -> list[tuple[str, str, int]]: ...  # (old, new, time) of its moves, newest first
+
+    # -- reading objects --
+    def read(self, oid: str) -> bytes: ...  # a blob
+    def object_type(self, oid: str) -> str | None: ...  # "commit", "tree", "blob", "tag" or None
+    def file_at(self, commit: str | None, path: str) -> bytes | None: ...
     def entry_at(self, commit: str, path: str) -> FileEntry | None: ...  # the blob at path, if a blob is there
     def tree_id(self, commit: str, path: str = "") -> str | None: ...
     def list_files(self, commit: str, prefix: str) -> list[FileEntry]: ...
     def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]: ...
     def commit(self, oid: str) -> CommitInfo: ...
+    def raw_commit(self, oid: str) -> bytes: ...  # headers, a blank line, the message, as git stores it
     def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
     def log(self, tip: str) -> Iterator[CommitInfo]: ...  # first parents, newest first
+    def commits_between(self, old: str | None, new: str) -> list[CommitInfo]: ...  # reachable from new, not old; oldest first
     def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
 
     # -- writing objects --
     def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str: ...
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
 
-    # -- moving refs, all or none --
+    # -- moving refs, all or none; the queue's home --
     def publish(self, updates: list[RefUpdate]) -> Outcome: ...
     def fetch(self, branches: list[str], heartbeats: bool = False) -> None: ...
+    def remote_branches(self) -> dict[str, str]: ...  # branch -> commit, asked of the queue's home now
 
-    # -- worktrees --
+    # -- worktrees and the index --
     def add_worktree(self, path: Path, commit: str) -> None: ...
     def remove_worktree(self, path: Path) -> None: ...
     def prune_worktrees(self) -> None: ...
     def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]: ...  # (tree, changed paths)
     def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]: ...  # the paths left in conflict
     def reset_worktree(self, path: Path, commit: str) -> None: ...  # a fresh checkout of commit, in place
+    def diff_text(self, path: Path, base: str) -> bytes: ...  # a worktree's change from base, as a patch
+    def staged_files(self) -> tuple[list[FileEntry], set[str]]: ...  # (the index being committed, the paths it adds or changes)
+
+    # -- housekeeping --
+    def private(self) -> "Store": ...  # another handle for another thread
+    def gc(self) -> str: ...  # pack and prune; what it did, for people
+

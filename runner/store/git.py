@@ -36,7 +36,7 @@ def lookup_name(text: str) -> str:
     return sys.intern(text)
 
 
-class GitStore:
+class GitStore(worktrees.GitWorktrees):
     """A repository holding (or mirroring) the queue branch."""
 
     def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
@@ -267,29 +267,6 @@ class GitStore:
 
     def remote_branches(self) -> dict[str, str]:
         return remote.remote_branches(self)
-
-    # --- worktrees (runner.store.worktrees) ------------------------------------------------
-
-    def add_worktree(self, path: Path, commit: str) -> None:
-        worktrees.add_worktree(self, path, commit)
-
-    def remove_worktree(self, path: Path) -> None:
-        worktrees.remove_worktree(self, path)
-
-    def prune_worktrees(self) -> None:
-        worktrees.prune_worktrees(self)
-
-    def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]:
-        return worktrees.snapshot_worktree(self, path, base)
-
-    def diff_text(self, path: Path, base: str) -> bytes:
-        return worktrees.diff_text(self, path, base)
-
-    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
-        return worktrees.merge_in_worktree(self, path, ours, theirs)
-
-    def reset_worktree(self, path: Path, commit: str) -> None:
-        worktrees.reset_worktree(self, path, commit)
 
     def gc(self) -> str:
         """Pack and prune this clone (runner's own git calls never start git's auto-gc)."""

@@ -1,20 +1,21 @@
 """MemoryStore: the Store in memory, for fast policy tests of the queue and the worker.
 
-Objects are content-addressed like git's (a blob, a tree of names, a commit of parents,
-tree and message), refs move by the same all-or-nothing compare-and-swap, and a merge
-is a three-way merge of files. Worktrees are plain folders. It is never used to run a
-real queue, and tests that need git's own behaviour use GitStore.
+Objects are content-addressed like git's (a blob has git's own id; a tree of names and a
+commit of parents, tree and message are hashed as git hashes its objects), refs move by the
+same all-or-nothing compare-and-swap and keep a reflog, and a merge is a three-way merge of
+files. Worktrees are plain folders and the index is a dict a test fills. It is never used to
+run a real queue; tests/test_store.py holds it to the same contract as GitStore.
 """
 
 from __future__ import annotations
 
 import hashlib
-import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Iterator
 
-from runner.core.layout import EMPTY_TREE, HEARTBEAT_PREFIX, heartbeat_ref
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import (
     FORCE,
     Author,
@@ -29,30 +30,38 @@ from runner.store import (
     StoreError,
     Won,
 )
+from runner.store.memoryfolders import FolderWorktrees
 
 Tree = dict[str, tuple[str, str]]  # name -> ("blob" | "tree", id)
 
 
-class MemoryStore:
+class MemoryStore(FolderWorktrees):
     remote = None
+    remote_url = None
     view_lags = False  # there is no remote to lag behind
 
     def __init__(self, state_dir: Path | None = None):
         self.blobs: dict[str, bytes] = {}
         self.trees: dict[str, Tree] = {}
         self.commits: dict[str, CommitInfo] = {}
+        self.raw: dict[str, bytes] = {}  # commit id -> the commit as git would store it
         self.refs: dict[str, str] = {}
+        self.reflogs: dict[str, list[tuple[str, str, int]]] = {}  # ref -> (old, new, time), oldest first
+        self.head: str | None = None  # what local_head() answers: no clone has anything checked out
+        self.index: dict[str, bytes] = {}  # what staged_files() answers: the files a test staged
         self.clock = 1_700_000_000
         self.state_dir = state_dir or Path(tempfile.mkdtemp(prefix="runner-memory-"))
-        self.empty_tree = self._put_tree({})
-        self.trees[EMPTY_TREE] = {}  # git's own id of the empty tree, which callers name
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self.state_dir
+        self.empty_tree = self._put_tree({})  # EMPTY_TREE, git's own id of it, which callers name
         self.publishes = 0  # how many publishes moved refs (tests count round trips with it)
 
     # --- objects ---
 
     @staticmethod
     def _id(kind: str, data: bytes) -> str:
-        return hashlib.sha1(kind.encode() + b"\0" + data).hexdigest()
+        """As git names its objects: a blob's id is the one git gives the same bytes."""
+        return hashlib.sha1(f"{kind} {len(data)}".encode() + b"\0" + data).hexdigest()
 
     def _put_blob(self, data: bytes) -> str:
         oid = self._id("blob", data)
@@ -60,7 +69,10 @@ class MemoryStore:
         return oid
 
     def _put_tree(self, tree: Tree) -> str:
-        oid = self._id("tree", repr(sorted(tree.items())).encode())
+        """Named as git names a tree: its entries in git's order (a folder sorts as 'name/')."""
+        order = sorted(tree, key=lambda name: name + "/" if tree[name][0] == "tree" else name)
+        data = b"".join(b"%s %s\0" % (b"40000" if tree[n][0] == "tree" else b"100644", n.encode()) + bytes.fromhex(tree[n][1]) for n in order)
+        oid = self._id("tree", data)
         self.trees[oid] = dict(tree)
         return oid
 
@@ -73,6 +85,14 @@ class MemoryStore:
         if oid not in self.commits:
             raise StoreError(f"{oid} is not a commit")
         return self.commits[oid]
+
+    def raw_commit(self, oid: str) -> bytes:
+        self.commit(oid)
+        return self.raw[oid]
+
+    def object_type(self, oid: str) -> str | None:
+        kinds = (("commit", self.commits), ("tree", self.trees), ("blob", self.blobs))
+        return next((kind for kind, objects in kinds if oid in objects), None)
 
     def _node(self, tree: str, path: str) -> tuple[str, str] | None:
         node = ("tree", tree)
@@ -131,6 +151,9 @@ class MemoryStore:
                 todo += self.commit(oid).parents
         return False
 
+    def commits_between(self, old: str | None, new: str) -> list[CommitInfo]:
+        return [self.commit(oid) for oid in parents_first(lambda oid: self.commit(oid).parents, old, new)]
+
     def log(self, tip: str) -> Iterator[CommitInfo]:
         oid: str | None = tip
         while oid:
@@ -163,9 +186,12 @@ class MemoryStore:
             base_tree = self.commit(parents[0]).tree
         tree = self._write(base_tree, files)
         self.clock += 1
-        body = repr((tuple(parents), tree, message, author.name, self.clock)).encode()
-        oid = self._id("commit", body)
+        who = f"{author.name} <{author.email}> {self.clock} +0000"
+        headers = [f"tree {tree}", *(f"parent {p}" for p in parents), f"author {who}", f"committer {who}"]
+        raw = ("\n".join(headers) + "\n\n" + message).encode("utf-8")
+        oid = self._id("commit", raw)
         self.commits[oid] = CommitInfo(oid, tuple(parents), tree, message, author.name, self.clock)
+        self.raw[oid] = raw
         return oid
 
     def _merge_base(self, a: str, b: str) -> str | None:
@@ -221,62 +247,59 @@ class MemoryStore:
         for u in updates:
             if u.old != FORCE and self.refs.get(u.ref) != u.old:
                 return Lost(u.ref)
+        now = int(time.time())  # a reflog's time is the wall clock's, as git's is
         for u in updates:
+            old = self.refs.get(u.ref)
             if u.new is None:
                 self.refs.pop(u.ref, None)
+                self.reflogs.pop(u.ref, None)  # git deletes a ref's reflog with it
             else:
                 self.refs[u.ref] = u.new
+                self.reflogs.setdefault(u.ref, []).append((old or "0" * 40, u.new, now))
         self.publishes += 1
         return Won()
+
+    def reflog(self, ref: str) -> list[tuple[str, str, int]]:
+        return list(reversed(self.reflogs.get(ref, [])))
 
     def fetch(self, branches: list[str], heartbeats: bool = False) -> None:
         return None
 
-    # --- worktrees: plain folders ---
+    def remote_branches(self) -> dict[str, str]:
+        return {ref.removeprefix("refs/heads/"): oid for ref, oid in self.refs.items() if ref.startswith("refs/heads/")}
 
-    def add_worktree(self, path: Path, commit: str) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-        for file, oid in self._files(self.commit(commit).tree).items():
-            target = path / file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(self.blobs[oid])
-
-    def remove_worktree(self, path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-
-    def prune_worktrees(self) -> None:
-        return None
-
-    def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]:
-        files = {p.relative_to(path).as_posix(): p.read_bytes() for p in path.rglob("*") if p.is_file()}
-        tree = self._write(None, files)
-        return tree, sorted({c.path for c in self.diff_trees(self.commit(base).tree, tree)})
-
-    def diff_text(self, path: Path, base: str) -> bytes:
-        return b""
-
-    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
-        """A whole file in conflict holds both sides between git's markers."""
-        merged = self.merge(ours, theirs, "merge\n", Author("runner", "runner@localhost"))
-        if isinstance(merged, Merged):
-            self.reset_worktree(path, merged.commit)
-            return ()
-        for name in merged.paths:
-            sides = [self.file_at(commit, name) or b"" for commit in (ours, theirs)]
-            (path / name).write_bytes(b"<<<<<<< ours\n" + sides[0] + b"=======\n" + sides[1] + b">>>>>>> theirs\n")
-        return merged.paths
-
-    def reset_worktree(self, path: Path, commit: str) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-        self.add_worktree(path, commit)
-
-    # --- what GitStore also answers ---
+    # --- refs of this store itself, and housekeeping ---
 
     def ref(self, ref: str) -> str | None:
         return self.refs.get(ref)
 
     def local_head(self) -> str | None:
-        return None
+        return self.head
 
     def private(self) -> "MemoryStore":
-        return self
+        return self  # one thread's objects are every thread's: there is nothing to separate
+
+    def gc(self) -> str:
+        return "nothing to pack: the store is in memory"
+
+
+def parents_first(parents_of, old: str | None, new: str) -> list[str]:
+    """The commits reachable from `new` and not from `old`, each after its parents."""
+    hidden, todo = set(), [old] if old else []
+    while todo:
+        oid = todo.pop()
+        if oid not in hidden:
+            hidden.add(oid)
+            todo += parents_of(oid)
+    found: list[str] = []
+    seen = set(hidden)
+    stack: list[tuple[str, bool]] = [(new, False)]
+    while stack:  # depth first; a commit is listed once its parents are
+        oid, parents_done = stack.pop()
+        if parents_done:
+            found.append(oid)
+        elif oid not in seen:
+            seen.add(oid)
+            stack.append((oid, True))
+            stack += [(p, False) for p in reversed(parents_of(oid))]
+    return found

@@ -116,6 +116,9 @@ def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
 
 
 def remote_branches(store: GitStore) -> dict[str, str]:
+    """The branches of the queue's home as it answers now: the remote's, or this repository's."""
+    if not store.remote:
+        return {name: target for name in store.repo.branches.local if (target := store.ref("refs/heads/" + name))}
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
 
 

@@ -1,0 +1,17 @@
+"""The one place runner chooses the store of a repository: callers ask for a Store and never
+name an implementation (runner.store.memory's is for tests, which build it themselves)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.store import Store
+
+
+def open_store(path: str | Path = ".", remote: str | None = "auto", receiving: bool = False) -> Store:
+    """The store of the repository at `path`. `remote`: "auto" (origin when there is one), a
+    remote's name, or None (this repository alone). `receiving`: the server's repository
+    during pre-receive, with the pushed objects that wait in git's quarantine."""
+    from runner.store.git import GitStore  # pygit2, only once a store is opened
+
+    return GitStore.receiving(path) if receiving else GitStore(path, remote=remote)
