@@ -19,7 +19,8 @@ ANY_ID = "AGENT-ID"
 
 def prime_text(agent: str | None = None) -> str:
     """The text an agent reads at the start of a session, for agent id `agent`."""
-    return render(read_text("runner.agents", "texts", "prime.md"), {"agent": agent or ANY_ID})
+    note = "" if agent else ", one you choose for yourself (1 to 64 of A-Z a-z 0-9 . _ -, e.g. claude-alice) and keep all session"
+    return render(read_text("runner.agents", "texts", "prime.md"), {"agent": agent or ANY_ID, "id_note": note})
 
 
 def step_header() -> str:

@@ -104,22 +104,42 @@ def prime(agent: Annotated[Optional[str], typer.Option("--id", help="Your agent 
     typer.echo(prime_text(agent).rstrip())
 
 
-def write_prime(target: Target, agent: str | None) -> str:
-    """`runner init --agent NAME --prime`: the prime text in NAME's instructions file, in this
-    repository's working tree (for the person to commit)."""
-    from runner.agents.prime import HOW_IT_IS_READ, INSTRUCTIONS_FILE, with_prime
+def check_prime(target: Target, agent: str | None) -> Path:
+    """Where `runner init --agent NAME --prime` writes (refused before anything is written)."""
+    from runner.agents.prime import INSTRUCTIONS_FILE
     from runner.store.git import GitStore
 
     if agent not in INSTRUCTIONS_FILE:
         raise BadInput(f"--prime writes the instructions file of the agent named by --agent: one of {', '.join(INSTRUCTIONS_FILE)}")
     store = GitStore(target.repo, remote=None)
     if store.workdir.resolve() == store.git_dir.resolve():
-        raise BadInput("--prime needs a working tree: this repository is bare")
-    path = store.workdir / INSTRUCTIONS_FILE[agent]
+        raise BadInput("--prime writes a file in the working tree, and this repository is bare")
+    return store.workdir / INSTRUCTIONS_FILE[agent]
+
+
+def write_prime(target: Target, agent: str | None) -> str:
+    """`runner init --agent NAME --prime`: the prime text in NAME's instructions file, in this
+    repository's working tree (for the person to commit), in a block a second run rewrites."""
+    from runner.agents.prime import HOW_IT_IS_READ, with_prime
+
+    path = check_prime(target, agent)
     existing = path.read_text(encoding="utf-8") if path.exists() else ""
     path.write_text(with_prime(existing, None), encoding="utf-8")
     said = f"wrote runner's prime text into {path.name} (commit it to share it)"
     return said + (f"; {HOW_IT_IS_READ[agent]}" if agent in HOW_IT_IS_READ else "")
+
+
+def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool = False, permanent: bool = False) -> bool:
+    """`runner release` / `runner fail` of a step taken here with `runner work`: given back through
+    its session, as the MCP tools do (a handoff, a failure's change kept on the step's branch,
+    the worktree and the keeper ended). False when this host has no session of it."""
+    from runner.worker.agentsession import Sessions
+
+    if Sessions(target.queue().store.state_dir, agent).load(step_id) is None:
+        return False
+    work = _work(target, agent)
+    print_report(target, work.fail(step_id, reason, permanent) if fail else work.release(step_id, reason))
+    return True
 
 
 def keep_claim(target: Target, step_id: StepArg, agent: AgentId = ...) -> None:

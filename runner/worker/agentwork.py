@@ -114,8 +114,9 @@ class AgentWork:
                 if self.mine(session, held) and step_id in (None, held.id):
                     return self.claimed(session, snap)  # the same claim again: its worktree and prompt
                 if not local_holder_gone(held.holder):
-                    raise NotHeld(f"{self.agent} already holds {held.id} (attempt {held.attempt}) in another session: "
-                                  f"complete, fail or release it there first (one step at a time per id)")
+                    where = "" if self.mine(session, held) else " in another session"
+                    raise NotHeld(f"{self.agent} already holds {held.id} (attempt {held.attempt}){where}: "
+                                  f"complete, fail or release it first (one step at a time per id)")
                 step_id = step_id or held.id  # its session died on this host: take it over
             incarnation = self.incarnation or new_incarnation(self.agent)
             facts = self.facts("running", incarnation=incarnation)
@@ -185,8 +186,8 @@ class AgentWork:
             self.sessions.save(session)
             return self.not_yet(session, state, checked)
 
-    def fail(self, step_id: str, reason: str) -> dict[str, Any]:
-        return self.give_back(step_id, Outcome(Kind.FAIL, reason=clip(f"{self.agent}: {reason}")))
+    def fail(self, step_id: str, reason: str, permanent: bool = False) -> dict[str, Any]:
+        return self.give_back(step_id, Outcome(Kind.FAIL, reason=clip(f"{self.agent}: {reason}"), permanent=permanent))
 
     def release(self, step_id: str, reason: str) -> dict[str, Any]:
         return self.give_back(step_id, Outcome(Kind.RELEASE, reason=clip(f"{self.agent}: {reason}")))
