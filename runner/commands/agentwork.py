@@ -22,12 +22,13 @@ StepArg = Annotated[str, typer.Argument(help="The step.")]
 def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: str = "none"):
     """The agent's work on the target's queue; its claims' heartbeat kept by "thread" (this
     process: `runner mcp`), "keeper" (a process of its own: `runner work`) or "none"."""
+    from runner.agents.prime import step_header
     from runner.worker.agentwork import AgentWork
 
     check_worker_id(agent)
     queue = target.queue()
     if heartbeat == "thread":
-        return AgentWork(queue, agent, tags, heartbeat="thread")
+        return AgentWork(queue, agent, tags, heartbeat="thread", header=step_header())
 
     def keeper(session):
         if heartbeat != "keeper":
@@ -37,7 +38,7 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
         log = queue.store.state_dir / "logs" / f"keeper-{agent}.log"
         return start_keeper(Path(target.repo).resolve(), target.remote, target.branch, agent, session.step, log)
 
-    return AgentWork(queue, agent, tags, heartbeat=keeper)
+    return AgentWork(queue, agent, tags, heartbeat=keeper, header=step_header())
 
 
 def work(target: Target,
@@ -72,25 +73,10 @@ def submit(target: Target, step_id: StepArg, agent: AgentId = ...,
 
 
 def print_report(target: Target, result: dict) -> None:
+    from runner.worker.agentsession import render_not_yet
     from runner.worker.report import render_text
 
     emit(target, result, render_not_yet(result) if result.get("outcome") == "fix" else render_text(result))
-
-
-def render_not_yet(result: dict) -> str:
-    """The report of a hand-in whose checks failed with fixes left: nothing recorded."""
-    lines = [f"Status: not recorded: the checks did not pass (fix and hand in again; {result['fixes_left']} more time(s) before it is recorded as failed)",
-             f"Step: {result['step']} - {result['title']}", "Final frontmatter status: claimed (still yours)"]
-    for title, key in (("Automated Verification", "automated_verification"), ("Automated QA", "automated_qa")):
-        summary = result[key]
-        if summary["total"]:
-            lines.append(f"{title}: {summary['passed']}/{summary['total']} passed")
-            lines += [f"  - [{'x' if item['passed'] else ' '}] {item['label']}" for item in summary["items"]]
-    if result["manual_checks_left"]:
-        lines.append("Manual verification needed:")
-        lines += [f"  - [ ] {item}" for item in result["manual_checks_left"]]
-    lines += [f"Worktree: {result['worktree']}", "What to fix:", result["feedback"].rstrip()]
-    return "\n".join(lines)
 
 
 def prime(agent: Annotated[Optional[str], typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:

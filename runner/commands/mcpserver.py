@@ -24,7 +24,7 @@ Reason = Annotated[str, Field(description="Why, in a sentence or two.")]
 
 
 def build(work, target) -> MCPServer:
-    from runner.commands.agentwork import render_not_yet
+    from runner.worker.agentsession import render_not_yet
     from runner.worker.report import render_text
 
     app = MCPServer("runner", instructions=INSTRUCTIONS, log_level="WARNING")

@@ -97,6 +97,50 @@ def worktree_folder(workdir: Path, git_dir: Path, state_dir: Path, agent: str) -
     return folder
 
 
+def state_of(session: Session, step, config) -> State:
+    """The pipeline's state of the attempt a session holds, with what earlier hand-ins spent."""
+    config = config.for_step(step.meta)
+    scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
+    return State(step=step, attempt=session.attempt, config=config, feedback=session.feedback or str(step.meta.get("last_error") or ""),
+                 scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
+                 implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept)
+
+
+def not_yet(session: Session, state: State, feedback: str, agent: str) -> dict[str, Any]:
+    """The report of a hand-in whose checks failed with fixes left: nothing recorded, the step still the agent's."""
+    from runner.core.stepfile import manual_checks
+    from runner.worker.record import qa_doc
+    from runner.worker.report import checklist_summary
+
+    return {
+        "sentinel": None, "status": "not recorded", "outcome": "fix", "step": state.step.id, "title": state.step.title,
+        "attempt": state.attempt, "worker": agent, "final_status": "claimed", "worktree": session.worktree,
+        "automated_verification": checklist_summary(state.step.text, state.gates, "Automated Verification", "check"),
+        "automated_qa": checklist_summary(state.step.text, state.gates, "Automated QA", "qa"),
+        "qa_doc": qa_doc(state.step.text), "manual_checks_left": manual_checks(state.step.text),
+        "gates": [g.as_dict() for g in state.gates], "roles": [r.as_dict() for r in state.roles], "feedback": feedback,
+        "fixes_left": state.config.brakes.max_fix_attempts - state.fixes,
+        "review_rounds_left": state.config.brakes.max_review_attempts - state.reviews,
+    }
+
+
+def render_not_yet(result: dict[str, Any]) -> str:
+    """That report as text."""
+    fails = result["fixes_left"] + 1
+    lines = [f"Status: not recorded: the checks did not pass. Fix it and hand it in again (if the checks fail {fails} more time(s), it is recorded as failed)",
+             f"Step: {result['step']} - {result['title']}", "Final frontmatter status: claimed (still yours)"]
+    for title, key in (("Automated Verification", "automated_verification"), ("Automated QA", "automated_qa")):
+        summary = result[key]
+        if summary["total"]:
+            lines.append(f"{title}: {summary['passed']}/{summary['total']} passed")
+            lines += [f"  - [{'x' if item['passed'] else ' '}] {item['label']}" for item in summary["items"]]
+    if result["manual_checks_left"]:
+        lines.append("Manual verification needed:")
+        lines += [f"  - [ ] {item}" for item in result["manual_checks_left"]]
+    lines += [f"Worktree: {result['worktree']}", "What to fix:", result["feedback"].rstrip()]
+    return "\n".join(lines)
+
+
 # --- what an agent reads ------------------------------------------------------------------------
 
 
@@ -121,6 +165,22 @@ def context(read, plan, step, feedback: str, header: str | None = None, tokens: 
     if feedback:
         text += "\n## Feedback from the previous run\n\n" + feedback.rstrip() + "\n"
     return text
+
+
+def shown(store, snap, step_id: str) -> str:
+    """A step as an agent reads it: its status and who holds it, then its context."""
+    from runner.core.errors import BadInput
+
+    step = snap.plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
+    status = snap.plan.derived_status(step)
+    holder = f", held by {step.assignee} (attempt {step.attempt})" if step.get("status") == "claimed" else ""
+    head = f"{step.id}: {step.title} [{status}{holder}]\n" + "".join(f"problem: {p}\n" for p in step.problems)
+    if not step.valid:
+        return head
+    step = step.full()
+    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step, str(step.meta.get("last_error") or ""))
 
 
 # --- the keeper: a shell agent's heartbeat --------------------------------------------------------

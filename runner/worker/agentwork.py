@@ -27,17 +27,16 @@ from runner.core.errors import BadInput, RunnerError
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, clip
 from runner.core.machine import Kind, holds
 from runner.core.model import format_time, utc_now
-from runner.core.stepfile import manual_checks
 from runner.queue.leases import holder_info, local_holder_gone, new_incarnation
 from runner.queue.queue import ClaimLost, Queue
 from runner.queue.snapshot import Snapshot
-from runner.worker import report, worktrees
+from runner.worker import worktrees
 from runner.worker.actions import WorktreeActions
-from runner.worker.agentsession import Session, Sessions, context, stop_keeper, worktree_folder
+from runner.worker.agentsession import Session, Sessions, context, not_yet, shown, state_of, stop_keeper, worktree_folder
 from runner.worker.gates import PASS
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.pipeline import Outcome, Run, State, run_checks
-from runner.worker.record import Recorder, outcome_report, qa_doc
+from runner.worker.record import Recorder, outcome_report
 
 
 KEEPER_LOOKS = 2.0  # seconds between a keeper's looks at its session file
@@ -52,8 +51,9 @@ class AgentWork:
     heartbeat in this process while it lives (`runner mcp`, whose pid the claim names), or a
     callable(session) -> keeper facts that starts a process to keep it (`runner work`)."""
 
-    def __init__(self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread"):
+    def __init__(self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread", header: str = ""):
         self.queue = queue
+        self.header = header  # the start of a claimed step's prompt (runner.agents.prime; plans/prompts/agent.md wins)
         self.store = queue.store
         self.agent = agent
         self.tags = list(tags or [])
@@ -89,18 +89,7 @@ class AgentWork:
         return {"steps": steps, "why": why}
 
     def show(self, step_id: str) -> str:
-        snap = self.snapshot()
-        step = snap.plan.find(step_id)
-        if step is None:
-            raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
-        status = snap.plan.derived_status(step)
-        holder = f", held by {step.assignee} (attempt {step.attempt})" if step.get("status") == "claimed" else ""
-        head = f"{step.id}: {step.title} [{status}{holder}]\n" + "".join(f"problem: {p}\n" for p in step.problems)
-        if not step.valid:
-            return head
-        step = step.full()
-        read = lambda path: self.store.file_at(snap.tip, path)  # noqa: E731
-        return head + "\n" + context(read, snap.plan, step, str(step.meta.get("last_error") or ""))
+        return shown(self.store, self.snapshot(), step_id)
 
     # --- claiming --------------------------------------------------------------------------
 
@@ -158,10 +147,8 @@ class AgentWork:
         step = snap.plan.steps[session.step].full()
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
-        from runner.agents.prime import step_header
-
         read = lambda path: self.store.file_at(snap.tip, path)  # noqa: E731
-        prompt = context(read, snap.plan, step, session.feedback or str(step.meta.get("last_error") or ""), step_header(), tokens)
+        prompt = context(read, snap.plan, step, session.feedback or str(step.meta.get("last_error") or ""), self.header, tokens)
         return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,
                 "lease": snap.config.leases.lease, "prompt": prompt}
 
@@ -175,7 +162,7 @@ class AgentWork:
             if session is None or not Path(session.worktree).is_dir():
                 raise NotHeld(f"{self.agent} holds {step_id}, but no worktree of it is on this host: "
                               f"release it (`runner release {step_id} --id {self.agent}`) and take it again")
-            state = self.state(session, step, snap)
+            state = state_of(session, step, snap.config)
             now = wall_clock()
             state.runs.append(Run("implement", PASS, max(now - session.since, 0.0), f"handed in by {self.agent} from its own session"))
             checked = run_checks(state, self.actions(session, state, snap))
@@ -184,7 +171,7 @@ class AgentWork:
             session.keep(state)
             session.since = now
             self.sessions.save(session)
-            return self.not_yet(session, state, checked)
+            return not_yet(session, state, checked, self.agent)
 
     def fail(self, step_id: str, reason: str, permanent: bool = False) -> dict[str, Any]:
         return self.give_back(step_id, Outcome(Kind.FAIL, reason=clip(f"{self.agent}: {reason}"), permanent=permanent))
@@ -197,7 +184,7 @@ class AgentWork:
             session, step, snap = self.held(step_id)
             if session is None:  # claimed by hand (`runner claim`): no worktree, nothing to keep
                 session = Session(step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "", wall_clock(), wall_clock())
-            return self.finish(session, self.state(session, step, snap), outcome, None)
+            return self.finish(session, state_of(session, step, snap.config), outcome, None)
 
     def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> dict[str, Any]:
         """Record the outcome (with its merge, the handoff and the heartbeat, in one publish) and end the session."""
@@ -223,27 +210,7 @@ class AgentWork:
         self.end(session, state)
         return outcome_report(sentinel, state, self.agent, published, files, log_path)
 
-    def not_yet(self, session: Session, state: State, feedback: str) -> dict[str, Any]:
-        left = state.config.brakes.max_fix_attempts - state.fixes
-        rounds = state.config.brakes.max_review_attempts - state.reviews
-        return {
-            "sentinel": None, "status": "not recorded", "outcome": "fix", "step": state.step.id, "title": state.step.title,
-            "attempt": state.attempt, "worker": self.agent, "final_status": "claimed", "worktree": session.worktree,
-            "automated_verification": report.checklist_summary(state.step.text, state.gates, "Automated Verification", "check"),
-            "automated_qa": report.checklist_summary(state.step.text, state.gates, "Automated QA", "qa"),
-            "qa_doc": qa_doc(state.step.text), "manual_checks_left": manual_checks(state.step.text),
-            "gates": [g.as_dict() for g in state.gates], "roles": [r.as_dict() for r in state.roles],
-            "feedback": feedback, "fixes_left": left, "review_rounds_left": rounds,
-        }
-
     # --- the pieces a worker's tick uses ------------------------------------------------------
-
-    def state(self, session: Session, step, snap: Snapshot) -> State:
-        config = snap.config.for_step(step.meta)
-        scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
-        return State(step=step, attempt=session.attempt, config=config, feedback=session.feedback or str(step.meta.get("last_error") or ""),
-                     scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
-                     implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept)
 
     def actions(self, session: Session, state: State, snap: Snapshot) -> WorktreeActions:
         files = self.sessions.folder / f"{session.step}-a{session.attempt}"
