@@ -94,6 +94,8 @@ def test_an_agent_takes_a_step_over_mcp_and_the_queue_records_it_as_a_workers(tm
             (worktree / "out.txt").write_text("hello\n")
             failed, report = await call(s, "complete", step="01-a")
             assert not failed, report
+            failed, shown = await call(s, "show", step="02-b")  # the next step, with what 01-a left
+            assert not failed and "## What its dependencies left" in shown and "# Handoff: 01-a (attempt 1)" in shown, shown
             return tools, claimed, report, worktree
 
     tools, claimed, report, worktree = anyio.run(session)
@@ -237,7 +239,7 @@ def test_the_agents_key_acts_only_as_its_id_under_the_hook(tmp_path, monkeypatch
     alice.init("alice")
     alice.edit(lambda snap: {"runner.toml": (DEFAULT_TOML.replace("detect = true", "detect = false") + IDENTITIES).encode()},
                "people and worker keys", "alice")
-    add_steps(alice, ("01-a", {"body": CHECKS}))
+    add_steps(alice, ("01-a", {"body": CHECKS}), ("02-b", {"body": CHECKS}))
     monkeypatch.delenv("RUNNER_PUSHER")
     agent_clone = tmp_path / "agent"
     clone(bare, agent_clone)
@@ -256,6 +258,14 @@ def test_the_agents_key_acts_only_as_its_id_under_the_hook(tmp_path, monkeypatch
     assert events(bare)[-2:] == [("claim", "01-a", "w1"), ("complete", "01-a", "w1")]
     assert git(bare, "show", "runner/integration:out.txt") == "hello"
 
+    # The same from a shell: the key is refused as w2, and works as w1 (its keeper's beats too).
+    refused = runner(agent_clone, "work", "02-b", "--id", "w2", env=key_a, check=False)
+    assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
+    worktree = Path(runner_json(agent_clone, "work", "02-b", "--id", "w1", env=key_a)["worktree"])
+    (worktree / "out.txt").write_text("hello again\n")
+    assert "Final frontmatter status: done" in runner(agent_clone, "submit", "02-b", "--id", "w1", env=key_a).stdout
+    assert events(bare)[-2:] == [("claim", "02-b", "w1"), ("complete", "02-b", "w1")]
+
 
 def test_a_reason_of_two_megabytes_is_clipped_where_the_event_is_made(tmp_path):
     bare, (agent_clone,) = served_plan(tmp_path, clones=1)
@@ -269,6 +279,20 @@ def test_a_reason_of_two_megabytes_is_clipped_where_the_event_is_made(tmp_path):
     assert "STEP_FAILED" in report
     last_error = re.search(r"^last_error: (.*)$", step_text(bare, "01-a"), re.M).group(1)
     assert len(last_error) < 8000 and "bytes clipped" in last_error and "the real cause" in last_error
+
+
+def test_notes_of_two_megabytes_reach_notes_md_clipped(tmp_path):
+    bare, (agent_clone,) = served_plan(tmp_path, clones=1)
+    before = len(git(bare, "show", "runner/queue:plans/NOTES.md"))
+
+    async def session() -> str:
+        async with mcp_session(agent_clone, "agent-1") as s:
+            (worktree_of((await call(s, "claim", step="01-a"))[1]) / "out.txt").write_text("hello\n")
+            return (await call(s, "complete", step="01-a", notes="n" * 2_000_000 + " the last fact"))[1]
+
+    assert "STEP_COMPLETE" in anyio.run(session)
+    notes = git(bare, "show", "runner/queue:plans/NOTES.md")
+    assert len(notes) - before <= 16 * 1024 + 200 and notes.rstrip().endswith("the last fact")
 
 
 # --- the same flow from a shell ----------------------------------------------------------------
