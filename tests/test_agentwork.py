@@ -215,6 +215,21 @@ def test_on_its_own_host_a_dead_sessions_claim_is_taken_over_at_once(tmp_path):
     assert (taken["event"], taken["attempt"]) == ("takeover", 2)
 
 
+def test_a_new_session_of_the_same_id_takes_its_dead_sessions_claim_over_in_a_fresh_worktree(tmp_path):
+    bare, (agent_clone, _) = served_plan(tmp_path)
+    anyio.run(claim_then_die, agent_clone, bare)
+    old = agent_clone / ".runner" / "01-a-a1"
+    assert old.is_dir()
+
+    async def again() -> str:
+        async with mcp_session(agent_clone, "agent-1") as s:
+            return (await call(s, "claim", step="01-a"))[1]
+
+    claimed = anyio.run(again)
+    assert worktree_of(claimed) == agent_clone / ".runner" / "01-a-a2" and not old.exists()
+    assert events(bare)[-1] == ("takeover", "01-a", "agent-1")
+
+
 def test_a_session_keeps_its_heartbeat_while_it_holds_the_step(tmp_path):
     bare, (agent_clone,) = served_plan(tmp_path, clones=1, lease="3s")  # a beat every second
 

@@ -127,6 +127,8 @@ class AgentWork:
         try:
             if event.kind == Kind.TAKEOVER:
                 worktrees.kill_leftovers(self.sessions_dir, step.id, event.replaces or 0, before, lambda kind, line: None)
+            if (dead := self.sessions.load(step.id)) is not None:
+                self.end(dead, None)  # a session of ours that died holding this step: its worktree goes
             base = worktrees.base_with_dependencies(self.store, snap, step, integration)
             worktrees.remove(self.store, path)
             self.store.add_worktree(path, base)
