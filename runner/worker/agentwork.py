@@ -14,9 +14,10 @@ agent id holds one step at a time: its heartbeat ref names one.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Callable
 
@@ -138,8 +139,9 @@ class AgentWork:
                 session.keeper = self.start_keeper(session)
                 self.sessions.save(session)
         except Exception as exc:
-            self.queue.event(step.id, Kind.RELEASE, self.agent, incarnation=incarnation,
-                             reason=clip(f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"))
+            with suppress(RunnerError):  # else its lease gives it back
+                self.queue.event(step.id, Kind.RELEASE, self.agent, incarnation=incarnation,
+                                 reason=clip(f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"))
             worktrees.remove(self.store, path)
             raise
         self.beat_for(session, snap)
@@ -271,6 +273,7 @@ class AgentWork:
                 worktrees.clean_up(self.store, path, state, lambda kind, line: None)
             else:
                 worktrees.remove(self.store, path)
+        shutil.rmtree(self.sessions.folder / f"{session.step}-a{session.attempt}", ignore_errors=True)  # its prompt and output files
         self.sessions.forget(session.step)
 
     def beat_for(self, session: Session, snap: Snapshot) -> None:
