@@ -22,7 +22,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__  # noqa: E402
-from runner.commands import doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
+from runner.commands import agentwork, doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
 from runner.commands.common import command  # noqa: E402
 
 
@@ -65,6 +65,12 @@ add(workers.worker)
 add(workers.workers)
 add(doctor.doctor)
 add(doctor.gc, json=False)
+# An agent that takes steps itself
+add(agentwork.work)
+add(agentwork.submit)
+add(agentwork.prime, queue=False, json=False)
+add(agentwork.mcp, json=False)
+add(agentwork.keep_claim, hidden=True, json=False)
 # Hooks and schedules
 add(hooks.install_hooks, queue=False, json=False)
 add(hooks.uninstall_hooks, queue=False, json=False)

@@ -15,18 +15,27 @@ from runner.core.stepschema import key_doc, shown
 
 
 def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
-         by: By = None) -> None:
+         by: By = None,
+         prime: Annotated[bool, typer.Option("--prime", help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 
     With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI;
     on a queue that exists, only those tables change (one commit shows the change)."""
     from runner.commands.agents import init_files, set_agent
 
+    if prime:
+        from runner.commands.agentwork import check_prime
+
+        check_prime(target, agent)
     queue = target.queue()
     actor = person(by)
     created, message = queue.init(actor, files=init_files(agent))
     if agent and not created:
         message += "; " + set_agent(queue, agent, actor)
+    if prime:
+        from runner.commands.agentwork import write_prime
+
+        message += "; " + write_prime(target, agent)
     emit(target, {"created": created, "message": message}, message)
     if not target.json:
         typer.echo('next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')

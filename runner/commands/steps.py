@@ -68,7 +68,11 @@ def heartbeat(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
 
 def release(target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Reason = "released") -> None:
     """Give STEP back to the queue: ready again at once, no attempt spent."""
+    from runner.commands.agentwork import given_back
+
     check_worker_id(worker)
+    if given_back(target, step_id, worker, reason):  # taken with `runner work`: its worktree and keeper end too
+        return
     report(target, target.queue().event(step_id, Kind.RELEASE, worker, reason=reason))
 
 
@@ -83,9 +87,12 @@ def fail(
     permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
 ) -> None:
     """Record a failure of STEP: ready again after a backoff, or failed when its attempts are spent or --permanent."""
+    from runner.commands.agentwork import given_back
     from runner.queue.backoff import retry_at
 
     check_worker_id(worker)
+    if given_back(target, step_id, worker, reason, fail=True, permanent=permanent):  # taken with `runner work`
+        return
     queue = target.queue()
     snap = queue.snapshot()
     step = snap.plan.find(step_id)

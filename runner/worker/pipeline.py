@@ -94,6 +94,9 @@ class State:
     notes: dict[str, str] = field(default_factory=dict)  # handoff sections
     implement_runs: int = 0
     resolves: int = 0  # resolve passes: the attempt brought onto an integration tip that moved
+    fixes: int = 0  # fix-loop passes spent this attempt
+    reviews: int = 0  # review rounds spent this attempt
+    swept: bool = False
 
 
 @dataclass
@@ -132,6 +135,16 @@ def run_resolve(state: State, actions: Actions, onto: str, ours: str) -> Outcome
     (docs/protocol.md, section 9), then the gates and the verifier again."""
     try:
         return _Pipeline(state, actions).resolve(onto, ours)
+    except _Stop as stop:
+        return stop.outcome
+
+
+def run_checks(state: State, actions: Actions) -> Outcome | str:
+    """What follows one implement pass that someone else ran (an agent working the queue
+    itself): gates, verify, orchestrate, sweep, review, with the same brakes. The outcome to
+    record, or the feedback of another implement pass (the fix loop, the review rounds)."""
+    try:
+        return _Pipeline(state, actions).check()
     except _Stop as stop:
         return stop.outcome
 
@@ -180,37 +193,42 @@ class _Pipeline:
     def run(self) -> Outcome:
         self.budget()
         self.orient()
-        fixes = reviews = 0
-        swept = False
         while True:
             self.implement()
-            self.s.gates = self.a.gates(self.s)
-            for gate in self.s.gates:
-                if gate.result != NOT_RUN:
-                    self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail))
-            failure = gate_failure_feedback(self.s.gates)
-            if not failure:
-                failure = self.verify()
-            self.budget()
-            if failure:
-                if fixes >= self.brakes.max_fix_attempts:
-                    return Outcome(Kind.FAIL, reason=failure)
-                fixes += 1
-                self.s.feedback = clip(failure, MAX_FEEDBACK_BYTES)
-                continue
-            self.orchestrate()
-            if not swept:
-                self.sweep()
-                swept = True
-            critical = self.review()
-            if isinstance(critical, Outcome):
-                return critical
-            if not critical:
-                return Outcome(Kind.COMPLETE)
-            if reviews >= self.brakes.max_review_attempts:
-                return Outcome(Kind.FAIL, reason=f"review found critical issues after {reviews} review round(s): " + "; ".join(critical)[:1000])
-            reviews += 1
-            self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
+            checked = self.check()
+            if isinstance(checked, Outcome):
+                return checked
+
+    def check(self) -> Outcome | str:
+        """After a clean implement: the outcome, or the feedback of the next implement pass."""
+        self.s.gates = self.a.gates(self.s)
+        for gate in self.s.gates:
+            if gate.result != NOT_RUN:
+                self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail))
+        failure = gate_failure_feedback(self.s.gates)
+        if not failure:
+            failure = self.verify()
+        self.budget()
+        if failure:
+            if self.s.fixes >= self.brakes.max_fix_attempts:
+                return Outcome(Kind.FAIL, reason=failure)
+            self.s.fixes += 1
+            self.s.feedback = clip(failure, MAX_FEEDBACK_BYTES)
+            return self.s.feedback
+        self.orchestrate()
+        if not self.s.swept:
+            self.sweep()
+            self.s.swept = True
+        critical = self.review()
+        if isinstance(critical, Outcome):
+            return critical
+        if not critical:
+            return Outcome(Kind.COMPLETE)
+        if self.s.reviews >= self.brakes.max_review_attempts:
+            return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): " + "; ".join(critical)[:1000])
+        self.s.reviews += 1
+        self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
+        return self.s.feedback
 
     def resolve(self, onto: str, ours: str) -> Outcome:
         self.s.resolves += 1

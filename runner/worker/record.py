@@ -18,7 +18,7 @@ from runner.queue.merging import merge_update, step_branch_update
 from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
-from runner.worker import executor
+from runner.worker import executor, report
 from runner.worker.gates import PASS
 from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.worker.pipeline import Outcome, State, named
@@ -158,6 +158,16 @@ class Recorder:
             "Log tail": fence(executor.tail(log_path)) if log_path.exists() else "",
         }
         return render_handoff(meta, sections)
+
+
+def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path) -> dict[str, Any]:
+    """The step report of a recorded attempt (Automated Verification N/M, QA, manual checks left, final status)."""
+    event, status = published.change.event, published.change.status
+    return report.step_report(
+        sentinel, state.step, state.attempt, worker, status, event.reason, files, state.gates, state.roles,
+        list(event.runs), state.faults, state.overrides, published.commit, str(log_path), qa_doc(state.step.text),
+        will_retry=(status == "ready") if event.kind == Kind.FAIL else None,
+    )
 
 
 def _checked_commands(state: State) -> list[str]:

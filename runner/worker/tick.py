@@ -32,7 +32,7 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.pipeline import ClaimLostDuringRun, Outcome, State, run_pipeline
-from runner.worker.record import Recorder, qa_doc
+from runner.worker.record import Recorder, outcome_report
 
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
@@ -256,11 +256,7 @@ class Worker:
         self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status}" + (f": {event.reason}" if event.reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
-        return report.step_report(
-            sentinel, state.step, state.attempt, self.id, status, event.reason, files, state.gates, state.roles,
-            list(event.runs), state.faults, state.overrides, published.commit, str(log_path), qa_doc(state.step.text),
-            will_retry=(status == "ready") if event.kind == Kind.FAIL else None,
-        )
+        return outcome_report(sentinel, state, self.id, published, files, log_path)
 
     def next_claim(self, snap: Snapshot, after_lost_race: bool):
         """The claim of the next ready step, built on the queue as this tick's record leaves it."""

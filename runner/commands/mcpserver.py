@@ -1,0 +1,109 @@
+"""`runner mcp --id AGENT`: an MCP server over stdio (the official Python SDK, imported only
+by this command) whose tools are the agent's work on the queue: ready, show, claim, complete,
+fail, release, log. Each tool is small, names its step by a `step` argument, and acts as the
+one id the server was started with; none approves, rejects, retries or aborts. Tool
+descriptions cost every session context: together they stay under 8,000 characters."""
+
+import traceback
+from typing import Annotated, Callable
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from runner.core.errors import BadInput, RunnerError
+from runner.core.limits import clip
+
+INSTRUCTIONS = (
+    "runner's plan: steps on a git branch. Take one with claim, work only in the worktree it returns, "
+    "hand it in with complete (runner runs the step's checks and records the outcome). "
+    "Never approve, reject, retry or abort: those are a person's. One step at a time."
+)
+Step = Annotated[str, Field(description="The step id.")]
+Reason = Annotated[str, Field(description="Why, in a sentence or two.")]
+
+
+def build(work, target) -> MCPServer:
+    from runner.worker.agentsession import render_not_yet
+    from runner.worker.report import render_text
+
+    app = MCPServer("runner", instructions=INSTRUCTIONS, log_level="WARNING")
+
+    def tool(description: str) -> Callable:
+        def register(func: Callable) -> Callable:
+            def guarded(*args, **kwargs) -> str:
+                try:
+                    return func(*args, **kwargs)
+                except BadInput as exc:
+                    raise ToolError("; ".join(exc.problems)) from None
+                except RunnerError as exc:
+                    raise ToolError(str(exc)) from None
+                except Exception as exc:
+                    log = work.store.state_dir / "logs" / "mcp-errors.log"
+                    log.parent.mkdir(parents=True, exist_ok=True)
+                    with open(log, "a") as handle:
+                        handle.write(traceback.format_exc() + "\n")
+                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log}") from None
+
+            guarded.__name__, guarded.__signature__ = func.__name__, __import__("inspect").signature(func)
+            app.tool(description=description, structured_output=False)(guarded)
+            return func
+        return register
+
+    def report(result: dict) -> str:
+        return render_not_yet(result) if result.get("outcome") == "fix" else render_text(result)
+
+    @tool("The steps you may take now, best first.")
+    def ready() -> str:
+        found = work.ready()
+        if not found["steps"]:
+            return found["why"]
+        return "\n".join(f"{s['step']}: {s['title']} (priority {s['priority']})" for s in found["steps"])
+
+    @tool("A step with its context: the plan's root.md and NOTES.md, the step file, what its dependencies left, "
+          "feedback from earlier attempts.")
+    def show(step: Step) -> str:
+        return work.show(step)
+
+    @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
+          "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept while "
+          "this session lives. One step at a time.")
+    def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> str:
+        held = work.claim(step or None)
+        return f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: {held['worktree']}\n\n{held['prompt']}"
+
+    @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
+          "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the report: "
+          "Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and fixes are "
+          "left, nothing is recorded: fix it and call complete again.")
+    def complete(step: Step, notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:
+        return report(work.complete(step, notes or None))
+
+    @tool("The step you hold cannot be done as written: record a failure (retried later with your reason as feedback).")
+    def fail(step: Step, reason: Reason) -> str:
+        return report(work.fail(step, reason))
+
+    @tool("Give the step you hold back unfinished: ready again at once, no attempt spent.")
+    def release(step: Step, reason: Reason) -> str:
+        return report(work.release(step, reason))
+
+    @tool("The queue's audit trail, newest first: who claimed, completed, failed or released what, and why.")
+    def log(step: Annotated[str, Field(description="Only this step (empty: all).")] = "",
+            limit: Annotated[int, Field(description="At most this many entries.", ge=1, le=200)] = 20) -> str:
+        entries = work.queue.log(step or None, limit)
+        return "\n".join(log_line(e) for e in entries) or "no events"
+
+    return app
+
+
+def log_line(entry: dict) -> str:
+    attempt = f" (attempt {entry['attempt']})" if entry["attempt"] else ""
+    status = f" -> {entry['status']}" if entry["status"] else ""
+    reason = f": {clip(entry['reason'], 300)}" if entry.get("reason") else ""
+    return f"{entry['time']} {entry['event']} {entry['step'] or ''} by {entry['actor']}{attempt}{status}{reason}"
+
+
+def serve(work, target) -> None:
+    """Serve on stdin/stdout until the client goes away. A claim held then stays: its lease
+    (or, on this host, its dead pid) lets it be taken over; nothing is released for the agent."""
+    build(work, target).run("stdio")
