@@ -155,7 +155,12 @@ class Queue:
             self.pace.attempted(time.monotonic() - began)
             if isinstance(outcome, Won):
                 self.published = following.commit if following else commit
-                return Published(commit, change, snap, following)
+                published = Published(commit, change, snap, following)
+                if snap.config.notify.command or snap.config.notify.urls:
+                    from runner.queue.notices import notify
+
+                    notify(self, published)  # the one process that recorded it tells people, once
+                return published
             if isinstance(outcome, Refused):
                 if following is not None:
                     then = None  # the server's rules refused the pair: the change alone, on the same tip
