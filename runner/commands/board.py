@@ -45,7 +45,7 @@ def logs(
     (which run it is in, at most 16 KiB, as fresh as the last heartbeat: `[worker] live_log`);
     once it ended, the log tail its handoff keeps. Control characters are shown escaped."""
     from runner.commands.render import print_json
-    from runner.queue.livelog import new_output, step_output
+    from runner.queue.livelog import new_output, rest_after, step_output
 
     queue = target.queue()
 
@@ -54,11 +54,12 @@ def logs(
         return step_output(snap, step_id, lambda path: queue.store.file_at(snap.tip, path))
 
     now = look()
+    shown = now.get("output") or ""
     if target.json:
         print_json(now)
     else:
         _say(_header(now))
-        _write(now.get("output") or "")
+        _write(shown)
     if not (follow and now["running"]):
         return
     while True:
@@ -67,8 +68,10 @@ def logs(
         if not nxt["running"] or nxt["attempt"] != now["attempt"]:
             if target.json:
                 print_json(nxt)
-            else:
-                _say(f"-- {step_id} attempt {now['attempt']} ended: {nxt['status']}")
+                return
+            if nxt["attempt"] == now["attempt"] and nxt.get("output"):
+                _write(rest_after(shown, nxt["output"]))  # what it printed after its last heartbeat
+            _say(f"-- {step_id} attempt {now['attempt']} ended: {nxt['status']}")
             return
         if target.json:
             if nxt.get("output_bytes") != now.get("output_bytes") or nxt.get("run") != now.get("run"):
@@ -76,7 +79,9 @@ def logs(
         else:
             if nxt.get("run") != now.get("run") and nxt.get("run"):
                 _say(f"-- now running: {nxt['run']}")
-            _write(new_output(now, nxt))
+            added = new_output(now, nxt)
+            _write(added)
+            shown = (shown + added)[-4096:]
         if nxt.get("output") is not None:
             now = nxt
 

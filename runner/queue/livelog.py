@@ -51,3 +51,13 @@ def new_output(before: dict[str, Any] | None, now: dict[str, Any]) -> str:
     if grown > len(data):
         return f"[... {grown - len(data):,} bytes printed between two heartbeats were not carried ...]\n" + text
     return data[len(data) - grown:].decode("utf-8", "replace")
+
+
+def rest_after(shown: str, final: str) -> str:
+    """What `final` (the log tail a step's handoff keeps) has after the end of `shown` (what a
+    follower printed while it ran): the last words a step printed after its last heartbeat."""
+    for size in (400, 120, 40):
+        end = shown[-size:]
+        if len(end) >= min(size, len(shown)) and end and (at := final.rfind(end)) >= 0:
+            return final[at + len(end):]
+    return ""

@@ -4,7 +4,8 @@ process that published it (worker, CLI or board) hands it to the notifier, once:
 - needs-you: a step went to review (approval, a deviation, a block, a held review fault);
 - failed: a step failed for good, not by a person's hand;
 - halted: the queue halted (a person's halt, or a verifier that faulted);
-- drained: nothing is left to run (no step ready, claimed or waiting);
+- drained: the change left nothing to run (no step ready, claimed or waiting) where
+  something was before it;
 - worker-gone: a worker's claim was taken over (it was gone while holding the step).
 
 The notifier is a detached process (runner.queue.notifier): a command that fails or hangs is
@@ -66,14 +67,22 @@ def notices_of(queue: "Queue", published: "Published") -> list[dict[str, Any]]:
 
 
 def drained(queue: "Queue", published: "Published") -> dict[str, int] | None:
-    """The plan's status counts when nothing is left to run after the change, else None."""
+    """The plan's status counts when the change left nothing to run (no step ready, claimed or
+    waiting) where something was before it, else None."""
     plan, step_id = published.snapshot.plan, published.change.event.step
     for status in ("ready", "claimed"):
         # A step without dependencies that is ready or claimed runs: no need to read further.
         if any(sid != step_id and sid not in (plan.dependent or ()) for sid in plan.by_status.get(status, ())):
             return None
     counts = queue.reader.snapshot_at(published.commit, fetched=False).plan.status_counts()
-    return None if any(counts.get(status) for status in ("ready", "claimed", "waiting")) else counts
+    if _runs(counts):
+        return None
+    step = plan.steps.get(step_id or "")
+    return counts if (step is not None and step.status == "claimed") or _runs(plan.status_counts()) else None
+
+
+def _runs(counts: dict[str, int]) -> bool:
+    return any(counts.get(status) for status in ("ready", "claimed", "waiting"))
 
 
 def notify(queue: "Queue", published: "Published") -> None:

@@ -104,6 +104,7 @@ async function act(action, step, reason) {
     });
     const body = await response.json().catch(() => ({ ok: false, error: "error: " + response.statusText }));
     flash(body.ok ? body.line : body.error, body.ok);
+    if (body.ok) document.querySelectorAll("#main .form").forEach(f => f.remove());  // done: the page may update again
   } catch (err) {
     flash("error: the board did not answer (" + err.message + ")", false);
   } finally {
