@@ -22,7 +22,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__  # noqa: E402
-from runner.commands import agentwork, doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
+from runner.commands import agentwork, board, doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
 from runner.commands.common import command  # noqa: E402
 
 
@@ -64,6 +64,9 @@ add(workers.tick)
 add(workers.worker)
 add(workers.workers)
 add(doctor.doctor)
+# The review surface: a web board on this clone, a running step's log from any clone
+add(board.board, json=False)
+add(board.logs)
 add(doctor.gc, json=False)
 # An agent that takes steps itself
 add(agentwork.work)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "runner"
-PARTS = ("core", "store", "queue", "worker", "schedules", "hooks", "commands", "agents")
+PARTS = ("core", "store", "queue", "worker", "schedules", "hooks", "commands", "agents", "board")
 
 
 def modules() -> dict[str, Path]:
@@ -56,7 +56,8 @@ ALLOWED = {
     "hooks": {"hooks", "store", "core", "queue.leases", "resources"},
     "schedules": {"schedules", "store", "core", "resources"},
     "agents": {"agents", "resources"},
-    "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources"},
+    "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources", "board"},
+    "board": {"board", "queue", "store", "core"},  # never the worker: the board runs no step's command
 }
 
 
@@ -115,7 +116,7 @@ def test_modules_and_classes_stay_small():
 
 
 def test_the_command_line_starts_without_the_heavy_libraries():
-    probe = "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml'))))"
+    probe = "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml', 'starlette', 'uvicorn', 'apprise'))))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert json.loads(out.stdout) == []
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runner.core import jsonsafe
+from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES, clip_tail
 from runner.core.machine import Event, Kind
 from runner.core.model import format_time, parse_time
 
@@ -259,6 +260,17 @@ def merge_message(step: str, attempt: int, branch: str, actor: str) -> str:
 
 
 def encode_beat(worker: str, info: dict[str, Any]) -> str:
+    """A heartbeat's message, within MAX_HEARTBEAT_BYTES: a running step's output tail is
+    clipped to MAX_LOG_TAIL_BYTES, and further while escaping it (control characters, say)
+    would make the message longer than the bound."""
+    if isinstance(info.get("output"), str):
+        limit = MAX_LOG_TAIL_BYTES
+        while True:
+            info = {**info, "output": clip_tail(info["output"], limit)}
+            message = f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **info}, sort_keys=True) + "\n"
+            if len(message.encode()) <= MAX_HEARTBEAT_BYTES or limit == 0:
+                return message
+            limit //= 2
     return f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **info}, sort_keys=True) + "\n"
 
 

@@ -192,6 +192,7 @@ class Worker:
     keep_worktree_on_failure: bool = key(False, _bool, "keep the worktree of a failed attempt for a person to look at")
     min_free_memory: int = key(64 * 1024**2, parse_size, "ticks skip below this much free memory", '"64MiB"')
     min_free_disk: int = key(256 * 1024**2, parse_size, "ticks skip below this much free disk", '"256MiB"')
+    live_log: float | None = key(5.0, _optional_duration, "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail (`runner logs`; \"none\": only every lease/3)", '"5s"')
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,24 @@ class Hooks:
     people: tuple[str, ...] = key((), _strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
     admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
     identities: dict[str, tuple[str, ...]] = key({}, _identities, "pusher -> the worker ids they may act as", "{}")
+
+
+NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone")
+
+
+def _notice_events(value: Any) -> tuple[str, ...]:
+    events = _strings(value)
+    if unknown := [e for e in events if e not in NOTICE_EVENTS]:
+        raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(NOTICE_EVENTS)})")
+    return events
+
+
+@dataclass(frozen=True)
+class Notify:
+    command: tuple[str, ...] = key((), _argv, "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} {message} {queue}", "[]")
+    urls: tuple[str, ...] = key((), _strings, "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on the host that records", "[]")
+    events: tuple[str, ...] = key(NOTICE_EVENTS, _notice_events, "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim taken over)")
+    timeout: float = key(30.0, _duration, "a notice still running after this long is killed and logged; it never holds up a tick", '"30s"')
 
 
 TABLES: dict[str, type] = {
@@ -211,6 +230,7 @@ TABLES: dict[str, type] = {
     "pipeline": Pipeline,
     "worker": Worker,
     "hooks": Hooks,
+    "notify": Notify,
 }
 STEP_OVERRIDES = ("roles", "brakes", "pipeline")  # tables a step's frontmatter may override
 
@@ -226,6 +246,7 @@ class Config:
     pipeline: Pipeline = field(default_factory=Pipeline)
     worker: Worker = field(default_factory=Worker)
     hooks: Hooks = field(default_factory=Hooks)
+    notify: Notify = field(default_factory=Notify)
     text: str = ""  # runner.toml as read
 
     @property

@@ -156,7 +156,7 @@ class Queue:
             self.pace.attempted(time.monotonic() - began)
             if isinstance(outcome, Won):
                 self.published = following.commit if following else commit
-                return Published(commit, change, snap, following)
+                return _notified(self, Published(commit, change, snap, following))
             if isinstance(outcome, Refused):
                 if following is not None:
                     then = None  # the server's rules refused the pair: the change alone, on the same tip
@@ -338,6 +338,16 @@ class Queue:
         from runner.queue.audit import log
 
         return log(self.store, self.snapshot().tip, step_id, limit)
+
+
+def _notified(queue: Queue, published: Published) -> Published:
+    """The process that published an event tells people of it, once ([notify] in runner.toml)."""
+    settings = published.snapshot.config.notify
+    if settings.command or settings.urls:
+        from runner.queue.notices import notify
+
+        notify(queue, published)
+    return published
 
 
 def _fresh(queue: Queue, snap: Snapshot, branches: list[str]) -> Snapshot:

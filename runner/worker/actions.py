@@ -19,6 +19,7 @@ from runner.store import Store
 from runner.worker import executor, worktrees
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
+from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import State
 from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
 
@@ -45,7 +46,7 @@ class AnyEvent:
 class WorktreeActions:
     def __init__(self, store: Store, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
                  read_queue_file: Callable[[str], bytes | None], plan, cancel: threading.Event, lost: threading.Event,
-                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None):
+                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None, live: LiveOutput | None = None):
         self.store = store
         self.worker = worker
         self.worktree = worktree
@@ -59,6 +60,7 @@ class WorktreeActions:
         self._stopping = stopping
         self.sessions_dir = sessions_dir
         self.default_timeout = default_timeout
+        self.live = live or LiveOutput(log_path)  # what the heartbeat shows of the run in progress
         self.started = time.monotonic()
         self.notes_file = files_dir / "notes.md"
         self.artifact = files_dir / "implement.out"
@@ -183,8 +185,12 @@ class WorktreeActions:
 
     def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
-        result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state), self.cancel, stdout,
-                              session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
+        self.live.running(name, stdout)
+        try:
+            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state), self.cancel, stdout,
+                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
+        finally:
+            self.live.running(None)
         written = output.read_text(errors="replace") if output and output.exists() else ""
         printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
         result.output = written if written.strip() else printed

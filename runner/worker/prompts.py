@@ -4,35 +4,18 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Callable
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE
 from runner.core.limits import MAX_ARG_BYTES
 from runner.core.plan import Plan
+from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker modules import them from here)
 
 TOKENS = (
     "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
     "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase",
 )
-
-
-def fill_tokens(text: str, tokens: dict[str, str | Callable[[], str]]) -> str:
-    """Replace each {token} `tokens` has; any other {word} stays as written. A token's value
-    may be a function, called only when the text names it (the diff costs git calls)."""
-    def value(match: re.Match) -> str:
-        found = tokens.get(match.group(1))
-        if found is None:
-            return match.group(0)
-        return found() if callable(found) else found
-
-    return re.sub(r"\{([a-z_]+)\}", value, text)
-
-
-def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> list[str]:
-    """A command's argv with its {tokens} filled, element by element (never a shell)."""
-    return [fill_tokens(arg, tokens) for arg in argv]
 
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,

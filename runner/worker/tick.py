@@ -31,6 +31,7 @@ from runner.worker import report, resolving, worktrees
 from runner.worker.actions import WorktreeActions
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
+from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import ClaimLostDuringRun, Outcome, State, run_pipeline
 from runner.worker.record import Recorder, outcome_report
 
@@ -188,8 +189,10 @@ class Worker:
         if kind == Kind.TAKEOVER:
             worktrees.kill_leftovers(self.dirs["sessions"], step_id, replaces or 0, before, self.log)
         crash_point("after-claim")
+        log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
+        live = LiveOutput(log_path)
         heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation, snap.config.heartbeat_interval,
-                              lambda: self.facts("running", step_id, attempt), self.log)
+                              lambda: self.facts("running", step_id, attempt), self.log, snap.config.worker.live_log, live.facts)
         heartbeat.start()
         attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
         worktree = self.own_worktrees / f"{step_id}-a{attempt}"
@@ -197,7 +200,6 @@ class Worker:
         state = State(step=step, attempt=attempt, config=config, feedback=str(step.meta.get("last_error") or ""),
                       scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
                       spent_before=float(step.get("spent", 0) or 0))
-        log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         started = time.monotonic()
         try:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
@@ -207,7 +209,7 @@ class Worker:
             self.store.add_worktree(worktree, approved or base)
             actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
                                       lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel, heartbeat.lost,
-                                      self.stopping, self.dirs["sessions"], config.worker.default_timeout)
+                                      self.stopping, self.dirs["sessions"], config.worker.default_timeout, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
             if heartbeat.lost.is_set():

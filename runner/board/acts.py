@@ -1,0 +1,54 @@
+"""A person's decisions from the board, through the same queue calls as the CLI's approve,
+reject, retry, abort, halt and resume (runner/commands/steps.py), as the person running the
+board. The queue and its state machine decide; a refusal comes back as the CLI states it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.core.errors import BadInput, RunnerError
+from runner.core.machine import Kind
+from runner.queue import merging
+from runner.queue.queue import Queue, Skip
+
+STEP_ACTIONS = ("approve", "reject", "retry", "abort")
+QUEUE_ACTIONS = ("halt", "resume")
+NEEDS_REASON = ("reject", "abort", "halt")
+
+
+def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
+    """Do one action; {"ok": True, "line": what the CLI prints} or {"ok": False, "error": ...}."""
+    reason = (reason or "").strip()
+    try:
+        if action not in STEP_ACTIONS + QUEUE_ACTIONS:
+            raise BadInput(f"unknown action {action!r} (actions: {', '.join(STEP_ACTIONS + QUEUE_ACTIONS)})")
+        if action in STEP_ACTIONS and not step:
+            raise BadInput(f"{action} needs a step")
+        if action in NEEDS_REASON and not reason:
+            raise BadInput(f"{action} needs a reason: " + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
+        if action == "halt":
+            queue.set_halt(reason, actor)
+            return {"ok": True, "line": f"queue halted: {reason}"}
+        if action == "resume":
+            try:
+                queue.set_halt(None, actor)
+            except Skip as exc:
+                return {"ok": True, "line": str(exc)}
+            return {"ok": True, "line": "queue resumed"}
+        if action == "approve":
+            published = merging.approve(queue, step, actor)
+        elif action == "reject":
+            published = queue.event(step, Kind.REJECT, actor, reason=reason, permanent=False)
+        elif action == "retry":
+            published = queue.event(step, Kind.RETRY, actor)
+        else:
+            published = queue.event(step, Kind.ABORT, actor, reason=reason)
+    except BadInput as exc:
+        problems = exc.problems
+        return {"ok": False, "error": f"error: {problems[0]}" if len(problems) == 1 else "\n".join(
+            [f"error: {len(problems)} problems:"] + [f"  - {p}" for p in problems])}
+    except RunnerError as exc:  # refused by the state machine, the hook, a lost race, the remote
+        return {"ok": False, "error": f"error: {exc}"}
+    event, change = published.change.event, published.change
+    line = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
+    return {"ok": True, "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""), "status": change.status}

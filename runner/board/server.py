@@ -1,0 +1,237 @@
+"""The board's web server: starlette routes served by uvicorn on one socket (127.0.0.1 by
+default). Every read of the queue and every action runs on one thread of its own (pygit2
+objects are not shared across threads), in turn; a poller fetches the queue every few
+seconds and tells open pages by server-sent events when it moved, and they read it again.
+
+Acting needs the token made at start (sent in a header, which no cross-site form can set),
+a JSON body and, when the browser sends one, an Origin that is this board; on loopback a
+request whose Host is not this board (DNS rebinding) is refused. `--read-only` serves no
+action at all."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import secrets
+import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from runner.board import acts, view
+from runner.core.errors import BadInput, RunnerError
+from runner.queue.queue import Queue
+
+STATIC = Path(__file__).parent / "static"
+ASSETS = {"board.js": "text/javascript", "board.css": "text/css", "favicon.svg": "image/svg+xml"}
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+HEADERS = {
+    # Nothing but the board's own files: no inline script, no other origin, no framing.
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class Board:
+    def __init__(self, make_queue: Callable[[], Queue], actor: str | None, read_only: bool, every: float):
+        self.make_queue = make_queue
+        self.actor = actor
+        self.read_only = read_only
+        self.every = every
+        self.token = secrets.token_urlsafe(24)
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix="board-queue")
+        self.queue: Queue | None = None
+        self.snap = None
+        self.version = ""
+        self.cached: tuple[str, dict[str, Any]] | None = None
+        self.moved: asyncio.Event | None = None
+        self.hosts: set[str] = set()
+
+    # --- on the queue's thread ------------------------------------------------------------
+
+    def read(self) -> str:
+        """Fetch the queue (and heartbeats) as a worker does; the version of what was read."""
+        if self.queue is None:
+            self.queue = self.make_queue()
+        snap = self.queue.snapshot()
+        beats = sorted(self.queue.store.heartbeats().items())
+        self.snap = snap
+        return hashlib.sha1(json.dumps([snap.tip, beats]).encode()).hexdigest()[:16]
+
+    def home(self) -> dict[str, Any]:
+        if self.cached is None or self.cached[0] != self.version:
+            self.cached = (self.version, view.home(self.queue, self.snap, view.halted_since(self.queue, self.snap)))
+        return self.cached[1]
+
+    def step(self, step_id: str) -> dict[str, Any]:
+        branches = self.queue.branches(step_id)
+        self.queue.store.fetch(branches)  # the step's result and the integration tip, for its diff
+        snap = self.queue.snapshot_at(self.snap.tip, branches)
+        return view.step_page(self.queue, snap, step_id)
+
+    def act(self, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
+        return acts.act(self.queue, self.actor, action, step, reason)
+
+    # --- on the event loop ----------------------------------------------------------------
+
+    async def run(self, func: Callable, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.thread, func, *args)
+
+    async def refresh(self) -> None:
+        try:
+            version = await self.run(self.read)
+        except RunnerError as exc:  # the remote away for a moment: the page keeps what it has
+            print(f"runner board: could not read the queue: {exc}", file=sys.stderr)
+            return
+        if version != self.version:
+            self.version = version
+            moved, self.moved = self.moved, asyncio.Event()
+            if moved is not None:
+                moved.set()
+
+    async def poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            await self.refresh()
+
+    def meta(self) -> dict[str, Any]:
+        tip = self.snap.tip if self.snap is not None else None
+        return {"version": self.version, "actor": self.actor, "read_only": self.read_only, "every": self.every,
+                "queue": self.queue.branch if self.queue else None, "tip": tip, "remote": self.queue.store.remote if self.queue else None}
+
+
+def app(board: Board) -> Starlette:
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "board.html", headers=HEADERS)
+
+    async def asset(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in ASSETS:
+            return Response("not found", 404, headers=HEADERS)
+        return FileResponse(STATIC / name, media_type=ASSETS[name], headers=HEADERS)
+
+    async def state(request: Request) -> Response:
+        return JSONResponse({**await board.run(board.home), **board.meta()}, headers=HEADERS)
+
+    async def step(request: Request) -> Response:
+        try:
+            data = await board.run(board.step, request.path_params["step"])
+        except BadInput as exc:
+            return JSONResponse({"error": f"error: {exc.problems[0]}"}, 404, headers=HEADERS)
+        return JSONResponse({**data, **board.meta()}, headers=HEADERS)
+
+    async def events(request: Request) -> Response:
+        async def stream():
+            sent = None
+            while True:
+                if board.version != sent:
+                    sent = board.version
+                    yield f"event: moved\ndata: {json.dumps({'version': sent})}\n\n"
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(board.moved.wait(), 15)
+                    continue
+                yield ": still here\n\n"  # keeps proxies from closing a quiet stream
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={**HEADERS, "X-Accel-Buffering": "no"})
+
+    async def act(request: Request) -> Response:
+        if why := refused(board, request):
+            return JSONResponse({"ok": False, "error": f"error: {why}"}, 403, headers=HEADERS)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason")):
+            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\"}"}, 400, headers=HEADERS)
+        done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"))
+        await board.refresh()
+        return JSONResponse(done, 200 if done["ok"] else 409, headers=HEADERS)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_):
+        board.moved = asyncio.Event()
+        task = asyncio.create_task(board.poll())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    routes = [
+        Route("/", page), Route("/steps/{step:path}", page), Route("/static/{name}", asset),
+        Route("/api/state", state), Route("/api/steps/{step:path}", step), Route("/api/events", events),
+    ]
+    if not board.read_only:
+        routes.append(Route("/api/act", act, methods=["POST"]))
+    application = Starlette(routes=routes, lifespan=lifespan)
+    return _guard_hosts(application, board) if board.hosts else application
+
+
+def refused(board: Board, request: Request) -> str | None:
+    """Why a request may not act (None when it may)."""
+    if not secrets.compare_digest(request.headers.get("x-runner-token", ""), board.token):
+        return "this request does not carry the board's token (open the address `runner board` printed); nothing was changed"
+    origin = request.headers.get("origin")
+    if origin is not None and origin != f"http://{request.headers.get('host', '')}":
+        return f"a request from {origin} may not act on this board; nothing was changed"
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return "actions are JSON requests; nothing was changed"
+    return None
+
+
+def _guard_hosts(application, board: Board):
+    """On loopback, only requests addressed to this board (a page of another site that
+    resolves its own name to 127.0.0.1 cannot read or act)."""
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if host not in board.hosts:
+                await Response(f"misdirected request: {host!r} is not this board", 421)(scope, receive, send)
+                return
+        await application(scope, receive, send)
+
+    return guarded
+
+
+def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool, actor: str | None, every: float) -> None:
+    import uvicorn
+
+    board = Board(make_queue, actor, read_only, every)
+    board.version = board.thread.submit(board.read).result()  # no queue, no clone: one line and exit, before serving
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        raise BadInput(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); pick another --port (0: any free one)") from None
+    port = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    if host in LOOPBACK:
+        board.hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
+    else:
+        print(f"warning: --host {host} lets other machines reach the board: anyone who can reach it reads the queue. "
+              f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} THIS-HOST, "
+              f"then open http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
+    address = f"http://{shown}:{port}/"
+    if read_only:
+        print(f"runner board (read-only) on {address}", flush=True)
+    else:
+        print(f"runner board on {address}#token={board.token}", flush=True)
+        print(f"acting as {actor}; open the address with its token to approve, reject, retry, abort, halt and resume", flush=True)
+    print("Ctrl-C stops it", flush=True)
+    config = uvicorn.Config(app(board), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        board.thread.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,167 @@
+"""What the board's pages show, as JSON-ready data read from one snapshot of the queue: the
+home page (what needs a person, the plan, its graph, the workers) and a step's page (its
+file, its result's diff, every run of every attempt, the verdict, the handoff, the manual
+checks left, its history and its live output). Read only: nothing here writes or runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runner.board.graph import layout
+from runner.core.errors import BadInput
+from runner.core.layout import HALT_FILE, handoff_path
+from runner.core.machine import KINDS, TABLE
+from runner.core.stepfile import manual_checks
+from runner.queue.audit import log
+from runner.queue.livelog import step_output
+from runner.queue.notices import WHY_REVIEW
+from runner.queue.queue import Queue
+from runner.queue.snapshot import Snapshot
+from runner.queue.workers import worker_rows
+from runner.store.gitcli import run_git
+
+MAX_DIFF_BYTES = 512 * 1024  # a step page shows at most this much of a diff (and says so)
+HISTORY = 200  # the newest queue commits a step's page lists
+RECORDS = ("complete", "fail", "block", "release")  # the events that carry an attempt's runs
+PERSON_KINDS = [kind for kind, spec in KINDS.items() if spec.person and spec.step]
+
+
+def actions_for(status: str) -> list[str]:
+    """The person's events the state machine takes from a stored status (the board offers
+    them; the queue still decides)."""
+    return [str(kind) for kind in PERSON_KINDS if (status, kind) in TABLE]
+
+
+def row(snap: Snapshot, step) -> dict[str, Any]:
+    valid = step.valid
+    return {
+        "step": step.id, "title": step.title, "status": snap.plan.derived_status(step),
+        "assignee": step.assignee, "attempt": step.attempt if valid else None, "failures": step.get("failures"),
+        "depends_on": step.depends_on if valid else [], "priority": step.priority if valid else None,
+        "tags": step.tags if valid else [], "review": step.get("review"), "last_error": step.get("last_error"),
+        "since": step.get("last_updated") or step.get("claimed_at"), "problems": list(step.problems),
+    }
+
+
+def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[str, Any]:
+    plan = snap.plan
+    workers = worker_rows(snap)
+    steps = [row(snap, step) for step in sorted([*plan.steps.values(), *plan.invalid], key=lambda s: (s.id, s.path))]
+    counts: dict[str, int] = {}
+    for entry in steps:
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    return {
+        "queue": queue.branch, "tip": snap.tip, "remote": queue.store.remote, "halted": plan.halted,
+        "counts": counts, "needs": needs_you(snap, steps, workers, since_halt), "steps": steps,
+        "graph": layout(plan), "workers": workers,
+    }
+
+
+def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]], since_halt: str | None) -> list[dict[str, Any]]:
+    """What waits for a person, each with why and since when: the halted queue, steps in
+    review, steps failed for good, workers gone while holding a claim."""
+    found = []
+    if snap.plan.halted:
+        found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted, "since": since_halt})
+    for entry in steps:
+        if entry["status"] == "review":
+            why = WHY_REVIEW.get(str(entry["review"] or "result"), "a person must decide")
+            detail = entry["last_error"] if entry["review"] != "result" or entry["last_error"] else None
+            found.append({"kind": "review", "step": entry["step"], "title": entry["title"], "why": why + (f": {detail}" if detail else ""),
+                          "since": entry["since"]})
+        elif entry["status"] == "failed":
+            found.append({"kind": "failed", "step": entry["step"], "title": entry["title"],
+                          "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}", "since": entry["since"]})
+    for worker in workers:
+        if worker["liveness"] == "gone" and worker["step"]:
+            found.append({"kind": "worker-gone", "step": worker["step"], "title": f"{worker['worker']} is gone",
+                          "why": f"{worker['worker']} (on {worker['host'] or 'an unknown host'}) stopped beating while holding {worker['step']}: "
+                                 "a worker takes it over when its lease runs out, or abort it", "since": worker["last_beat"]})
+    return found
+
+
+def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
+    step = snap.plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner status`)")
+    step = step.full()
+    entries = log(queue.store, snap.tip, step_id, HISTORY)
+    handoff = queue.store.file_at(snap.tip, handoff_path(step.path))
+    return {
+        **row(snap, step),
+        "path": step.path, "file": step.text, "meta": {k: v for k, v in step.meta.items()},
+        "actions": actions_for(step.get("status", "ready")) if step.valid else [],
+        "diff": result_diff(queue, snap, step),
+        "attempts": attempts(entries),
+        "verdict": step.get("last_verdict"),
+        "handoff": handoff.decode("utf-8", "replace") if handoff else None,
+        "manual": manual_checks(step.text),
+        "history": [{k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")} for e in entries],
+        "live": step_output(snap, step_id),
+    }
+
+
+def attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every recorded attempt, newest first, with each run (name, result, seconds, detail)."""
+    return [{"attempt": e["attempt"], "event": e["event"], "status": e["status"], "actor": e["actor"], "time": e["time"],
+             "reason": e["reason"], "runs": e["runs"]} for e in entries if e["event"] in RECORDS]
+
+
+def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
+    """The step's result against the integration branch: for a result waiting in review,
+    exactly what approve would merge into the integration branch's tip now (a conflict is
+    named); once merged, what the merge brought; otherwise the change against where it forked."""
+    integration = snap.config.queue.integration_branch
+    result = step.get("result") if isinstance(step.get("result"), dict) else {}
+    commit, merge = result.get("commit"), result.get("merge")
+    store = queue.store
+    git_dir = getattr(store, "git_dir", store.state_dir)
+    found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [], "note": None}
+    tip = snap.tips.get(integration)
+    if merge and _has(git_dir, merge):
+        found.update(kind="merged", note=f"what the merge {merge[:10]} brought into {integration}")
+        return _diff(git_dir, found, f"{merge}^1", merge)
+    if not commit:
+        found["note"] = "no result recorded yet"
+        return found
+    if not _has(git_dir, commit):
+        found["note"] = f"the result {commit[:10]} is not on this clone yet (its branch was not fetched)"
+        return found
+    waiting = step.get("status") == "review" and (step.get("review") or "result") == "result"
+    if waiting and tip:
+        merged = run_git(git_dir, "merge-tree", "--write-tree", "--name-only", "--no-messages", tip, commit, check=False)
+        lines = merged.stdout.decode("utf-8", "replace").splitlines()
+        if merged.returncode == 1:
+            found.update(kind="conflict", conflict=[p for p in lines[1:] if p], note=f"approve would not merge: it conflicts with {integration} in these files")
+            return _diff(git_dir, found, f"{tip}...{commit}")
+        if merged.returncode == 0 and lines:
+            found.update(kind="would-merge", note=f"exactly what approve would merge into {integration} ({tip[:10]})")
+            return _diff(git_dir, found, tip, lines[0])
+    found.update(kind="result", note=f"the result {commit[:10]} against where it left {integration}")
+    return _diff(git_dir, found, f"{tip}...{commit}" if tip else f"{commit}^1", *([] if tip else [commit]))
+
+
+def _has(git_dir, oid: str) -> bool:
+    return run_git(git_dir, "cat-file", "-e", f"{oid}^{{commit}}", check=False).returncode == 0
+
+
+def _diff(git_dir, found: dict[str, Any], *revisions: str) -> dict[str, Any]:
+    proc = run_git(git_dir, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", *revisions, "--", check=False)
+    data = proc.stdout
+    if proc.returncode != 0:
+        found["note"] = f"git diff failed: {proc.stderr.decode('utf-8', 'replace').strip()[:300]}"
+        return found
+    if len(data) > MAX_DIFF_BYTES:
+        found["clipped"] = len(data) - MAX_DIFF_BYTES
+        data = data[:MAX_DIFF_BYTES]
+    found["text"] = data.decode("utf-8", "replace")
+    return found
+
+
+def halted_since(queue: Queue, snap: Snapshot) -> str | None:
+    """When the queue was halted: the time of the newest commit that wrote plans/HALT."""
+    if not snap.plan.halted:
+        return None
+    git_dir = getattr(queue.store, "git_dir", queue.store.state_dir)
+    proc = run_git(git_dir, "log", "-1", "--format=%cI", snap.tip, "--", HALT_FILE, check=False)
+    return proc.stdout.decode().strip() or None

@@ -1,0 +1,47 @@
+"""A running step's output as its heartbeat carries it (`runner logs`, the board): the tail
+of the attempt's log with the output of the run in progress after it (a role's stdout goes
+to a file of its own until the run ends, then joins the log), which run it is, and how much
+the attempt has printed so far."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from runner.core.codec import one_line
+from runner.core.limits import MAX_LOG_TAIL_BYTES, clip_tail
+
+
+class LiveOutput:
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        self._run: str | None = None
+        self._stdout: Path | None = None
+
+    def running(self, name: str | None, stdout: Path | None = None) -> None:
+        """The run in progress (None when between runs), and the file its stdout goes to."""
+        with self._lock:
+            self._run, self._stdout = (one_line(name, 200) if name else None), stdout
+
+    def facts(self) -> dict[str, Any]:
+        """What the next heartbeat carries: {run, output, output_bytes}."""
+        with self._lock:
+            run, stdout = self._run, self._stdout
+        log_size, log_tail = _tail(self.log_path)
+        out_size, out_tail = _tail(stdout) if stdout is not None else (0, b"")
+        text = (log_tail + out_tail).decode("utf-8", "replace")
+        return {"run": run, "output": clip_tail(text, MAX_LOG_TAIL_BYTES), "output_bytes": log_size + out_size}
+
+
+def _tail(path: Path) -> tuple[int, bytes]:
+    """(the file's size, its last MAX_LOG_TAIL_BYTES); (0, b"") when it is not there yet."""
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - MAX_LOG_TAIL_BYTES))
+            return size, handle.read(MAX_LOG_TAIL_BYTES)
+    except OSError:
+        return 0, b""
