@@ -55,7 +55,7 @@ ALLOWED = {
     "worker": {"worker", "queue", "store", "core"},
     "hooks": {"hooks", "store", "core", "queue.leases", "resources"},
     "schedules": {"schedules", "store", "core", "resources"},
-    "agents": {"agents", "resources"},
+    "agents": {"agents", "core", "resources"},  # the role names and tokens are core's vocabulary
     "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources", "board"},
     "board": {"board", "queue", "store", "core"},  # never the worker: the board runs no step's command
 }

@@ -16,11 +16,6 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Callable
 
-# Every token runner substitutes in a command's argv elements.
-KNOWN_TOKENS = (
-    "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worker", "feedback",
-    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase",
-)
 # The tables a preset writes, in order, and the role each one runs.
 TABLES = {
     "harness": "implement",

@@ -10,13 +10,11 @@ and the feedback to make the role's prompt file.
 
 from __future__ import annotations
 
-import re
-
+from runner.core.config import ROLE_NAMES as CONFIGURED_ROLES
+from runner.core.tokens import fill_tokens
 from runner.resources import read_text
 
-ROLE_NAMES = ("orient", "implement", "verify", "review", "sweep", "orchestrate", "resolve")
-
-TOKEN_RE = re.compile(r"\{([a-z_]+)\}")
+ROLE_NAMES = ("implement", *CONFIGURED_ROLES)  # implement is [harness] command; the others are [roles.*]
 
 
 def role_prompt(role: str) -> str:
@@ -28,4 +26,4 @@ def role_prompt(role: str) -> str:
 
 def render(text: str, tokens: dict[str, str]) -> str:
     """Replace each {token} that has a value; any other {word} stays as written."""
-    return TOKEN_RE.sub(lambda m: str(tokens[m.group(1)]) if m.group(1) in tokens else m.group(0), text)
+    return fill_tokens(text, dict(tokens))

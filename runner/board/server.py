@@ -215,6 +215,7 @@ def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool
         sock.bind((host, port))
     except OSError as exc:
         raise BadInput(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); pick another --port (0: any free one)") from None
+    sock.listen(128)  # before the address is printed: a browser opening it at once queues until uvicorn accepts
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     if host in LOOPBACK:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 

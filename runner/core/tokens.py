@@ -6,6 +6,12 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+# Every token runner fills in a role's command (implement's too): docs/protocol.md, section 9.
+ROLE_TOKENS = (
+    "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
+    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase",
+)
+
 
 def fill_tokens(text: str, tokens: dict[str, str | Callable[[], str]]) -> str:
     """Replace each {token} `tokens` has; any other {word} stays as written. A token's value

@@ -12,11 +12,6 @@ from runner.core.limits import MAX_ARG_BYTES
 from runner.core.plan import Plan
 from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker modules import them from here)
 
-TOKENS = (
-    "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
-    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase",
-)
-
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
                 tokens: dict[str, str | Callable[[], str]]) -> str:
