@@ -14,7 +14,7 @@ import re
 
 from runner.resources import read_text
 
-ROLE_NAMES = ("orient", "implement", "verify", "review", "sweep", "orchestrate", "resolve")
+ROLE_NAMES = ("orient", "implement", "verify", "review", "sweep", "orchestrate", "resolve", "qa")
 
 TOKEN_RE = re.compile(r"\{([a-z_]+)\}")
 

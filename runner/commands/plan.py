@@ -18,15 +18,18 @@ def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent",
          by: By = None) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 
-    With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI;
-    on a queue that exists, only those tables change (one commit shows the change)."""
-    from runner.commands.agents import init_files, set_agent
+    With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI and
+    plan-wide approval is on ([queue] requires_approval = true: every result waits for
+    `runner approve`); on a queue that exists, only those change (one commit shows the change)."""
+    from runner.commands.agents import APPROVAL_ON, init_files, set_agent
 
     queue = target.queue()
     actor = person(by)
     created, message = queue.init(actor, files=init_files(agent))
     if agent and not created:
         message += "; " + set_agent(queue, agent, actor)
+    elif agent:
+        message += "; " + APPROVAL_ON
     emit(target, {"created": created, "message": message}, message)
     if not target.json:
         typer.echo('next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')
@@ -146,7 +149,8 @@ def progress_line(verb: str):
 
 def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
     """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
-    whose last attempt changed files outside its `touches:` is a warning (exit 0)."""
+    whose last attempt changed files outside its `touches:`, and agents configured without
+    plan-wide approval, are warnings (exit 0)."""
     warnings: list[str] = []
     if path is not None:
         from runner.core.plan import Plan
@@ -163,7 +167,7 @@ def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--pat
         queue = target.queue()
         snap = queue.snapshot()
         problems = snap.plan.check(snap.config)
-        warnings = touched_outside(queue.store, snap)
+        warnings = [w for w in [snap.config.agents_without_approval()] if w] + touched_outside(queue.store, snap)
     if target.json:
         emit(target, {"ok": not problems, "problems": problems, "warnings": warnings}, "")
         if problems:
@@ -190,7 +194,7 @@ def status(target: Target, show_all: AllRows = False,
         return
     snap = _listed(target)
     rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive)
-    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all)
+    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config))
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -227,11 +231,12 @@ def _listed(target: Target):
     """The queue's snapshot for a listing; a local queue's plan index is kept for the next
     `runner ready` or `runner status` (runner.commands.quick)."""
     from runner.commands import quick
+    from runner.commands.render import warnings
 
     queue = target.queue()
     snap = queue.snapshot()
     if queue.store.remote is None:
-        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive)
+        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive, warnings(snap.config))
     return snap
 
 

@@ -14,7 +14,7 @@ from runner.core.plan import Plan
 
 TOKENS = (
     "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
-    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase",
+    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase", "context", "scenario",
 )
 
 
@@ -36,9 +36,9 @@ def substitute(argv: list[str], tokens: dict[str, str | Callable[[], str]]) -> l
 
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
-                tokens: dict[str, str | Callable[[], str]]) -> str:
+                tokens: dict[str, str | Callable[[], str]], context: str = "", scenario: str = "") -> str:
     """The prompt a role is handed: its own prompt (plans/prompts/<role>.md, tokens filled),
-    the plan's context, the step, the feedback."""
+    the plan's context, the step, the caller's context, the QA scenario (for [roles.qa]), the feedback."""
     parts = []
     own = read(f"{PROMPTS_DIR}/{role}.md")
     if own:
@@ -49,6 +49,10 @@ def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, 
         if data:
             parts.append(data.decode("utf-8", errors="replace").rstrip())
     parts.append(step_text.rstrip())
+    if context.strip():
+        parts.append("## Context from the caller\n\n" + context.rstrip())
+    if scenario.strip():
+        parts.append("## The QA scenario to walk through\n\n" + scenario.rstrip())
     if feedback:
         parts.append("## Feedback from the previous run\n\n" + feedback.rstrip())
     return "\n\n".join(parts) + "\n"
