@@ -289,6 +289,7 @@ def watch(target, every: float) -> None:
         head = f"{cell(target.branch)} @ {snap.tip[:10]}  " + (counts_line(rows) or "no steps")
         if snap.plan.halted:
             head += f"  [bold red]halted:[/] {cell(snap.plan.halted)}"
+        head += "".join(f"\n[yellow]warning:[/] {cell(w)}" for w in warnings(snap.config))
         return Group(head, running, events)
 
     try:
