@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import (ROOT, add_step, as_pusher, drain, edit, git, handoff, queue_history, roles_toml, runner, runner_json, served,
+from conftest import (add_step, as_pusher, drain, edit, git, handoff, queue_history, roles_toml, runner, runner_json, served,
                       served_statuses, set_config, start_worker, statuses, STUB, tick, WRITE)
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, MAX_TEXT_BYTES

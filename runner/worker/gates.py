@@ -160,12 +160,11 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
 
     for index, (kind, label, text) in enumerate(checklist_items(step_text)):
         name = f"{'check' if kind == 'check' else 'qa'}: {text or label}"
-        if text is None and kind == "qa" and walk_through is not None and not failed():
-            results.append(walk_through(name, label))
+        if text is None and kind == "qa" and walk_through is not None:
+            results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label) if failed() else walk_through(name, label))
         elif text is None:
-            why = "an earlier gate failed" if kind == "qa" and walk_through is not None else "no `command` in the item"
-            results.append(GateResult(name, NOT_RUN, why + (" and no [roles.qa] to walk it through" if kind == "qa" and walk_through is None else ""),
-                                      section=kind, label=label))
+            why = "no `command` in the item" + (" and no [roles.qa] to walk it through" if kind == "qa" else "")
+            results.append(GateResult(name, NOT_RUN, why, section=kind, label=label))
         elif failed():
             results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label))
         else:

@@ -13,8 +13,11 @@ from runner.worker.pipeline import FAULT, named
 from runner.worker.roles import VerdictError, parse_verdict
 
 
-def judge(name: str, label: str, result: RunResult, changed: list[str]) -> GateResult:
+def judge(name: str, label: str, result: RunResult | None, changed: list[str]) -> GateResult:
     """The gate of one scenario from its QA run (`changed`: the step's files the run changed)."""
+    if result is None:
+        return GateResult(name, NOT_RUN, "no [roles.qa] command to walk it through", section="qa", label=label)
+
     def fault(why: str) -> GateResult:
         return GateResult(name, NOT_RUN, f"{FAULT}: QA {why}", result.argv, result.duration, "qa", label)
 
