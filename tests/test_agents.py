@@ -32,6 +32,7 @@ CONTRACT = {
     "sweep": ["edge case", "{diff_file}"],
     "orchestrate": ["runner add", "{verdict}", "{current_task}", "{current_phase}"],
     "resolve": ["<<<<<<<", ">>>>>>>", "conflict marker", "{output}"],
+    "qa": ['"pass"', '"score"', '"reasons"', '"next_hint"', "QA scenario", "changes the step's files"],
 }
 
 
@@ -71,7 +72,7 @@ def test_unknown_role_and_render():
 def test_preset_is_toml_with_every_table_and_known_tokens(name):
     data = tomllib.loads(preset_tables(name))
     assert set(data) == {"harness", "roles"}
-    assert set(data["roles"]) == {"orient", "verify", "review", "sweep", "orchestrate", "resolve"}
+    assert set(data["roles"]) == {"orient", "verify", "review", "sweep", "orchestrate", "resolve", "qa"}
     assert data["roles"]["review"]["min_files"] == 5 and data["roles"]["review"]["boundaries"] == []
     for table in [data["harness"], *data["roles"].values()]:
         command = table["command"]

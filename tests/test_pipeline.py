@@ -80,15 +80,20 @@ def test_reviewer_crashing_twice_is_a_pipeline_fault_and_never_passes_as_reviewe
     assert statuses(queue_repo)["01-a"] == "review"
 
 
-def test_sweep_fault_fails_the_attempt_and_is_never_reported_as_covered(queue_repo):
+def test_a_sweep_fault_holds_the_result_for_a_person_flagged_and_never_reported_as_covered(queue_repo):
     set_config(queue_repo, detect=False, extra=roles_toml(sweep=[*STUB, "crash"]))
     add_step(queue_repo, "01-a", run=WRITE)
     report = tick(queue_repo)
-    assert report["sentinel"] == "STEP_FAILED" and report["will_retry"] is True
-    assert "PIPELINE-FAULT: edge-case sweep did not run" in report["reason"]
+    assert report["sentinel"] == "STEP_BLOCKED" and statuses(queue_repo)["01-a"] == "review"
+    fault = "PIPELINE-FAULT: edge-case sweep did not run (exit code 2: reviewer exploded)"
+    assert report["faults"] == [fault] and f"awaiting a person: {fault}; not passed as swept" == report["reason"]
     sweep = next(r for r in report["roles"] if r["name"] == "sweep")
-    assert sweep["result"] == "fail" and "PIPELINE-FAULT: edge-case sweep did not run" in sweep["detail"]
-    assert "PIPELINE-FAULT: edge-case sweep did not run" in handoff(queue_repo, "01-a")
+    assert sweep["result"] == "fail" and sweep["detail"] == fault
+    assert fault in handoff(queue_repo, "01-a") and "Sweep findings" not in handoff(queue_repo, "01-a")
+    assert [r["name"] for r in report["runs"]].count("implement") == 1  # never a reason to run the coder again
+    assert git(queue_repo, "ls-tree", "--name-only", "runner/integration") == "README.md"  # nothing merged
+    runner(queue_repo, "approve", "01-a", "--by", "alice")  # the person at the approval gate decides
+    assert statuses(queue_repo)["01-a"] == "done" and "out.txt" in git(queue_repo, "ls-tree", "--name-only", "runner/integration")
 
 
 def test_skip_review_is_recorded(queue_repo):
@@ -111,7 +116,7 @@ def test_plateau_fails_the_step(queue_repo):
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_FAILED" and report["reason"].startswith("plateau")
     show = runner_json(queue_repo, "show", "01-a")
-    assert show["status"] == "failed" and show["meta"]["scores"] == [0.5, 0.5, 0.5]
+    assert show["status"] == "failed" and show["meta"]["scores"] == [0.5, 0.5]  # exactly the plateau window
 
 
 def test_budget_fails_the_step(queue_repo):

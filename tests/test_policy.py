@@ -18,8 +18,9 @@ from runner.core.stepfile import parse_step
 from runner.queue.merging import approve
 from runner.queue.queue import ClaimLost, Queue
 from runner.worker.executor import RunResult
-from runner.worker.gates import FAIL, PASS, GateResult
-from runner.worker.pipeline import ClaimLostDuringRun, State, run_pipeline
+from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult
+from runner.worker.attempt import ClaimLostDuringRun, State
+from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder
 
 
@@ -165,10 +166,84 @@ def test_a_shutdown_gives_the_step_back_and_a_lost_claim_records_nothing():
         run_pipeline(state(), Script(roles={"implement": [stopped]}, claim_lost=True))
 
 
-def test_a_sweep_or_orchestrate_fault_never_passes():
-    for role in ("sweep", "orchestrate"):
-        outcome = run_pipeline(state(ROLES.format(role)), Script(roles={"implement": [ok()], role: [crashed()]}))
-        assert outcome.kind == Kind.FAIL and "PIPELINE-FAULT" in outcome.reason, role
+def test_an_orchestrate_fault_fails_the_attempt():
+    outcome = run_pipeline(state(ROLES.format("orchestrate")), Script(roles={"implement": [ok()], "orchestrate": [crashed()]}))
+    assert outcome.kind == Kind.FAIL and "PIPELINE-FAULT: orchestrate did not run" in outcome.reason
+
+
+def test_a_sweep_fault_holds_the_result_for_a_person_and_never_runs_implement_again():
+    script = Script(roles={"implement": [ok()], "sweep": [crashed(2)]})
+    st = state(ROLES.format("sweep"))
+    outcome = run_pipeline(st, script)
+    assert outcome.kind == Kind.COMPLETE and outcome.hold.startswith("awaiting a person: PIPELINE-FAULT: edge-case sweep did not run (exit code 2)")
+    assert "not passed as swept" in outcome.hold and script.calls == ["implement", "sweep"]
+    assert st.faults == ["PIPELINE-FAULT: edge-case sweep did not run (exit code 2)"]
+
+
+def test_a_sweep_and_a_review_that_fault_are_both_flagged_and_the_review_still_looks_after_the_sweep():
+    config = ROLES.format("sweep") + '[roles.review]\ncommand = ["review"]\nmin_files = 0\n'
+    script = Script(roles={"implement": [ok()], "sweep": [crashed()], "review": [crashed(4)]})
+    held = run_pipeline(state(config), script)
+    assert held.kind == Kind.COMPLETE and "edge-case sweep did not run" in held.hold and "independent review did not run (exit code 4), twice" in held.hold
+    assert script.calls == ["implement", "sweep", "review", "review"]
+    script = Script(roles={"implement": [ok()], "sweep": [crashed()], "review": [ok("CRITICAL: broken"), ok("fine")]})
+    held = run_pipeline(state(config), script)  # critical findings still send it back; the sweep is not run again, its fault still holds
+    assert held.kind == Kind.COMPLETE and "not passed as swept" in held.hold and script.calls == ["implement", "sweep", "review", "implement", "review"]
+
+
+def test_the_coders_own_verdict_is_read_from_implements_last_line():
+    rejected = run_pipeline(state(), Script(roles={"implement": [ok("I will not do this.\nREJECTED: the step drops the users table")]}))
+    assert (rejected.kind, rejected.permanent, rejected.rejected) == (Kind.FAIL, True, True)
+    assert rejected.reason == "rejected by the coder: the step drops the users table"
+    for line in ("CODER_FAILED", "FAILED: tests still red"):
+        failed = run_pipeline(state(), Script(roles={"implement": [ok(f"tried\n{line}")]}))
+        assert (failed.kind, failed.permanent, failed.rejected) == (Kind.FAIL, False, False) and failed.reason.startswith("implement failed"), line
+    st = state()
+    assert run_pipeline(st, Script(roles={"implement": [ok("done\nCODER_COMPLETE")]})).kind == Kind.COMPLETE
+    assert st.runs[0].detail.endswith("CODER_COMPLETE")
+    for line in ("COMPLETE", "the tests FAILED: 2 of 9", "FAILED tests/test_a.py::test_b - AssertionError"):  # not the coder's verdict
+        assert run_pipeline(state(), Script(roles={"implement": [ok(f"report\n{line}")]})).kind == Kind.COMPLETE, line
+
+
+FLOOR = '[brakes]\ncontext_floor = ["detect", "--loop-mode", "--json"]\n'
+
+
+def test_the_context_floor_halts_the_queue_before_any_agent_runs_when_the_model_is_below_it():
+    below = Script(roles={"context_floor": [ok('{"loop_mode_eligible": false, "context": 8192, "floor": 32768}')], "orient": [ok()], "implement": [ok()]})
+    outcome = run_pipeline(state(FLOOR + ROLES.format("orient")), below)
+    assert outcome.kind == Kind.RELEASE and outcome.halt == "human_intervention:context_below_floor: context=8192, floor=32768"
+    assert below.calls == ["context_floor"]
+    above = Script(roles={"context_floor": [ok('probing...\n{"loop_mode_eligible": true, "context": 65536}')], "implement": [ok()]})
+    st = state(FLOOR)
+    assert run_pipeline(st, above).kind == Kind.COMPLETE and above.calls == ["context_floor", "implement"]
+    assert [r.name for r in st.runs] == ["context_floor", "implement", "test"] and st.runs[0].result == PASS
+
+
+def test_a_context_floor_detector_that_gives_no_answer_halts_too_and_says_why():
+    for answer in (crashed(3), ok("plenty of room"), ok('{"loop_mode_eligible": "yes"}')):
+        script = Script(roles={"context_floor": [answer], "implement": [ok()]})
+        st = state(FLOOR)
+        outcome = run_pipeline(st, script)
+        assert outcome.kind == Kind.RELEASE and outcome.halt.startswith("human_intervention:context_below_floor: the detector gave no answer"), answer
+        assert script.calls == ["context_floor"] and st.faults[0].startswith("PIPELINE-FAULT: context floor detector")
+
+
+def test_a_qa_scenario_that_qa_could_not_judge_holds_the_result_and_a_failed_one_loops():
+    class QaScript(Script):
+        def gates(self, state):
+            verdict = self.gates_fail.pop(0) if self.gates_fail else "pass"
+            if verdict == "fault":
+                return [GateResult("qa: walk it", NOT_RUN, "PIPELINE-FAULT: QA did not run (exit code 1)", section="qa", label="walk it")]
+            return [GateResult("qa: walk it", FAIL if verdict == "fail" else PASS, "verdict", section="qa", label="walk it")]
+
+    held = QaScript(roles={"implement": [ok()]}, gates_fail=["fault"])
+    st = state()
+    outcome = run_pipeline(st, held)
+    assert outcome.kind == Kind.COMPLETE and "PIPELINE-FAULT: QA did not run (exit code 1); not passed" in outcome.hold
+    assert held.calls == ["implement"] and st.faults == ["PIPELINE-FAULT: QA did not run (exit code 1)"]
+    looped = QaScript(roles={"implement": [ok()]}, gates_fail=["fail", "pass"])
+    outcome = run_pipeline(state(), looped)
+    assert outcome.kind == Kind.COMPLETE and outcome.hold is None and looped.calls == ["implement", "implement"]
 
 
 def test_config_errors_are_listed_all_at_once():
@@ -181,7 +256,7 @@ def test_config_errors_are_listed_all_at_once():
 
 
 def record(queue: Queue, step_id: str, kind: Kind, result: str | None = None, worker: str = "w1", attempt: int = 1):
-    from runner.worker.pipeline import Outcome
+    from runner.worker.attempt import Outcome
 
     snap = queue.snapshot(branches=["runner/integration"])
     step: Step = snap.plan.steps[step_id]
@@ -237,7 +312,7 @@ def test_a_step_that_needs_approval_records_review_and_merges_nothing(tmp_path):
     (Kind.RELEASE, "ready", "SKIP", "ready"),
 ])
 def test_the_handoff_says_the_status_the_machine_gave(tmp_path, kind, status, sentinel, outcome):
-    from runner.worker.pipeline import Outcome
+    from runner.worker.attempt import Outcome
 
     queue = memory_queue(tmp_path, {"01-a": {}})
     queue.claim("w1", "w1.1", {})

@@ -85,7 +85,7 @@ def test_an_orient_fault_fails_the_attempt_and_the_step_is_retried(queue_repo):
     add_step(queue_repo, "01-a", run=WRITE)
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_FAILED" and report["will_retry"] is True and report["outcome"] == "ready"
-    assert "orient did not run (exit code 3)" in report["reason"]
+    assert "orient did not run (exit code 3: rate limited)" in report["reason"]  # the engine's own words (issue 36)
     assert not integration_has(queue_repo, "out.txt")
 
 

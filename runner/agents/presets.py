@@ -25,6 +25,7 @@ TABLES = {
     "roles.sweep": "sweep",
     "roles.orchestrate": "orchestrate",
     "roles.resolve": "resolve",
+    "roles.qa": "qa",
 }
 ROLE_ABOUT = {
     "implement": "implement: makes the step's change in its worktree; may end with STEP_BLOCKED:/STEP_FAILED:",
@@ -34,6 +35,7 @@ ROLE_ABOUT = {
     "sweep": "sweep: read-only; lists the edge cases the change misses (into the handoff)",
     "orchestrate": "orchestrate: after the verifier; may add or edit steps through `runner add ...`, never approves",
     "resolve": "resolve: when the integration branch moved and the record's merge conflicts, resolves the conflicts left in the files (implement's access)",
+    "qa": "qa: walks through an Automated QA scenario that has no command (a browser, screenshots); answers with the verifier's JSON verdict",
 }
 
 
@@ -87,6 +89,8 @@ CLAUDE = Preset(
             role: [*_CLAUDE, _CLAUDE_READ_ONLY, END, a("{prompt}", c="the role's prompt")]
             for role in ("orient", "verify", "review", "sweep")
         },
+        "qa": [*_CLAUDE, a("--tools", "Bash,Read,Grep,Glob", c="runs and reads, no file edits"), a("--allowedTools", "Bash", c="shell commands without asking"),
+               END, a("{prompt}", c="the role's prompt, with the scenario")],
         "orchestrate": [
             *_CLAUDE,
             a("--tools", "Bash,Read,Grep,Glob", c="the tools in this run: no file edits"),
@@ -116,7 +120,7 @@ CODEX = Preset(
     "codex", "OpenAI Codex CLI, non-interactive", "npm:@openai/codex",
     ("codex", "exec"), "exec: run non-interactively, print the answer, exit",
     roles={
-        **{role: _codex("workspace-write", "may write inside the worktree only, no network") for role in ("implement", "resolve")},
+        **{role: _codex("workspace-write", "may write inside the worktree only, no network") for role in ("implement", "resolve", "qa")},
         **{role: _codex("read-only", _CODEX_READ_ONLY) for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _codex("danger-full-access", "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"),
     },
@@ -136,7 +140,7 @@ GEMINI = Preset(
     "gemini", "Gemini CLI in headless mode", "npm:@google/gemini-cli",
     ("gemini",), "Gemini CLI; --prompt below makes it non-interactive",
     roles={
-        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)") for role in ("implement", "resolve")},
+        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)") for role in ("implement", "resolve", "qa")},
         **{role: _gemini("plan", "plan mode: read-only") for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _gemini("yolo", "may run `runner add` without asking"),
     },
@@ -156,7 +160,7 @@ OPENCODE = Preset(
     "opencode", "opencode, non-interactive", "npm:opencode-ai",
     ("opencode", "run"), "run: send one message, print the answer, exit",
     roles={
-        **{role: _opencode(_OPENCODE_AUTO) for role in ("implement", "resolve")},
+        **{role: _opencode(_OPENCODE_AUTO) for role in ("implement", "resolve", "qa")},
         **{
             role: _opencode(a("--agent", "plan", c="the built-in plan agent: read-only, file edits denied"))
             for role in ("orient", "verify", "review", "sweep")
@@ -189,7 +193,8 @@ AIDER = Preset(
             for role in ("orient", "verify", "review", "sweep")
         },
     },
-    notes={"orchestrate": "aider does not run `runner add` unattended; leave empty or use another CLI here"},
+    notes={"orchestrate": "aider does not run `runner add` unattended; leave empty or use another CLI here",
+           "qa": "aider does not drive a program or a browser unattended; leave empty (scenarios stay not run) or use another CLI"},
 )
 
 NONE = Preset("none", "no agent: fill in your own commands", "", (), "", notes={})

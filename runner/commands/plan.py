@@ -19,9 +19,10 @@ def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent",
          prime: Annotated[bool, typer.Option("--prime", help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 
-    With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI;
-    on a queue that exists, only those tables change (one commit shows the change)."""
-    from runner.commands.agents import init_files, set_agent
+    With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI and
+    plan-wide approval is on ([queue] requires_approval = true: every result waits for
+    `runner approve`); on a queue that exists, only those change (one commit shows the change)."""
+    from runner.commands.agents import APPROVAL_ON, init_files, set_agent
 
     if prime:
         from runner.commands.agentwork import check_prime
@@ -32,6 +33,8 @@ def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent",
     created, message = queue.init(actor, files=init_files(agent))
     if agent and not created:
         message += "; " + set_agent(queue, agent, actor)
+    elif agent:
+        message += "; " + APPROVAL_ON
     if prime:
         from runner.commands.agentwork import write_prime
 
@@ -155,7 +158,8 @@ def progress_line(verb: str):
 
 def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
     """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
-    whose last attempt changed files outside its `touches:` is a warning (exit 0)."""
+    whose last attempt changed files outside its `touches:`, and agents configured without
+    plan-wide approval, are warnings (exit 0)."""
     warnings: list[str] = []
     if path is not None:
         from runner.core.plan import Plan
@@ -172,7 +176,7 @@ def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--pat
         queue = target.queue()
         snap = queue.snapshot()
         problems = snap.plan.check(snap.config)
-        warnings = touched_outside(queue.store, snap)
+        warnings = [w for w in [snap.config.agents_without_approval()] if w] + touched_outside(queue.store, snap)
     if target.json:
         emit(target, {"ok": not problems, "problems": problems, "warnings": warnings}, "")
         if problems:
@@ -199,7 +203,7 @@ def status(target: Target, show_all: AllRows = False,
         return
     snap = _listed(target)
     rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive)
-    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all)
+    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config))
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -236,11 +240,12 @@ def _listed(target: Target):
     """The queue's snapshot for a listing; a local queue's plan index is kept for the next
     `runner ready` or `runner status` (runner.commands.quick)."""
     from runner.commands import quick
+    from runner.commands.render import warnings
 
     queue = target.queue()
     snap = queue.snapshot()
     if queue.store.remote is None:
-        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive)
+        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive, warnings(snap.config))
     return snap
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from runner.core.layout import GIT_REPOSITORY_ENV
 
 INDEX_FILE = "plan-index.json"
-FORMAT = 3
+FORMAT = 4
 _VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}  # --tag: ready only
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -93,11 +93,12 @@ def _help_key() -> list:
     return [code_stamp(), libraries, width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
 
 
-def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True) -> None:
+def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True, warnings: list[str] | None = None) -> None:
     """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready` or `status`."""
     data = {
         "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
         "touches_exclusive": touches_exclusive,  # runner.toml's, read at that tip
+        "warnings": list(warnings or []),  # what `runner status` warns of from runner.toml at that tip
         "steps": [[s.id, s.path, s.index] for s in plan.steps.values()],
         "invalid": [[s.id, s.path, _invalid_index(s), s.problems] for s in plan.invalid],
     }
@@ -141,7 +142,7 @@ def answer_listing(command: str, args: list[str]) -> bool:
     if command == "ready":
         render.print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
     else:
-        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"])
+        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"], [str(w) for w in data["warnings"]])
     return True
 
 

@@ -204,11 +204,19 @@ def status_rows(plan: Plan, touches_exclusive: bool = True) -> list[dict[str, An
     return [step_row(plan, s, holders) for s in all_steps(plan)]
 
 
-def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool) -> None:
+def warnings(config) -> list[str]:
+    """What `runner status` warns of, from runner.toml: agents whose results merge with no person."""
+    return [w for w in [config.agents_without_approval()] if w]
+
+
+def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool,
+                 warned: list[str] | None = None) -> None:
     if as_json:
-        print_json({"tip": tip, "halted": plan.halted, "steps": rows})
+        print_json({"tip": tip, "halted": plan.halted, "warnings": warned or [], "steps": rows})
         return
     print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
+    if warned:
+        sys.stdout.write("".join(f"warning: {w}\n" for w in warned))
 
 
 def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True) -> list[dict[str, Any]]:
@@ -281,6 +289,7 @@ def watch(target, every: float) -> None:
         head = f"{cell(target.branch)} @ {snap.tip[:10]}  " + (counts_line(rows) or "no steps")
         if snap.plan.halted:
             head += f"  [bold red]halted:[/] {cell(snap.plan.halted)}"
+        head += "".join(f"\n[yellow]warning:[/] {cell(w)}" for w in warnings(snap.config))
         return Group(head, running, events)
 
     try:

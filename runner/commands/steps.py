@@ -20,7 +20,11 @@ def report(target: Target, published) -> None:
     change = published.change
     event = change.event
     data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status, "commit": published.commit}
-    emit(target, data, f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]")
+    text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
+    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":  # a person ended it: at the deviation gate, or anywhere
+        data["sentinel"] = "STEP_REJECTED"
+        text += f"\nSTEP_REJECTED: {change.updates.get('last_error') or 'aborted'}"
+    emit(target, data, text)
 
 
 def claim(

@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 import typer
 
 from runner.commands.common import Target, Tags, WorkerId, check_worker_id
-from runner.core.errors import EXIT_FAILURE
+from runner.core.errors import EXIT_FAILURE, BadInput
 
 LogFile = Annotated[Optional[Path], typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
 
 
 def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFile = None,
-         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None) -> None:
+         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None,
+         context: Annotated[Optional[str], typer.Option("--context", help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes into every role's prompt and the handoff.")] = None) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
@@ -23,12 +24,30 @@ def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFi
     from runner.worker.tick import Worker, stop_on_signals
 
     check_worker_id(worker)
-    w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step)
+    w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step, context=caller_context(context))
     stop_on_signals(w)
     result = w.tick()
     report.print_report(result, target.json, [None])
     if result.get("outcome") in ("error", "fault"):
         raise typer.Exit(EXIT_FAILURE)
+
+
+def caller_context(value: str | None) -> str:
+    """`--context FILE|TEXT`: the file's text when VALUE names a file, else VALUE; bounded
+    (MAX_CONTEXT_BYTES), since it is copied into every prompt and the handoff."""
+    from runner.core.limits import MAX_CONTEXT_BYTES, MAX_STEP_BYTES, clip
+
+    if not value:
+        return ""
+    path = Path(value)
+    try:
+        if len(value) < 4096 and "\n" not in value and path.is_file():
+            if (size := path.stat().st_size) > MAX_STEP_BYTES:
+                raise BadInput(f"--context {value}: {size:,} bytes; pass at most 1 MiB (of which {MAX_CONTEXT_BYTES // 1024} KiB is kept)")
+            value = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise BadInput(f"--context {value}: cannot read it ({exc.strerror})") from exc
+    return clip(value, MAX_CONTEXT_BYTES)
 
 
 def worker(

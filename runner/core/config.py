@@ -19,7 +19,7 @@ from runner.core.errors import BadInput
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH, DEFAULT_STEP_BRANCH_PREFIX
 from runner.core.model import parse_duration
 
-ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate", "resolve")
+ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate", "resolve", "qa")
 
 
 # --- value parsers: each raises ValueError with what is wrong --------------------------
@@ -166,6 +166,7 @@ class Role:
     command: tuple[str, ...] = key((), _argv, "argv; empty = the role is off", "[]")
     min_files: int = key(5, _int(0), "review only: review when this many files changed (0 = always)")
     boundaries: tuple[str, ...] = key((), _strings, "review only: review when a changed path starts with one of these", "[]")
+    timeout: float | None = key(None, _optional_duration, "each run of this role lasts at most this long (\"none\": the step's timeout)", '"none"')
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ class Brakes:
     score_plateau_window: int = key(3, _int(1), "fail for good when the verifier's score has not improved over this many runs")
     step_budget: float | None = key(None, _optional_duration, "wall time a step may spend across all its attempts", '"none"')
     max_resolve_attempts: int = key(5, _int(0), "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile (0: the conflict fails the attempt)")
+    context_floor: tuple[str, ...] = key((), _argv, "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or no answer) halts the queue (human_intervention:context_below_floor)", "[]")
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,17 @@ class Config:
     @property
     def heartbeat_interval(self) -> float:
         return max(self.leases.lease / 3, 0.2)
+
+    def agents_without_approval(self) -> str | None:
+        """Why a person should look: agents' commands are configured while plan-wide approval is
+        off, so their results merge with no person (`runner status` says it; None when not so)."""
+        if self.queue.requires_approval:
+            return None
+        agents = (["[harness]"] if self.harness.command else []) + [f"[roles.{name}]" for name in self.roles]
+        if not agents:
+            return None
+        return (f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, so "
+                "their results are merged with no person (set it to true, or requires_approval: true in each step)")
 
     def for_step(self, meta: dict[str, Any]) -> "Config":
         """This configuration with a step's own `roles:`, `brakes:` and `pipeline:` on top."""

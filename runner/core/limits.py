@@ -19,6 +19,8 @@ MAX_ARG_BYTES = 100 * KIB
 MAX_JSON_DEPTH = 20
 MAX_TOUCHES = 64
 MAX_GLOB_BYTES = 256
+MAX_CONTEXT_BYTES = 16 * KIB
+MAX_STDERR_TAIL_BYTES = 512
 
 # (what, the bound, what runner does about it): docs/protocol.md's bounds table (tests/test_docs.py).
 BOUNDS: tuple[tuple[str, int, str], ...] = (
@@ -35,6 +37,8 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("nesting of JSON runner reads (verdicts, trailers, heartbeats)", MAX_JSON_DEPTH, "deeper is invalid, as is a key given twice"),
     ("globs in one step's `touches:` (each claim compares them with every claimed step's)", MAX_TOUCHES, "the step is invalid"),
     ("one of those globs", MAX_GLOB_BYTES, "the step is invalid"),
+    ("the caller's context (`runner tick --context`)", MAX_CONTEXT_BYTES, "clipped before it reaches a prompt or the handoff"),
+    ("the tail of a failing command's stderr in its fault", MAX_STDERR_TAIL_BYTES, "its last lines that fit"),
 )
 
 def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:

@@ -57,7 +57,7 @@ KINDS: dict[Kind, KindSpec] = {
     Kind.REJECT: KindSpec(person=True),
     Kind.RETRY: KindSpec(person=True),
     Kind.ABORT: KindSpec(person=True),
-    Kind.HALT: KindSpec(person=True, step=False),  # (and a worker's halt on a verifier fault: person_event)
+    Kind.HALT: KindSpec(person=True, step=False),  # (and a worker's halts of WORKER_HALTS: person_event)
     Kind.RESUME: KindSpec(person=True, step=False),
     Kind.EDIT: KindSpec(person=True, step=False),
     Kind.INIT: KindSpec(person=True, step=False),
@@ -80,8 +80,12 @@ TABLE: dict[tuple[Status, Kind], tuple[Status, ...]] = {
     (S.REVIEW, Kind.ABORT): (S.FAILED,),
 }
 
-# The reason of the one halt a worker may record: its verifier crashed or printed no verdict.
+# The reasons of the halts a worker may record, each its pipeline's own: its verifier crashed or
+# printed no verdict; the context floor's detector said the model's context is below the floor
+# (or could not say it is not).
 VERIFIER_HALT = "verifier_failed:"
+CONTEXT_HALT = "human_intervention:context_below_floor"
+WORKER_HALTS = (VERIFIER_HALT, CONTEXT_HALT)
 
 # What a step in review waits for (the `review` key).
 REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED = "result", "deviation", "blocked"
@@ -149,11 +153,11 @@ CARRIED = ("scores", "spent", "last_verdict")  # what a holder carries across at
 
 def person_event(event: Event) -> bool:
     """Only a person may record it: a person's kind of event, a claim that ignores the
-    dependencies, a halt but the pipeline's own on a verifier fault."""
+    dependencies, a halt but the pipeline's own (WORKER_HALTS)."""
     if event.kind == Kind.CLAIM:
         return event.ignore_deps
     if event.kind == Kind.HALT:
-        return not (event.reason or "").startswith(VERIFIER_HALT)
+        return not (event.reason or "").startswith(WORKER_HALTS)
     return event.spec.person
 
 

@@ -271,12 +271,13 @@ TICKED_SECTIONS = ("Automated Verification", "Automated QA")
 
 
 def tick_checks(text: str, passed_commands: set[str]) -> str:
-    """Tick the Automated Verification and QA boxes whose command passed; nothing else."""
+    """Tick the Automated Verification and QA boxes whose command passed (an item with no
+    command: whose label passed, a QA scenario judged by [roles.qa]); nothing else."""
     body = body_of(text)
     head = text[: len(text) - len(body)]
     lines = body.splitlines(keepends=True)
     items = [item for section in TICKED_SECTIONS for item in checklist(text, section)]
-    for number, ticked, _, command in items:
-        if not ticked and command in passed_commands:
+    for number, ticked, label, command in items:
+        if not ticked and (command if command is not None else label) in passed_commands:
             lines[number] = _ITEM_RE.sub(lambda m: f"{m.group(1)}x{m.group(3)}{m.group(4)}", lines[number].rstrip("\r\n"), count=1) + lines[number][len(lines[number].rstrip("\r\n")) :]
     return head + "".join(lines)

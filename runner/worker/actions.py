@@ -16,11 +16,11 @@ from typing import Callable
 from runner.core.layout import without_repository_env
 from runner.core.model import Step
 from runner.store import Store
-from runner.worker import executor, worktrees
+from runner.worker import executor, qa, worktrees
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.livelog import LiveOutput
-from runner.worker.pipeline import State
+from runner.worker.attempt import State
 from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
 
 
@@ -65,6 +65,7 @@ class WorktreeActions:
         self.notes_file = files_dir / "notes.md"
         self.artifact = files_dir / "implement.out"
         self.parents = [base]  # of the attempt's result commit (a resolve pass changes them)
+        self.scenario = ""  # the Automated QA scenario [roles.qa] is walking through
 
     # -- what the pipeline asks --
 
@@ -99,8 +100,21 @@ class WorktreeActions:
         return [path for path in paths if has_conflict_markers(self.worktree / path)]
 
     def gates(self, state: State) -> list[GateResult]:
+        walk = (lambda name, label: self.walk_through(name, label, state)) if state.config.roles.get("qa") else None
         return run_gates(self.worktree, state.step.text, state.step.get("required_outputs", []), state.config,
-                         lambda name, argv: self.execute(name, argv, state, self.worktree, None))
+                         lambda name, argv: self.execute(name, argv, state, self.worktree, None), walk)
+
+    def walk_through(self, name: str, scenario: str, state: State) -> GateResult:
+        """An Automated QA scenario without a command, handed to [roles.qa] in the step's worktree."""
+        before = self.store.snapshot_worktree(self.worktree, self.base)[0]
+        self.scenario = scenario
+        try:
+            result = self.run("qa", state)
+        finally:
+            self.scenario = ""
+        after = self.store.snapshot_worktree(self.worktree, self.base)[0]
+        changed = sorted({c.path for c in self.store.diff_trees(before, after)}) if after != before else []
+        return qa.judge(name, scenario, result, changed)
 
     def run(self, role: str, state: State) -> RunResult | None:
         argv = self.argv(role, state)
@@ -109,11 +123,11 @@ class WorktreeActions:
         output = self.artifact if role == "implement" else self.files / f"{role}.out"
         output.unlink(missing_ok=True)
         if role != "orient":
-            return self.execute(role, argv, state, self.worktree, output)
+            return self.execute(role, argv, state, self.worktree, output, role)
         scratch = self.files / "orient-worktree"
         self.store.add_worktree(scratch, self.base)
         try:
-            return self.execute(role, self.argv(role, state, scratch) or argv, state, scratch, output)
+            return self.execute(role, self.argv(role, state, scratch) or argv, state, scratch, output, role)
         finally:
             self.store.remove_worktree(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
@@ -123,6 +137,8 @@ class WorktreeActions:
     def argv(self, role: str, state: State, cwd: Path | None = None) -> list[str] | None:
         if role == "implement":
             command = state.step.get("run") or list(state.config.harness.command)
+        elif role == "context_floor":
+            command = list(state.config.brakes.context_floor)
         else:
             configured = state.config.roles.get(role)
             command = list(configured.command) if configured else None
@@ -132,7 +148,8 @@ class WorktreeActions:
 
     def tokens(self, role: str, state: State, cwd: Path) -> dict:
         step: Step = state.step
-        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens)  # noqa: E731
+        scenario = self.scenario if role == "qa" else ""
+        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario)  # noqa: E731
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
             "prompt": lambda: as_argument(prompt(), self.files / f"{role}.prompt.md"),
@@ -152,6 +169,8 @@ class WorktreeActions:
             "findings": state.findings,
             "current_task": f"{step.id}: {step.title}",
             "current_phase": lambda: current_phase(self.plan, step.id),
+            "context": state.context,
+            "scenario": scenario,
         }
         return tokens
 
@@ -169,7 +188,8 @@ class WorktreeActions:
             "RUNNER_WORKTREE": str(cwd),
         }
 
-    def timeout(self, state: State) -> float | None:
+    def timeout(self, state: State, role: str | None = None) -> float | None:
+        """The step's timeout, a role's own when shorter ([roles.*] timeout), and the step's budget left."""
         value = state.step.meta.get("timeout")
         if isinstance(value, str) and value.strip().lower() == "none":
             timeout = None
@@ -177,17 +197,20 @@ class WorktreeActions:
             from runner.core.model import parse_duration
 
             timeout = parse_duration(value) if value is not None else self.default_timeout
+        own = state.config.roles[role].timeout if role in state.config.roles else None
+        if own is not None:
+            timeout = own if timeout is None else min(timeout, own)
         budget = state.config.brakes.step_budget
         if budget is not None:
             left = max(1.0, budget - state.spent_before - self.elapsed())
             timeout = left if timeout is None else min(timeout, left)
         return timeout
 
-    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None) -> RunResult:
+    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None, role: str | None = None) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(name, stdout)
         try:
-            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state), self.cancel, stdout,
+            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role), self.cancel, stdout,
                                   session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
         finally:
             self.live.running(None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE, handoff_path
 from runner.core.limits import KIB, clip
-from runner.worker.pipeline import Run, State
+from runner.worker.attempt import Run, State
 from runner.worker.prompts import prompt_text
 
 HANDOFF_SHOWN = 8 * KIB  # of each dependency's handoff, in what an agent reads (its context costs tokens)

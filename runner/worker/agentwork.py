@@ -36,7 +36,8 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.agentsession import Session, Sessions, context, not_yet, shown, state_of, stop_keeper, worktree_folder
 from runner.worker.gates import PASS
 from runner.worker.heartbeat import Heartbeat
-from runner.worker.pipeline import Outcome, Run, State, run_checks
+from runner.worker.attempt import Outcome, Run, State
+from runner.worker.pipeline import run_checks
 from runner.worker.record import Recorder, outcome_report
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.worker import reaper
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
@@ -34,19 +36,34 @@ class RunResult:
     cancelled: bool = False
     error: str | None = None  # the command could not start
     output: str = ""  # what it printed on stdout (or wrote to its {output} file)
+    stderr: str = ""  # the tail of its stderr (with its stdout, when that is not kept apart)
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out and not self.cancelled and not self.error
 
     def describe(self) -> str:
+        """How it ended; a run that failed adds the last words it printed ("rate limited")."""
         if self.error:
             return self.error
-        if self.timed_out:
-            return f"timed out after {self.duration:.0f}s (process tree killed)"
         if self.cancelled:
             return "cancelled (claim lost or worker stopping)"
-        return f"exit code {self.returncode}"
+        if self.timed_out:
+            said = f"timed out after {self.duration:.0f}s (process tree killed)"
+        else:
+            said = f"exit code {self.returncode}"
+        last = last_words(self.stderr) if not self.ok else ""
+        return f"{said}: {last}" if last else said
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def last_words(text: str) -> str:
+    """The last lines of a command's stderr, on one line and within MAX_STDERR_TAIL_BYTES: what a
+    fault says beside its exit code (colours dropped; an agent's output is hostile input)."""
+    lines = [line.strip() for line in _ANSI.sub("", text).splitlines() if line.strip()]
+    return clip_tail(" | ".join(lines[-3:]), MAX_STDERR_TAIL_BYTES)
 
 
 # The step must die with its worker: PR_SET_PDEATHSIG, set in the child. A preexec_fn
@@ -124,6 +141,7 @@ def run(
     with open(log_path, "ab") as log:
         log.write(f"$ {' '.join(argv)}\n".encode())
         log.flush()
+        start = log.tell()  # what it writes to the log from here is its stderr (and its stdout, when not kept apart)
         out = open(stdout_path, "wb") if stdout_path else log
         problem = _program(argv, cwd, env) if DIE_WITH_PARENT else None
         try:
@@ -143,13 +161,25 @@ def run(
             session_file.parent.mkdir(parents=True, exist_ok=True)
             session_file.write_text(json.dumps({"run": tag}))
         try:
-            return _wait(proc, argv, started, timeout, cancel)
+            result = _wait(proc, argv, started, timeout, cancel)
         finally:
             reaper.kill_tagged(tag)  # what the command left running (a daemon, a setsid child) ends with it
             if stdout_path:
                 out.close()
             if session_file is not None:
                 session_file.unlink(missing_ok=True)
+    result.stderr = _read_from(log_path, start)
+    return result
+
+
+def _read_from(path: Path, start: int, max_bytes: int = 4096) -> str:
+    """The last `max_bytes` of a file after offset `start`."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(start, handle.seek(0, os.SEEK_END) - max_bytes))
+            return handle.read(max_bytes).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def kill_recorded_session(path: Path) -> int:

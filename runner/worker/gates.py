@@ -149,8 +149,10 @@ def checklist_items(step_text: str) -> list[tuple[str, str, str | None]]:
 
 
 def run_gates(worktree: Path, step_text: str, required_outputs: list[str], config: Config,
-              run_command: Callable[[str, list[str]], RunResult]) -> list[GateResult]:
-    """Run every gate in order; after the first failure, later gates are recorded as not run."""
+              run_command: Callable[[str, list[str]], RunResult],
+              walk_through: Callable[[str, str], GateResult] | None = None) -> list[GateResult]:
+    """Run every gate in order; after the first failure, later gates are recorded as not run.
+    An Automated QA item without a command goes to `walk_through(name, scenario)` ([roles.qa]) when given."""
     results: list[GateResult] = [check_required_outputs(worktree, required_outputs)]
 
     def failed() -> bool:
@@ -158,8 +160,11 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
 
     for index, (kind, label, text) in enumerate(checklist_items(step_text)):
         name = f"{'check' if kind == 'check' else 'qa'}: {text or label}"
-        if text is None:
-            results.append(GateResult(name, NOT_RUN, "no `command` in the item", section=kind, label=label))
+        if text is None and kind == "qa" and walk_through is not None:
+            results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label) if failed() else walk_through(name, label))
+        elif text is None:
+            why = "no `command` in the item" + (" and no [roles.qa] to walk it through" if kind == "qa" else "")
+            results.append(GateResult(name, NOT_RUN, why, section=kind, label=label))
         elif failed():
             results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label))
         else:

@@ -4,24 +4,22 @@ and knows the clock), so its policy is tested in milliseconds with a scripted ex
 
 Faults never pass: a role or command that did not run, crashed or timed out ends the
 attempt (an orient or implement fault is a retryable failure; a verifier fault halts the
-queue or fails the attempt, as configured; a review that faults twice holds the result
-for a person). The fix loop is only for gates that fail after a clean implement exit.
+queue or fails the attempt, as configured) or holds the result for a person (a sweep that
+faulted, a review that faulted twice, a QA scenario [roles.qa] could not judge), flagged
+PIPELINE-FAULT, never passed and never a reason to run the coder again. The fix loop is only
+for gates that fail after a clean implement exit.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from runner.core.config import Config
 from runner.core.limits import MAX_TEXT_BYTES, clip
-from runner.core.machine import REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
-from runner.core.model import Step
+from runner.core.machine import CONTEXT_HALT, REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
+from runner.worker.attempt import FAULT, MAX_FEEDBACK_BYTES, WHAT, Actions, ClaimLostDuringRun, Outcome, Run, State, named
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, gate_failure_feedback
 from runner.worker.roles import (
-    Verdict,
     VerdictError,
+    context_eligibility,
     critical_findings,
     deviation_reported,
     final_sentinel,
@@ -31,9 +29,6 @@ from runner.worker.roles import (
     switch,
 )
 
-FAULT = "PIPELINE-FAULT"
-WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate", "verify": "verifier",
-        "resolve": "resolve"}
 RESOLVE_FEEDBACK = (
     "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts in "
     "{paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that both this "
@@ -43,84 +38,6 @@ RERUN_FEEDBACK = (
     "The integration branch moved while this step ran, and this step's change conflicted with its new tip ({where}) in "
     "{paths}. This run starts again from that tip: make the step's change on top of it."
 )
-
-
-def named(paths, shown: int = 20) -> str:
-    """Paths for a message: the first few, and how many more (a merge may conflict in thousands)."""
-    paths = list(paths)
-    return ", ".join(paths[:shown]) + (f" and {len(paths) - shown} more" if len(paths) > shown else "")
-
-
-class ClaimLostDuringRun(Exception):
-    """The claim went away while the step ran: nothing may be recorded."""
-
-
-MAX_FEEDBACK_BYTES = 4 * MAX_TEXT_BYTES  # what the next run of implement is told ({feedback}, {findings})
-
-
-@dataclass
-class Run:
-    """One run of a command, role or gate: what the record commit lists."""
-
-    name: str
-    result: str  # pass | fail | not run
-    seconds: float | None = None
-    detail: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": self.name, "result": self.result, "detail": self.detail[:200]}
-        if self.seconds is not None:
-            data["seconds"] = round(self.seconds, 1)
-        return data
-
-
-@dataclass
-class State:
-    """What the pipeline knows and the commands see through their tokens."""
-
-    step: Step
-    attempt: int
-    config: Config  # runner.toml with the step's own overrides on top
-    feedback: str = ""
-    scores: list[float] = field(default_factory=list)
-    spent_before: float = 0.0
-    verdict: Verdict | None = None
-    findings: str = ""
-    gates: list[GateResult] = field(default_factory=list)
-    runs: list[Run] = field(default_factory=list)
-    roles: list[GateResult] = field(default_factory=list)
-    faults: list[str] = field(default_factory=list)
-    overrides: list[str] = field(default_factory=list)
-    notes: dict[str, str] = field(default_factory=dict)  # handoff sections
-    implement_runs: int = 0
-    resolves: int = 0  # resolve passes: the attempt brought onto an integration tip that moved
-    fixes: int = 0  # fix-loop passes spent this attempt
-    reviews: int = 0  # review rounds spent this attempt
-    swept: bool = False
-
-
-@dataclass
-class Outcome:
-    kind: Kind  # COMPLETE, FAIL, BLOCK or RELEASE
-    reason: str | None = None
-    permanent: bool = False
-    hold: str | None = None  # a complete that a person must look at first
-    review: str | None = None  # a block: what the person decides
-    halt: str | None = None  # halt the queue with this reason (a verifier fault)
-    fault: bool = False  # a release for a fault of runner itself
-
-
-class Actions(Protocol):
-    def run(self, role: str, state: State) -> RunResult | None: ...  # None: the role is not configured
-    def gates(self, state: State) -> list[GateResult]: ...
-    def changed_files(self) -> list[str]: ...
-    def elapsed(self) -> float: ...  # seconds this attempt has run
-    def stopping(self) -> bool: ...  # the worker was asked to stop: give the step back
-    def lost(self) -> bool: ...  # the claim went away
-    # A resolve pass only (run_resolve):
-    def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]: ...  # git's merge of onto into ours' files: the paths left in conflict
-    def restart_at(self, onto: str) -> None: ...  # the worktree as a fresh checkout of onto
-    def conflicts_left(self, paths: tuple[str, ...]) -> list[str]: ...  # those of the paths that still hold conflict markers
 
 
 def run_pipeline(state: State, actions: Actions) -> Outcome:
@@ -192,6 +109,7 @@ class _Pipeline:
 
     def run(self) -> Outcome:
         self.budget()
+        self.context_floor()
         self.orient()
         while True:
             self.implement()
@@ -205,6 +123,9 @@ class _Pipeline:
         for gate in self.s.gates:
             if gate.result != NOT_RUN:
                 self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail))
+            elif gate.detail.startswith(FAULT):  # a QA scenario [roles.qa] could not judge
+                self.s.runs.append(Run(gate.name, NOT_RUN, gate.seconds, gate.detail))
+                self.s.faults.append(gate.detail)
         failure = gate_failure_feedback(self.s.gates)
         if not failure:
             failure = self.verify()
@@ -220,15 +141,25 @@ class _Pipeline:
             self.sweep()
             self.s.swept = True
         critical = self.review()
-        if isinstance(critical, Outcome):
-            return critical
         if not critical:
-            return Outcome(Kind.COMPLETE)
+            return self.completed()
         if self.s.reviews >= self.brakes.max_review_attempts:
             return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): " + "; ".join(critical)[:1000])
         self.s.reviews += 1
         self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
         return self.s.feedback
+
+    def completed(self) -> Outcome:
+        """The result, held for a person when a role or QA scenario that should have looked at it did not."""
+        unjudged = [f"{g.detail}; not passed" for g in self.s.gates if g.result == NOT_RUN and g.detail.startswith(FAULT)]
+        if holds := self.s.holds + unjudged:
+            return Outcome(Kind.COMPLETE, hold=clip("awaiting a person: " + "; ".join(holds), MAX_TEXT_BYTES))
+        return Outcome(Kind.COMPLETE)
+
+    def context_floor(self) -> None:
+        """The seed's context floor, before any agent runs (docs/protocol.md, section 9)."""
+        if self.s.config.brakes.context_floor and (halt := below_floor(self.s, self.role("context_floor"))):
+            raise _Stop(halt)
 
     def resolve(self, onto: str, ours: str) -> Outcome:
         self.s.resolves += 1
@@ -262,7 +193,7 @@ class _Pipeline:
         self.budget()
         if failure:
             return Outcome(Kind.FAIL, reason=f"after the resolve pass {where}: {failure}")
-        return Outcome(Kind.COMPLETE)
+        return self.completed()
 
     def orient(self) -> None:
         result = self.role("orient")
@@ -300,11 +231,15 @@ class _Pipeline:
             # Never run again in a worktree a crashed run may have half changed: the next
             # attempt starts from a fresh worktree, with this failure as its feedback.
             raise _Stop(Outcome(Kind.FAIL, reason=f"implement did not finish cleanly: {result.describe()}"))
-        sentinel = final_sentinel(result.output)
-        if sentinel and sentinel[0] == "STEP_BLOCKED":
-            raise _Stop(Outcome(Kind.BLOCK, reason=f"implement is blocked: {sentinel[1]}", review=REVIEW_BLOCKED))
-        if sentinel and sentinel[0] == "STEP_FAILED":
-            raise _Stop(Outcome(Kind.FAIL, reason=f"implement failed: {sentinel[1]}"))
+        said, why = final_sentinel(result.output) or ("", "")
+        if said == "STEP_BLOCKED":
+            raise _Stop(Outcome(Kind.BLOCK, reason=f"implement is blocked: {why}", review=REVIEW_BLOCKED))
+        if said in ("STEP_FAILED", "CODER_FAILED"):
+            raise _Stop(Outcome(Kind.FAIL, reason=f"implement failed: {why or 'the coder said FAILED'}"))
+        if said == "CODER_REJECTED":  # the coder (or the person at its own gate) refused the step: no attempt will do
+            raise _Stop(Outcome(Kind.FAIL, reason=f"rejected by the coder: {why or 'it said REJECTED'}", permanent=True, rejected=True))
+        if said == "CODER_COMPLETE":
+            self.s.runs[-1].detail += ", CODER_COMPLETE"
 
     def verify(self) -> str | None:
         """Run the verifier; the feedback of a verdict that did not pass, or None."""
@@ -349,14 +284,15 @@ class _Pipeline:
         result = self.role("sweep")
         if result is None:
             return
-        if not result.ok:
-            raise _Stop(Outcome(Kind.FAIL, reason=self.fault("sweep", result)))
+        if not result.ok:  # the result goes on, to be held for a person: never passed as swept, never a reason to implement again
+            self.s.holds.append(f"{self.fault('sweep', result)}; not passed as swept")
+            return
         self.s.notes["Sweep findings"] = result.output
         self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings", result.argv, result.duration))
 
-    def review(self) -> list[str] | Outcome:
-        """The independent review when due (run again once if it faults): its critical findings,
-        or a hold for a person when it could not run."""
+    def review(self) -> list[str]:
+        """The independent review when due (run again once if it faults): its critical findings;
+        when it could not run, none, and the result is held for a person."""
         role = self.s.config.roles.get("review")
         if role is None:
             self.s.roles.append(GateResult("review", NOT_RUN, "not configured"))
@@ -374,10 +310,33 @@ class _Pipeline:
             result = self.role("review")
         if result is None or not result.ok:
             line = self.fault("review", result) if result else f"{FAULT}: independent review did not run"
-            return Outcome(Kind.COMPLETE, hold=f"awaiting a person: {line}, twice; not passed as reviewed")
+            self.s.holds.append(f"{line}, twice; not passed as reviewed")
+            return []
         self.s.notes["Review"] = result.output
         critical = critical_findings(result.output)
         self.s.findings = clip("\n".join(critical) or result.output, MAX_FEEDBACK_BYTES)
         self.s.roles = [r for r in self.s.roles if r.name != "review"]
         self.s.roles.append(GateResult("review", FAIL if critical else PASS, f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})", result.argv, result.duration))
         return critical
+
+
+def below_floor(state: State, result: RunResult | None) -> Outcome | None:
+    """The context floor detector's answer: None when the model's context is large enough for
+    this work; when it is not, or the detector cannot say, a release that halts the queue."""
+    try:
+        if result is None or not result.ok:
+            raise ValueError(f"it did not run ({result.describe() if result else 'no command'})")
+        eligible, said = context_eligibility(result.output)
+    except ValueError as exc:
+        line = f"{FAULT}: {WHAT['context_floor']}: {exc}"
+        state.faults.append(line)
+        state.roles.append(GateResult("context_floor", FAIL, line, result.argv if result else None, result.duration if result else None))
+        return Outcome(Kind.RELEASE, reason=f"context floor: the detector gave no answer, the queue is halted ({exc})",
+                       halt=f"{CONTEXT_HALT}: the detector gave no answer ({exc})")
+    detail = f"loop_mode_eligible={str(eligible).lower()}" + (f" ({said})" if said else "")
+    state.roles.append(GateResult("context_floor", PASS if eligible else FAIL, detail, result.argv, result.duration))
+    if eligible:
+        return None
+    state.runs[-1].result = FAIL
+    return Outcome(Kind.RELEASE, reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
+                   halt=CONTEXT_HALT + (f": {said}" if said else ""))

@@ -14,9 +14,9 @@ from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker mod
 
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
-                tokens: dict[str, str | Callable[[], str]]) -> str:
+                tokens: dict[str, str | Callable[[], str]], context: str = "", scenario: str = "") -> str:
     """The prompt a role is handed: its own prompt (plans/prompts/<role>.md, tokens filled),
-    the plan's context, the step, the feedback."""
+    the plan's context, the step, the caller's context, the QA scenario (for [roles.qa]), the feedback."""
     parts = []
     own = read(f"{PROMPTS_DIR}/{role}.md")
     if own:
@@ -27,6 +27,10 @@ def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, 
         if data:
             parts.append(data.decode("utf-8", errors="replace").rstrip())
     parts.append(step_text.rstrip())
+    if context.strip():
+        parts.append("## Context from the caller\n\n" + context.rstrip())
+    if scenario.strip():
+        parts.append("## The QA scenario to walk through\n\n" + scenario.rstrip())
     if feedback:
         parts.append("## Feedback from the previous run\n\n" + feedback.rstrip())
     return "\n\n".join(parts) + "\n"

@@ -21,13 +21,16 @@ from runner.store import Conflict
 from runner.worker import executor, report
 from runner.worker.gates import PASS
 from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
-from runner.worker.pipeline import Outcome, State, named
+from runner.worker.attempt import Outcome, State, named
 
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.M)
 
 
-def sentinel_for(kind: Kind, status: str) -> str:
-    """The line a tick ends with, from the step's status after the event (docs/protocol.md)."""
+def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> str:
+    """The line a tick ends with, from the step's status after the event (docs/protocol.md);
+    `rejected`: the coder rejected the step (its fail is for good)."""
+    if rejected and status == "failed":
+        return "STEP_REJECTED"
     if status == "done":
         return "STEP_COMPLETE"
     if status == "review":
@@ -63,7 +66,7 @@ class Recorder:
     def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None, elapsed: float) -> Event:
         metrics: dict[str, Any] = {}
         if state.scores:
-            metrics["scores"] = state.scores[-(state.config.brakes.score_plateau_window + 1):]
+            metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window:]  # the plateau window, as the loop-runner keeps it
         if state.config.brakes.step_budget is not None:
             metrics["spent"] = round(state.spent_before + elapsed, 1)
         if state.verdict is not None:
@@ -123,15 +126,15 @@ class Recorder:
                 refs.append(step_branch_update(snap.config, step.id, result, done=False))
             status = str(resulting_status(step.meta, event, context))
             refs.append(queue.beat_update(self.worker, self.beat(step.id, state.attempt, status)))
-            handoff = self.handoff(state, event, status, files, log_path, elapsed)
+            handoff = self.handoff(state, event, status, files, log_path, elapsed, outcome.rejected)
             return queue.step_change(snap, event, handoff, refs)
 
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
         published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience,
                                   then=then)
-        return published, sentinel_for(published.change.event.kind, published.change.status or "")
+        return published, sentinel_for(published.change.event.kind, published.change.status or "", outcome.rejected)
 
-    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float) -> bytes:
+    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float, rejected: bool = False) -> bytes:
         meta = HandoffMeta(
             step=state.step.id,
             attempt=state.attempt,
@@ -141,7 +144,7 @@ class Recorder:
             files_changed=files,
             duration_s=round(max(elapsed, 0.0), 2),
             result_commit=(event.result or {}).get("commit"),
-            sentinel=sentinel_for(event.kind, status),
+            sentinel=sentinel_for(event.kind, status, rejected),
             reason=event.reason[:1000] if event.reason else None,
             overrides=state.overrides,
             faults=state.faults,
@@ -151,6 +154,7 @@ class Recorder:
         sections = {
             "Pipeline faults": "\n".join(state.faults),
             "Overrides": "\n".join(f"- {item}" for item in state.overrides),
+            "Context from the caller": fence(state.context) if state.context.strip() else "",
             "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "") for r in event.runs),
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),

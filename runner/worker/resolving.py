@@ -17,7 +17,8 @@ from runner.queue.queue import Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 from runner.worker.actions import WorktreeActions
-from runner.worker.pipeline import Outcome, State, named, run_resolve
+from runner.worker.attempt import Outcome, State, named
+from runner.worker.pipeline import run_resolve
 from runner.worker.record import MergeConflict, Recorder
 
 

@@ -6,6 +6,7 @@ Any agent CLI can fill any role; runner only reads what it prints.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -43,14 +44,40 @@ def json_objects(output: str) -> list[dict[str, Any]]:
     return found
 
 
+# implement's last line: runner's sentinels, and the coder's own verdict as the step-runner's
+# route_coder_result reads it (CODER_COMPLETE, REJECTED or FAILED, `CODER_` or not, a reason optional).
+_SENTINEL_RE = re.compile(r"(STEP_BLOCKED|STEP_FAILED)\s*:\s*(.+)")
+_CODER_RE = re.compile(r"(?:CODER_)?(COMPLETE|REJECTED|FAILED)(?:\s*:\s*(.*))?")
+
+
 def final_sentinel(output: str) -> tuple[str, str] | None:
-    """implement's last non-empty line when it is `STEP_BLOCKED: why` or `STEP_FAILED: why`."""
+    """implement's last non-empty line when it says how the run ended: `STEP_BLOCKED: why`,
+    `STEP_FAILED: why`, or the coder's own verdict (`CODER_COMPLETE`, `REJECTED[: why]`,
+    `FAILED[: why]`), as (STEP_BLOCKED | STEP_FAILED | CODER_COMPLETE | CODER_REJECTED | CODER_FAILED, why)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
-    if lines:
-        match = re.fullmatch(r"(STEP_BLOCKED|STEP_FAILED)\s*:\s*(.+)", lines[-1])
-        if match:
-            return match.group(1), match.group(2)
+    if not lines:
+        return None
+    if match := _SENTINEL_RE.fullmatch(lines[-1]):
+        return match.group(1), match.group(2)
+    match = _CODER_RE.fullmatch(lines[-1])
+    if match and (match.group(1) != "COMPLETE" or lines[-1].startswith("CODER_")):  # a bare COMPLETE is not the coder's word
+        return f"CODER_{match.group(1)}", clip((match.group(2) or "").strip(), MAX_TEXT_BYTES // 4)
     return None
+
+
+def context_eligibility(output: str) -> tuple[bool, str]:
+    """The context floor detector's answer, `{"loop_mode_eligible": bool, ...}` (the whole output
+    or its last line): (eligible, what else it said, bounded). ValueError when it said nothing usable."""
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    for text in dict.fromkeys([output.strip(), lines[-1] if lines else ""]):
+        try:
+            data = jsonsafe.loads(text)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("loop_mode_eligible"), bool):
+            said = ", ".join(f"{k}={json.dumps(v)}" for k, v in data.items() if k != "loop_mode_eligible")
+            return data["loop_mode_eligible"], clip(said, MAX_TEXT_BYTES // 4)
+    raise ValueError(f"no JSON with \"loop_mode_eligible\": true or false in its output ({clip(output.strip(), 120)!r})")
 
 
 def critical_findings(output: str) -> list[str]:

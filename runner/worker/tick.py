@@ -32,7 +32,8 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.livelog import LiveOutput
-from runner.worker.pipeline import ClaimLostDuringRun, Outcome, State, run_pipeline
+from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
+from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
 
 
@@ -42,7 +43,7 @@ MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held
 
 class Worker:
     def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None,
-                 grace: float | None = None, only_step: str | None = None):
+                 grace: float | None = None, only_step: str | None = None, context: str = ""):
         self.queue = queue
         self.store = queue.store
         self.id = worker_id
@@ -50,6 +51,7 @@ class Worker:
         self.log_file = log_file
         self.grace = grace
         self.only_step = only_step  # `runner tick --step`: this step or nothing
+        self.context = context  # `runner tick --context`: the caller's words for the step's prompts and handoff
         self.incarnation = new_incarnation(worker_id)
         self.holder = holder_info()
         self.stopping = threading.Event()  # first signal: claim nothing more
@@ -199,7 +201,7 @@ class Worker:
         config = snap.config.for_step(step.meta)
         state = State(step=step, attempt=attempt, config=config, feedback=str(step.meta.get("last_error") or ""),
                       scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
-                      spent_before=float(step.get("spent", 0) or 0))
+                      spent_before=float(step.get("spent", 0) or 0), context=self.context)
         started = time.monotonic()
         try:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
@@ -255,7 +257,7 @@ class Worker:
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         event, status = published.change.event, published.change.status
-        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status}" + (f": {event.reason}" if event.reason else ""))
+        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}" + (f": {event.reason}" if event.reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
@@ -335,6 +337,14 @@ def stop_on_signals(worker: Worker) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def loop_fields(state: State, outcome: Outcome) -> str:
+    """pass=, score= and iter= of an attempt, as the loop-runner's log line has them: did it pass
+    (the verdict's word when a verifier ran), the verifier's last score, how many times implement ran."""
+    passed = state.verdict.passed if state.verdict is not None else outcome.kind == Kind.COMPLETE and not outcome.hold
+    score = f"{state.verdict.score:g}" if state.verdict is not None else "none"
+    return f"pass={str(passed).lower()} score={score} iter={state.implement_runs}"
 
 
 def resource_floor(config: Config, folder: Path) -> str | None:

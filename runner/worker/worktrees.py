@@ -14,7 +14,7 @@ from runner.queue.leases import author_for
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 from runner.worker import executor
-from runner.worker.pipeline import State
+from runner.worker.attempt import State
 
 Log = Callable[[str, str], None]
 
