@@ -394,3 +394,29 @@ def test_prime_without_an_agent_is_refused_before_anything_is_written(repo):
     done = runner(repo, "init", "--prime", check=False)
     assert done.returncode == 2 and "--prime" in done.stderr
     assert git(repo, "branch", "--list", "runner/queue") == ""
+
+
+def test_a_hand_in_whose_merge_conflicts_is_left_to_the_agent_to_resolve_and_spends_nothing(tmp_path):
+    """The integration branch moved while the agent worked (a worker merged a change to the same
+    file): its hand-in records nothing, the new tip is merged into its worktree with the conflict
+    left between git's markers, and once the agent resolves it the next hand-in records done;
+    no fail event, attempt 1 throughout (issue 32's resolve pass, with the agent as resolver)."""
+    bare, (agent_clone, worker_clone) = served_plan(tmp_path)
+    add_step(agent_clone, "03-c", "Other", run=["sh", "-c", "echo worker > shared.txt"])
+    claimed = runner_json(agent_clone, "work", "01-a", "--id", "agent-1")
+    worktree = Path(claimed["worktree"])
+    (worktree / "out.txt").write_text("hello\n")
+    (worktree / "shared.txt").write_text("agent\n")
+    assert runner_json(worker_clone, "tick", "--id", "w1", "--step", "03-c")["sentinel"] == "STEP_COMPLETE"
+
+    conflicted = runner(agent_clone, "submit", "01-a", "--id", "agent-1", check=False)
+    assert conflicted.returncode == 1 and "conflicts with your change in shared.txt" in conflicted.stdout, conflicted.stdout
+    text = (worktree / "shared.txt").read_text()
+    assert "<<<<<<<" in text and "agent" in text and "worker" in text
+    (worktree / "shared.txt").write_text("agent\nworker\n")
+    done = runner(agent_clone, "submit", "01-a", "--id", "agent-1")
+    assert "Final frontmatter status: done" in done.stdout
+    assert git(bare, "show", "runner/integration:shared.txt") == "agent\nworker"
+    assert [e for e in events(bare) if e[1] == "01-a"] == [("claim", "01-a", "agent-1"), ("complete", "01-a", "agent-1")]
+    record = [e for e in queue_history(bare) if e.get("Event") == "complete" and e.get("Step") == "01-a"][-1]
+    assert record["Attempt"] == "1" and any(run["name"] == "resolve" for run in json.loads(record["Runs"]))

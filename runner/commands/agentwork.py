@@ -76,7 +76,7 @@ def print_report(target: Target, result: dict) -> None:
     from runner.worker.agentsession import render_not_yet
     from runner.worker.report import render_text
 
-    emit(target, result, render_not_yet(result) if result.get("outcome") == "fix" else render_text(result))
+    emit(target, result, render_not_yet(result) if result.get("outcome") in ("fix", "resolve") else render_text(result))
 
 
 def prime(agent: Annotated[Optional[str], typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:

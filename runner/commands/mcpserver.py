@@ -51,7 +51,7 @@ def build(work, target) -> MCPServer:
         return register
 
     def report(result: dict) -> str:
-        return render_not_yet(result) if result.get("outcome") == "fix" else render_text(result)
+        return render_not_yet(result) if result.get("outcome") in ("fix", "resolve") else render_text(result)
 
     @tool("The steps you may take now, best first.")
     def ready() -> str:

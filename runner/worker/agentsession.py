@@ -39,13 +39,14 @@ class Session:
     fixes: int = 0
     reviews: int = 0
     swept: bool = False
+    resolves: int = 0  # times the integration branch moved under a hand-in and was merged into the worktree
     scores: list[float] = field(default_factory=list)
     feedback: str = ""
     runs: list[dict[str, Any]] = field(default_factory=list)
 
     def keep(self, state: State) -> None:
         """What this pass of the checks spent, for the next hand-in."""
-        self.fixes, self.reviews, self.swept = state.fixes, state.reviews, state.swept
+        self.fixes, self.reviews, self.swept, self.resolves = state.fixes, state.reviews, state.swept, state.resolves
         self.scores, self.feedback = list(state.scores), state.feedback
         self.runs = [run.as_dict() for run in state.runs]
         self.passes += 1
@@ -103,7 +104,8 @@ def state_of(session: Session, step, config) -> State:
     scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
     return State(step=step, attempt=session.attempt, config=config, feedback=session.feedback or str(step.meta.get("last_error") or ""),
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
-                 implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept)
+                 implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
+                 resolves=session.resolves)
 
 
 def not_yet(session: Session, state: State, feedback: str, agent: str) -> dict[str, Any]:
@@ -127,7 +129,11 @@ def not_yet(session: Session, state: State, feedback: str, agent: str) -> dict[s
 def render_not_yet(result: dict[str, Any]) -> str:
     """That report as text."""
     fails = result["fixes_left"] + 1
-    lines = [f"Status: not recorded: the checks did not pass. Fix it and hand it in again (if the checks fail {fails} more time(s), it is recorded as failed)",
+    status = (f"the integration branch moved and its new tip conflicts with your change in {', '.join(result['conflicts'])}: "
+              "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is spent)"
+              if result.get("outcome") == "resolve" else
+              f"the checks did not pass. Fix it and hand it in again (if the checks fail {fails} more time(s), it is recorded as failed)")
+    lines = [f"Status: not recorded: {status}",
              f"Step: {result['step']} - {result['title']}", "Final frontmatter status: claimed (still yours)"]
     for title, key in (("Automated Verification", "automated_verification"), ("Automated QA", "automated_qa")):
         summary = result[key]

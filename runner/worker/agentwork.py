@@ -36,9 +36,9 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.agentsession import Session, Sessions, context, not_yet, shown, state_of, stop_keeper, worktree_folder
 from runner.worker.gates import PASS
 from runner.worker.heartbeat import Heartbeat
-from runner.worker.attempt import Outcome, Run, State
-from runner.worker.pipeline import run_checks
-from runner.worker.record import Recorder, outcome_report
+from runner.worker.attempt import Outcome, Run, State, named
+from runner.worker.pipeline import RESOLVE_FEEDBACK, run_checks
+from runner.worker.record import MergeConflict, Recorder, outcome_report
 
 
 KEEPER_LOOKS = 2.0  # seconds between a keeper's looks at its session file
@@ -204,9 +204,13 @@ class AgentWork:
             return self.facts("idle", last={"step": step, "attempt": attempt, "outcome": status})
 
         recorder = Recorder(self.queue, self.agent, session.incarnation or None, beat)
+        passes_left = outcome.kind == Kind.COMPLETE and worktree is not None and state.resolves < state.config.brakes.max_resolve_attempts
         try:
             published, sentinel = recorder.record(state, outcome, result, files, clip(notes, MAX_NOTES_APPEND_BYTES) if notes else None,
-                                                  log_path, max(wall_clock() - session.claimed, 0.0), snap)
+                                                  log_path, max(wall_clock() - session.claimed, 0.0), snap, resolve=passes_left)
+        except MergeConflict as conflict:
+            assert worktree is not None and result is not None
+            return self.onto_new_tip(session, state, snap, result, conflict, notes)
         except ClaimLost as exc:
             self.end(session, state)
             raise NotHeld(f"nothing recorded: {exc}") from None
@@ -214,6 +218,34 @@ class AgentWork:
             self.queue.set_halt(outcome.halt, self.agent)
         self.end(session, state)
         return outcome_report(sentinel, state, self.agent, published, files, log_path)
+
+    def onto_new_tip(self, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
+                     notes: str | None) -> dict[str, Any]:
+        """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
+        a worker's resolve pass (docs/protocol.md, section 9), with the agent as the resolver. The new
+        tip is merged into its worktree; where git merges it cleanly the checks run again and it is
+        recorded, else the conflicts are left between git's markers and the step stays the agent's
+        (nothing recorded, no attempt spent) until it hands in again."""
+        conflicted = self.store.merge_in_worktree(Path(session.worktree), result, conflict.onto)
+        state.resolves += 1
+        session.base = conflict.onto
+        where = f"onto {conflict.onto[:10]}"
+        if not conflicted:
+            state.runs.append(Run("resolve", PASS, None, f"git merged the change {where} cleanly"))
+            checked = run_checks(state, self.actions(session, state, snap))
+            if isinstance(checked, Outcome):
+                return self.finish(session, state, checked, notes)
+            feedback = checked
+        else:
+            state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
+                                                              f"left to {self.agent}"))
+            feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
+            state.feedback = feedback
+        session.keep(state)
+        session.since = wall_clock()
+        self.sessions.save(session)
+        report = not_yet(session, state, feedback, self.agent)
+        return {**report, "outcome": "resolve", "conflicts": list(conflicted)} if conflicted else report
 
     # --- the pieces a worker's tick uses ------------------------------------------------------
 
