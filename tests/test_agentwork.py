@@ -420,3 +420,12 @@ def test_a_hand_in_whose_merge_conflicts_is_left_to_the_agent_to_resolve_and_spe
     assert [e for e in events(bare) if e[1] == "01-a"] == [("claim", "01-a", "agent-1"), ("complete", "01-a", "agent-1")]
     record = [e for e in queue_history(bare) if e.get("Event") == "complete" and e.get("Step") == "01-a"][-1]
     assert record["Attempt"] == "1" and any(run["name"] == "resolve" for run in json.loads(record["Runs"]))
+
+
+def test_work_takes_the_callers_context_into_the_prompt_and_the_handoff(tmp_path):
+    bare, (agent_clone, _) = served_plan(tmp_path)
+    claimed = runner_json(agent_clone, "work", "01-a", "--id", "agent-1", "--context", "the customer wants it in French")
+    assert "## Context from the caller" in claimed["prompt"] and "in French" in claimed["prompt"]
+    (Path(claimed["worktree"]) / "out.txt").write_text("hello\n")
+    runner(agent_clone, "submit", "01-a", "--id", "agent-1")
+    assert "in French" in git(bare, "show", "runner/queue:plans/handoffs/01-a.md")

@@ -43,7 +43,8 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
 
 def work(target: Target,
          step_id: Annotated[Optional[str], typer.Argument(help="A particular step (default: the best ready one).")] = None,
-         agent: AgentId = ..., tag: Tags = []) -> None:
+         agent: AgentId = ..., tag: Tags = [],
+         context: Annotated[Optional[str], typer.Option("--context", help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the prompt and the handoff.")] = None) -> None:
     """Take a step yourself: claim it as a worker would, make a git worktree at the integration
     branch's tip, print its path and the step's prompt. Exit 3 when nothing can be taken.
 
@@ -51,7 +52,9 @@ def work(target: Target,
     the worktree, then hand it in with `runner submit STEP --id ID` (or give it back with
     `runner release` / `runner fail`). One step at a time per id; `runner work` again prints
     the same claim."""
-    claimed = _work(target, agent, tag, heartbeat="keeper").claim(step_id)
+    from runner.commands.workers import caller_context
+
+    claimed = _work(target, agent, tag, heartbeat="keeper").claim(step_id, caller_context(context))
     text = (f"claimed {claimed['step']} (attempt {claimed['attempt']}) as {agent}\n"
             f"worktree: {claimed['worktree']}\n"
             f"next: work in that worktree, then `runner submit {claimed['step']} --id {agent}`\n\n{claimed['prompt']}")

@@ -40,6 +40,7 @@ class Session:
     reviews: int = 0
     swept: bool = False
     resolves: int = 0  # times the integration branch moved under a hand-in and was merged into the worktree
+    context: str = ""  # the caller's context (`runner work --context`): in the prompt and the handoff
     scores: list[float] = field(default_factory=list)
     feedback: str = ""
     runs: list[dict[str, Any]] = field(default_factory=list)
@@ -105,7 +106,7 @@ def state_of(session: Session, step, config) -> State:
     return State(step=step, attempt=session.attempt, config=config, feedback=session.feedback or str(step.meta.get("last_error") or ""),
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
                  implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
-                 resolves=session.resolves)
+                 resolves=session.resolves, context=session.context)
 
 
 def not_yet(session: Session, state: State, feedback: str, agent: str) -> dict[str, Any]:
@@ -150,7 +151,7 @@ def render_not_yet(result: dict[str, Any]) -> str:
 # --- what an agent reads ------------------------------------------------------------------------
 
 
-def context(read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None) -> str:
+def context(read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None, caller: str = "") -> str:
     """root.md, NOTES.md, the step, what its dependencies left (clipped) and the feedback;
     after `header` (its {tokens} filled) when one is given."""
 
@@ -159,7 +160,7 @@ def context(read, plan, step, feedback: str, header: str | None = None, tokens: 
             return (read(path) or header.encode()) if header is not None else None
         return read(path) if path in (ROOT_FILE, NOTES_FILE) else None
 
-    text = prompt_text("agent", files, step.text, "", tokens or {})
+    text = prompt_text("agent", files, step.text, "", tokens or {}, context=caller)
     left = []
     for dep in step.depends_on:
         other = plan.steps.get(dep)

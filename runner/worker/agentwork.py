@@ -95,7 +95,7 @@ class AgentWork:
 
     # --- claiming --------------------------------------------------------------------------
 
-    def claim(self, step_id: str | None = None) -> dict[str, Any]:
+    def claim(self, step_id: str | None = None, context: str = "") -> dict[str, Any]:
         with self.locked():
             snap = self.snapshot()
             self.prune(snap)
@@ -117,9 +117,9 @@ class AgentWork:
             event, change = published.change.event, published.change
             if change.status == "failed":
                 raise RunnerError(f"{event.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry it)")
-            return self.start(published.commit, published.snapshot, event, incarnation)
+            return self.start(published.commit, published.snapshot, event, incarnation, context)
 
-    def start(self, claim: str, before: Snapshot, event, incarnation: str) -> dict[str, Any]:
+    def start(self, claim: str, before: Snapshot, event, incarnation: str, caller: str = "") -> dict[str, Any]:
         """Make the worktree of a claim just won; on any fault, give the step back."""
         integration = before.config.queue.integration_branch
         snap = self.queue.snapshot_at(claim, [integration])
@@ -134,7 +134,7 @@ class AgentWork:
             base = worktrees.base_with_dependencies(self.store, snap, step, integration)
             worktrees.remove(self.store, path)
             self.store.add_worktree(path, base)
-            session = Session(step.id, event.attempt, incarnation, str(path), base, wall_clock(), wall_clock())
+            session = Session(step.id, event.attempt, incarnation, str(path), base, wall_clock(), wall_clock(), context=caller)
             self.sessions.save(session)  # the keeper reads it
             if self.start_keeper is not None:
                 session.keeper = self.start_keeper(session)
@@ -153,7 +153,8 @@ class AgentWork:
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
         read = lambda path: self.store.file_at(snap.tip, path)  # noqa: E731
-        prompt = context(read, snap.plan, step, session.feedback or str(step.meta.get("last_error") or ""), self.header, tokens)
+        prompt = context(read, snap.plan, step, session.feedback or str(step.meta.get("last_error") or ""), self.header, tokens,
+                         session.context)
         return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,
                 "lease": snap.config.leases.lease, "prompt": prompt}
 
