@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import (BROWSER, BROWSER_FLAGS, ENV_PATH, WORKER_ENV, git, queue_history, review_remote, runner, runner_json,
-                      start_board, step_file, stop, wait_for, worker_clone)
+                      set_config, start_board, step_file, stop, wait_for, worker_clone)
 
 if not os.path.exists(BROWSER):
     pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True)
@@ -296,3 +296,16 @@ def post(url: str, body: bytes, headers: dict) -> tuple[int, str]:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def test_needs_you_says_when_agents_run_without_approval(queue_repo):
+    """Issue 36, point 1: the board says it as `runner status` does."""
+    from runner.board.view import home
+    from runner.queue.queue import open_queue
+
+    set_config(queue_repo, detect=False, harness=["my-agent", "{prompt}"])
+    queue = open_queue(queue_repo)
+    needs = home(queue, queue.snapshot())["needs"]
+    assert [n["kind"] for n in needs] == ["warning"] and "agents run without approval" in needs[0]["why"]
+    set_config(queue_repo, detect=False, harness=["my-agent", "{prompt}"], requires_approval=True)
+    assert home(queue, queue.snapshot())["needs"] == []

@@ -58,9 +58,12 @@ def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[st
 
 
 def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]], since_halt: str | None) -> list[dict[str, Any]]:
-    """What waits for a person, each with why and since when: the halted queue, steps in
-    review, steps failed for good, workers gone while holding a claim."""
+    """What waits for a person, each with why and since when: agents configured without plan-wide
+    approval, the halted queue, steps in review, steps failed for good, workers gone while holding
+    a claim."""
     found = []
+    if warning := snap.config.agents_without_approval():
+        found.append({"kind": "warning", "step": None, "title": "Agents' results merge without a person", "why": warning, "since": None})
     if snap.plan.halted:
         found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted, "since": since_halt})
     for entry in steps:
