@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable
+from typing import Callable, Iterable
 
 from runner.core.model import Step
 from runner.core.touches import overlapping
@@ -212,7 +212,7 @@ class Plan:
         return None
 
     def deps_done(self, step: Step) -> bool:
-        return all(self.steps.get(d) is not None and self.steps[d].status == "done" for d in step.depends_on)
+        return dependencies_done(step, lambda d: self.steps[d].status if d in self.steps else None)
 
     def ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False) -> list[Step]:
         """Steps a worker with `tags` may claim now, best first (priority, then id)."""
@@ -309,3 +309,9 @@ def _cycles(steps: dict[str, Step]) -> list[list[str]]:
                 if len(component) > 1:
                     cycles.append(sorted(component))
     return cycles
+
+
+def dependencies_done(step: Step, status_of: Callable[[str], str | None]) -> bool:
+    """The rule a claim needs (and the hook checks): every dependency is a sound step that is
+    done. `status_of(id)` is its stored status, or None when there is no such sound step."""
+    return all(status_of(dep) == "done" for dep in step.depends_on)

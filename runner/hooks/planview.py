@@ -8,7 +8,7 @@ from runner.core.config import Config, parse_config
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
-from runner.core.plan import Plan
+from runner.core.plan import Plan, dependencies_done
 from runner.core.stepfile import parse_step
 from runner.store import Store, StoreError
 
@@ -24,14 +24,13 @@ class PlanView:
 
     def deps_done(self, parent: str, step: Step) -> bool:
         index = self.index(parent)
-        for dep in step.depends_on:
+
+        def status_of(dep: str) -> str | None:
             paths = index.get(dep, [])
-            if len(paths) != 1:
-                return False
-            found = self.parse(paths[0], self.blob(parent, paths[0]))
-            if found.problems or found.status != "done":
-                return False
-        return True
+            found = self.parse(paths[0], self.blob(parent, paths[0])) if len(paths) == 1 else None
+            return found.status if found is not None and not found.problems else None
+
+        return dependencies_done(step, status_of)
 
     def plan_problems(self, commit: str, paths: list[str]) -> list[str]:
         """Plan.build problems of the given step files, from them, every file sharing their ids
