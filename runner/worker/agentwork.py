@@ -211,7 +211,7 @@ class AgentWork:
                                                   log_path, max(wall_clock() - session.claimed, 0.0), snap, resolve=passes_left)
         except MergeConflict as conflict:
             assert worktree is not None and result is not None
-            return self.onto_new_tip(session, state, snap, result, conflict, notes)
+            return onto_new_tip(self, session, state, snap, result, conflict, notes)
         except ClaimLost as exc:
             self.end(session, state)
             raise NotHeld(f"nothing recorded: {exc}") from None
@@ -219,34 +219,6 @@ class AgentWork:
             self.queue.set_halt(outcome.halt, self.agent)
         self.end(session, state)
         return outcome_report(sentinel, state, self.agent, published, files, log_path)
-
-    def onto_new_tip(self, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
-                     notes: str | None) -> dict[str, Any]:
-        """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
-        a worker's resolve pass (docs/protocol.md, section 9), with the agent as the resolver. The new
-        tip is merged into its worktree; where git merges it cleanly the checks run again and it is
-        recorded, else the conflicts are left between git's markers and the step stays the agent's
-        (nothing recorded, no attempt spent) until it hands in again."""
-        conflicted = self.store.merge_in_worktree(Path(session.worktree), result, conflict.onto)
-        state.resolves += 1
-        session.base = conflict.onto
-        where = f"onto {conflict.onto[:10]}"
-        if not conflicted:
-            state.runs.append(Run("resolve", PASS, None, f"git merged the change {where} cleanly"))
-            checked = run_checks(state, self.actions(session, state, snap))
-            if isinstance(checked, Outcome):
-                return self.finish(session, state, checked, notes)
-            feedback = checked
-        else:
-            state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
-                                                              f"left to {self.agent}"))
-            feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
-            state.feedback = feedback
-        session.keep(state)
-        session.since = wall_clock()
-        self.sessions.save(session)
-        report = not_yet(session, state, feedback, self.agent)
-        return {**report, "outcome": "resolve", "conflicts": list(conflicted)} if conflicted else report
 
     # --- the pieces a worker's tick uses ------------------------------------------------------
 
@@ -338,6 +310,36 @@ class AgentWork:
                 yield
             finally:
                 lock.release()
+
+
+
+def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
+             notes: str | None) -> dict[str, Any]:
+    """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
+    a worker's resolve pass (docs/protocol.md, section 9), with the agent as the resolver. The new
+    tip is merged into its worktree; where git merges it cleanly the checks run again and it is
+    recorded, else the conflicts are left between git's markers and the step stays the agent's
+    (nothing recorded, no attempt spent) until it hands in again."""
+    conflicted = work.store.merge_in_worktree(Path(session.worktree), result, conflict.onto)
+    state.resolves += 1
+    session.base = conflict.onto
+    where = f"onto {conflict.onto[:10]}"
+    if not conflicted:
+        state.runs.append(Run("resolve", PASS, None, f"git merged the change {where} cleanly"))
+        checked = run_checks(state, work.actions(session, state, snap))
+        if isinstance(checked, Outcome):
+            return work.finish(session, state, checked, notes)
+        feedback = checked
+    else:
+        state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
+                                                          f"left to {work.agent}"))
+        feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
+        state.feedback = feedback
+    session.keep(state)
+    session.since = wall_clock()
+    work.sessions.save(session)
+    report = not_yet(session, state, feedback, work.agent)
+    return {**report, "outcome": "resolve", "conflicts": list(conflicted)} if conflicted else report
 
 
 def keep_claim(queue: Queue, agent: str, step_id: str) -> None:
