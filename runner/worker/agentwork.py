@@ -152,9 +152,8 @@ class AgentWork:
         step = snap.plan.steps[session.step].full()
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
-        read = lambda path: self.store.file_at(snap.tip, path)  # noqa: E731
-        prompt = context(read, snap.plan, step, session.feedback or str(step.meta.get("last_error") or ""), self.header, tokens,
-                         session.context)
+        feedback = session.feedback or str(step.meta.get("last_error") or "")
+        prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header, tokens, session.context)
         return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,
                 "lease": snap.config.leases.lease, "prompt": prompt}
 
