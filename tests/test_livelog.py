@@ -82,7 +82,8 @@ def test_a_finished_steps_log_is_the_tail_its_handoff_keeps(running):
 
 
 def test_a_heartbeat_carries_a_bounded_tail_and_terminal_escapes_reach_no_terminal(running):
-    noisy = "python3 -c \"import sys; sys.stdout.write('\\\\x1b[2J\\\\x07' * 60000 + 'the end\\\\n'); sys.stdout.flush()\""
+    # ('the ' 'end': the command line, which the log shows first, must not hold what the test waits for)
+    noisy = "python3 -c \"import sys; sys.stdout.write('\\\\x1b[2J\\\\x07' * 60000 + 'the ' 'end\\\\n'); sys.stdout.flush()\""
     made = running(before=noisy, after="true")
     wait_for(lambda: "the end" in (runner_json(made["laptop"], "logs", "01-long")["output"] or ""))
     beat = git(made["laptop"], "log", "-1", "--format=%B", "refs/runner/remotes/origin/heartbeats/w1") + "\n"

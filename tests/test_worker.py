@@ -158,6 +158,20 @@ def test_boxes_of_passed_checks_are_ticked_and_manual_ones_left(queue_repo):
     assert "- [x] `test -f out.txt`" in text and "- [ ] read it" in text
 
 
+def test_a_ticks_text_and_json_reports_say_the_same(queue_repo):
+    body = "#### Automated Verification:\n- [ ] `test -f out.txt`\n- [ ] `test -f missing.txt`\n#### Manual Verification:\n- [ ] read it\n"
+    add_step(queue_repo, "01-check", title="Two checks", run=["sh", "-c", "echo hi > out.txt"], body=body)
+    text = runner(queue_repo, "tick", "--id", "w1").stdout
+    assert "Status: failed" in text and "Step: 01-check - Two checks" in text and "Final frontmatter status: ready" in text
+    assert "Automated Verification: 1/2 passed\n  - [x] `test -f out.txt`\n  - [ ] `test -f missing.txt`" in text
+    assert "Manual verification needed:\n  - [ ] read it" in text and "(it will be retried)" in text
+    assert text.rstrip().splitlines()[-1].startswith("STEP_FAILED: ")
+    report = runner_json(queue_repo, "tick", "--id", "w1", "--step", "01-check")  # the second attempt (backing off: named), as JSON
+    assert report["sentinel"] == "STEP_FAILED" and report["status"] == "failed" and report["title"] == "Two checks"
+    assert report["automated_verification"]["passed"] == 1 and report["automated_verification"]["total"] == 2
+    assert report["manual_checks_left"] == ["read it"] and report["attempt"] == 2 and report["commit"]
+
+
 def test_required_outputs_must_stay_inside_the_worktree(tmp_path):
     tree = tmp_path / "tree"
     tree.mkdir()

@@ -71,15 +71,14 @@ def submit(target: Target, step_id: StepArg, agent: AgentId = ...,
     failed and fixes are left (the step is still yours: fix it and submit again)."""
     result = _work(target, agent).complete(step_id, notes)
     print_report(target, result)
-    if result.get("sentinel") not in ("STEP_COMPLETE", "STEP_BLOCKED"):
+    if result.sentinel not in ("STEP_COMPLETE", "STEP_BLOCKED"):
         raise typer.Exit(EXIT_FAILURE)
 
 
-def print_report(target: Target, result: dict) -> None:
-    from runner.worker.agentsession import render_not_yet
+def print_report(target: Target, result) -> None:
     from runner.worker.report import render_text
 
-    emit(target, result, render_not_yet(result) if result.get("outcome") in ("fix", "resolve") else render_text(result))
+    emit(target, result.as_dict(), render_text(result))
 
 
 def prime(agent: Annotated[Optional[str], typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:

@@ -24,7 +24,6 @@ Reason = Annotated[str, Field(description="Why, in a sentence or two.")]
 
 
 def build(work, target) -> MCPServer:
-    from runner.worker.agentsession import render_not_yet
     from runner.worker.report import render_text
 
     app = MCPServer("runner", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -50,9 +49,6 @@ def build(work, target) -> MCPServer:
             return func
         return register
 
-    def report(result: dict) -> str:
-        return render_not_yet(result) if result.get("outcome") in ("fix", "resolve") else render_text(result)
-
     @tool("The steps you may take now, best first.")
     def ready() -> str:
         found = work.ready()
@@ -77,15 +73,15 @@ def build(work, target) -> MCPServer:
           "Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and fixes are "
           "left, nothing is recorded: fix it and call complete again.")
     def complete(step: Step, notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:
-        return report(work.complete(step, notes or None))
+        return render_text(work.complete(step, notes or None))
 
     @tool("The step you hold cannot be done as written: record a failure (retried later with your reason as feedback).")
     def fail(step: Step, reason: Reason) -> str:
-        return report(work.fail(step, reason))
+        return render_text(work.fail(step, reason))
 
     @tool("Give the step you hold back unfinished: ready again at once, no attempt spent.")
     def release(step: Step, reason: Reason) -> str:
-        return report(work.release(step, reason))
+        return render_text(work.release(step, reason))
 
     @tool("The queue's audit trail, newest first: who claimed, completed, failed or released what, and why.")
     def log(step: Annotated[str, Field(description="Only this step (empty: all).")] = "",

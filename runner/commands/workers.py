@@ -28,7 +28,7 @@ def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFi
     stop_on_signals(w)
     result = w.tick()
     report.print_report(result, target.json, [None])
-    if result.get("outcome") in ("error", "fault"):
+    if result.failed_inside:
         raise typer.Exit(EXIT_FAILURE)
 
 

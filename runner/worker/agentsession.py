@@ -20,6 +20,7 @@ from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE, handoff_path
 from runner.core.limits import KIB, clip
 from runner.worker.attempt import Run, State
 from runner.worker.prompts import prompt_text
+from runner.worker.report import HandIn, StepReport, TickResult
 
 HANDOFF_SHOWN = 8 * KIB  # of each dependency's handoff, in what an agent reads (its context costs tokens)
 WORKTREES = ".runner"  # in the clone's working tree, where the agent's own tools may edit files
@@ -109,43 +110,15 @@ def state_of(session: Session, step, config) -> State:
                  resolves=session.resolves, context=session.context)
 
 
-def not_yet(session: Session, state: State, feedback: str, agent: str) -> dict[str, Any]:
-    """The report of a hand-in whose checks failed with fixes left: nothing recorded, the step still the agent's."""
-    from runner.core.stepfile import manual_checks
+def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts: tuple[str, ...] = ()) -> TickResult:
+    """The result of a hand-in whose checks failed with fixes left, or whose merge conflicts
+    (outcome resolve): nothing recorded, the step still the agent's."""
     from runner.worker.record import qa_doc
-    from runner.worker.report import checklist_summary
 
-    return {
-        "sentinel": None, "status": "not recorded", "outcome": "fix", "step": state.step.id, "title": state.step.title,
-        "attempt": state.attempt, "worker": agent, "final_status": "claimed", "worktree": session.worktree,
-        "automated_verification": checklist_summary(state.step.text, state.gates, "Automated Verification", "check"),
-        "automated_qa": checklist_summary(state.step.text, state.gates, "Automated QA", "qa"),
-        "qa_doc": qa_doc(state.step.text), "manual_checks_left": manual_checks(state.step.text),
-        "gates": [g.as_dict() for g in state.gates], "roles": [r.as_dict() for r in state.roles], "feedback": feedback,
-        "fixes_left": state.config.brakes.max_fix_attempts - state.fixes,
-        "review_rounds_left": state.config.brakes.max_review_attempts - state.reviews,
-    }
-
-
-def render_not_yet(result: dict[str, Any]) -> str:
-    """That report as text."""
-    fails = result["fixes_left"] + 1
-    status = (f"the integration branch moved and its new tip conflicts with your change in {', '.join(result['conflicts'])}: "
-              "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is spent)"
-              if result.get("outcome") == "resolve" else
-              f"the checks did not pass. Fix it and hand it in again (if the checks fail {fails} more time(s), it is recorded as failed)")
-    lines = [f"Status: not recorded: {status}",
-             f"Step: {result['step']} - {result['title']}", "Final frontmatter status: claimed (still yours)"]
-    for title, key in (("Automated Verification", "automated_verification"), ("Automated QA", "automated_qa")):
-        summary = result[key]
-        if summary["total"]:
-            lines.append(f"{title}: {summary['passed']}/{summary['total']} passed")
-            lines += [f"  - [{'x' if item['passed'] else ' '}] {item['label']}" for item in summary["items"]]
-    if result["manual_checks_left"]:
-        lines.append("Manual verification needed:")
-        lines += [f"  - [ ] {item}" for item in result["manual_checks_left"]]
-    lines += [f"Worktree: {result['worktree']}", "What to fix:", result["feedback"].rstrip()]
-    return "\n".join(lines)
+    hand_in = HandIn(session.worktree, feedback, state.config.brakes.max_fix_attempts - state.fixes,
+                     state.config.brakes.max_review_attempts - state.reviews, conflicts)
+    return TickResult(None, "resolve" if conflicts else "fix", agent, None, state.step.id, state.attempt,
+                      report=StepReport.of(state, "claimed", [], [], None, qa_doc(state.step.text)), hand_in=hand_in)
 
 
 # --- what an agent reads ------------------------------------------------------------------------

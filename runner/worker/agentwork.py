@@ -39,6 +39,7 @@ from runner.worker.heartbeat import Heartbeat
 from runner.worker.attempt import Outcome, Run, State, named
 from runner.worker.pipeline import RESOLVE_FEEDBACK, run_checks
 from runner.worker.record import MergeConflict, Recorder, outcome_report
+from runner.worker.report import TickResult
 
 
 KEEPER_LOOKS = 2.0  # seconds between a keeper's looks at its session file
@@ -159,7 +160,7 @@ class AgentWork:
 
     # --- handing in ------------------------------------------------------------------------
 
-    def complete(self, step_id: str, notes: str | None = None) -> dict[str, Any]:
+    def complete(self, step_id: str, notes: str | None = None) -> TickResult:
         """Run the step's checks in the agent's worktree; record the outcome, or (a check failed,
         fixes left) keep the claim and say what to fix."""
         with self.locked():
@@ -178,20 +179,20 @@ class AgentWork:
             self.sessions.save(session)
             return not_yet(session, state, checked, self.agent)
 
-    def fail(self, step_id: str, reason: str, permanent: bool = False) -> dict[str, Any]:
+    def fail(self, step_id: str, reason: str, permanent: bool = False) -> TickResult:
         return self.give_back(step_id, Outcome(Kind.FAIL, reason=clip(f"{self.agent}: {reason}"), permanent=permanent))
 
-    def release(self, step_id: str, reason: str) -> dict[str, Any]:
+    def release(self, step_id: str, reason: str) -> TickResult:
         return self.give_back(step_id, Outcome(Kind.RELEASE, reason=clip(f"{self.agent}: {reason}")))
 
-    def give_back(self, step_id: str, outcome: Outcome) -> dict[str, Any]:
+    def give_back(self, step_id: str, outcome: Outcome) -> TickResult:
         with self.locked():
             session, step, snap = self.held(step_id)
             if session is None:  # claimed by hand (`runner claim`): no worktree, nothing to keep
                 session = Session(step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "", wall_clock(), wall_clock())
             return self.finish(session, state_of(session, step, snap.config), outcome, None)
 
-    def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> dict[str, Any]:
+    def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> TickResult:
         """Record the outcome (with its merge, the handoff and the heartbeat, in one publish) and end the session."""
         worktree = Path(session.worktree) if session.worktree else None
         result, files = (None, [])
@@ -313,7 +314,7 @@ class AgentWork:
 
 
 def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
-             notes: str | None) -> dict[str, Any]:
+             notes: str | None) -> TickResult:
     """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
     a worker's resolve pass (docs/protocol.md, section 9), with the agent as the resolver. The new
     tip is merged into its worktree; where git merges it cleanly the checks run again and it is
@@ -337,8 +338,7 @@ def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot
     session.keep(state)
     session.since = wall_clock()
     work.sessions.save(session)
-    report = not_yet(session, state, feedback, work.agent)
-    return {**report, "outcome": "resolve", "conflicts": list(conflicted)} if conflicted else report
+    return not_yet(session, state, feedback, work.agent, tuple(conflicted))
 
 
 def keep_claim(queue: Queue, agent: str, step_id: str) -> None:

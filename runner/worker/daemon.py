@@ -10,7 +10,6 @@ import os
 import random
 import sys
 import time
-from typing import Any
 
 from filelock import Timeout
 
@@ -20,7 +19,6 @@ from runner.store import StoreError
 from runner.worker import report
 from runner.worker.tick import Worker, stop_on_signals
 
-IDLE_OUTCOMES = ("skip", "error", "fault", "lost", "blocked", "no-queue")  # the daemon sleeps before its next tick
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
 MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (backing off) before it gives up
 
@@ -64,23 +62,23 @@ class Daemon:
             w.claim_ahead = not (self.max_ticks and ticks + 1 >= self.max_ticks) and not (config and config.worker.step_delay)
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
-            if self.once and not self.json_out and "step" in result:
+            if self.once and not self.json_out and result.step is not None:
                 self.progress()
             ticks += 1
-            errors = errors + 1 if result["outcome"] in ("error", "fault") else 0
-            faults = faults + 1 if result["outcome"] == "fault" else 0
+            errors = errors + 1 if result.failed_inside else 0
+            faults = faults + 1 if result.outcome == "fault" else 0
             if self.once and errors >= MAX_ERRORS_ONCE:
-                w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.get('reason')}")
-                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.get('reason')})", file=sys.stderr)
+                w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.reason}")
+                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})", file=sys.stderr)
                 return 1
             if faults >= MAX_FAULTS_IN_A_ROW:
-                w.log("STOP", f"{faults} faults of runner in a row; the last: {result.get('reason')}")
-                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.get('reason')})", file=sys.stderr)
+                w.log("STOP", f"{faults} faults of runner in a row; the last: {result.reason}")
+                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.reason})", file=sys.stderr)
                 return 1
             if self.max_ticks and ticks >= self.max_ticks:
                 break
-            if result["outcome"] in IDLE_OUTCOMES:
-                if self.once and (result["outcome"] == "no-queue" or self.drained()):
+            if result.idle:
+                if self.once and (result.outcome == "no-queue" or self.drained()):
                     break
                 self.idle_beat()
                 # Errors back off exponentially (a broken remote, a bug), idle ticks by the interval.
@@ -91,7 +89,7 @@ class Daemon:
         w.log("STOP", f"after {ticks} ticks")
         return 0
 
-    def one_tick(self) -> dict[str, Any]:
+    def one_tick(self) -> report.TickResult:
         try:
             return self.w._tick()
         except (StoreError, PushRefused, LostRace) as exc:

@@ -18,8 +18,9 @@ from runner.queue.merging import merge_update, step_branch_update
 from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
-from runner.worker import executor, report
+from runner.worker import executor
 from runner.worker.gates import PASS
+from runner.worker.report import StepReport, TickResult
 from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.worker.attempt import Outcome, State, named
 
@@ -164,14 +165,12 @@ class Recorder:
         return render_handoff(meta, sections)
 
 
-def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path) -> dict[str, Any]:
-    """The step report of a recorded attempt (Automated Verification N/M, QA, manual checks left, final status)."""
-    event, status = published.change.event, published.change.status
-    return report.step_report(
-        sentinel, state.step, state.attempt, worker, status, event.reason, files, state.gates, state.roles,
-        list(event.runs), state.faults, state.overrides, published.commit, str(log_path), qa_doc(state.step.text),
-        will_retry=(status == "ready") if event.kind == Kind.FAIL else None,
-    )
+def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path) -> TickResult:
+    """The result of a recorded attempt, with its step report (Automated Verification N/M, QA, manual checks left, final status)."""
+    event, status = published.change.event, str(published.change.status)
+    return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
+                      will_retry=(status == "ready") if event.kind == Kind.FAIL else None, commit=published.commit,
+                      report=StepReport.of(state, status, files, list(event.runs), str(log_path), qa_doc(state.step.text)))
 
 
 def _checked_commands(state: State) -> list[str]:

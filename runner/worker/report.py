@@ -1,9 +1,10 @@
-"""What a tick says when it ends: one report (a dict, printed as the step report people
-know from step runners, or as one JSON object with the same fields)."""
+"""What a tick says when it ends: one typed result (TickResult), printed as the step report
+people know from step runners, or as one JSON object with the same fields (as_dict)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from runner.core.stepfile import checklist, manual_checks
@@ -11,13 +12,124 @@ from runner.store import StoreError
 from runner.worker.gates import PASS
 
 STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_REJECTED": "failed", "STEP_FAILED": "failed"}
+# Outcomes of a tick that did not go wrong: the daemon waits its interval after them.
+IDLE_OUTCOMES = ("skip", "no-queue", "blocked", "error", "lost", "fault")
+FAILED_INSIDE = ("error", "fault")  # a fault of the tick itself (exit 1), not of the step
 
 
-def skip(worker: str, reason: str, outcome: str = "skip", **extra: Any) -> dict[str, Any]:
-    return {"sentinel": "SKIP", "outcome": outcome, "reason": reason, "worker": worker, **extra}
+@dataclass(frozen=True)
+class Checklist:
+    """N of M items of a checklist section that passed this run, each as [x] or [ ]."""
+    items: tuple[tuple[str, bool], ...] = ()
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for _, ok in self.items if ok)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "total": len(self.items), "items": [{"label": label, "passed": ok} for label, ok in self.items]}
 
 
-def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> dict[str, Any]:
+def checklist_summary(step_text: str, gates, section: str, kind: str) -> Checklist:
+    passed = {g.label for g in gates if g.section == kind and g.result == PASS}
+    return Checklist(tuple((label, ticked or label in passed) for _, ticked, label, _ in checklist(step_text, section)))
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """What a run of a step did: the part of a result a person reads."""
+    title: str
+    final_status: str
+    files_changed: list[str]
+    automated_verification: Checklist
+    automated_qa: Checklist
+    qa_doc: str | None
+    manual_checks_left: list[str]
+    gates: list[dict[str, Any]]
+    roles: list[dict[str, Any]]
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    log: str | None = None
+
+    @classmethod
+    def of(cls, state, final_status: str, files: list[str], runs: list, log: str | None, qa_doc: str | None) -> StepReport:
+        step = state.step
+        return cls(step.title, final_status, files, checklist_summary(step.text, state.gates, "Automated Verification", "check"),
+                   checklist_summary(step.text, state.gates, "Automated QA", "qa"), qa_doc, manual_checks(step.text),
+                   [g.as_dict() for g in state.gates], [r.as_dict() for r in state.roles], runs, list(state.faults),
+                   list(state.overrides), log)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "final_status": self.final_status, "files_changed": self.files_changed,
+                "automated_verification": self.automated_verification.as_dict(), "automated_qa": self.automated_qa.as_dict(),
+                "qa_doc": self.qa_doc, "manual_checks_left": self.manual_checks_left, "gates": self.gates, "roles": self.roles,
+                "runs": self.runs, "faults": self.faults, "overrides": self.overrides, "log": self.log}
+
+
+@dataclass(frozen=True)
+class HandIn:
+    """An agent's hand-in that was not recorded (`runner submit`): what to fix, and what is left."""
+    worktree: str
+    feedback: str
+    fixes_left: int
+    review_rounds_left: int
+    conflicts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TickResult:
+    """How a tick (or a hand-in) ended. `sentinel` is the word scripts match (SKIP,
+    STEP_COMPLETE, STEP_BLOCKED, STEP_REJECTED, STEP_FAILED; None for a hand-in not recorded),
+    `outcome` what happened (the step's new status, or skip, lost, error, fault, no-queue, fix,
+    resolve)."""
+    sentinel: str | None
+    outcome: str
+    worker: str
+    reason: str | None = None
+    step: str | None = None
+    attempt: int | None = None
+    will_retry: bool | None = None
+    commit: str | None = None
+    blocked: tuple[str, ...] = ()  # the steps that wait on failed ones, when nothing else can move
+    report: StepReport | None = None
+    hand_in: HandIn | None = None
+
+    @property
+    def status(self) -> str:
+        return "not recorded" if self.hand_in else STATUS_WORD.get(self.sentinel or "", "skipped")
+
+    @property
+    def failed_inside(self) -> bool:
+        return self.outcome in FAILED_INSIDE
+
+    @property
+    def idle(self) -> bool:
+        return self.outcome in IDLE_OUTCOMES
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome, "reason": self.reason,
+                                "worker": self.worker}
+        optional = {"step": self.step, "attempt": self.attempt, "commit": self.commit, "steps": list(self.blocked) or None}
+        data.update({key: value for key, value in optional.items() if value is not None})
+        if self.report is not None:
+            data.update(self.report.as_dict(), will_retry=self.will_retry, commit=self.commit)
+        elif self.will_retry is not None:
+            data["will_retry"] = self.will_retry
+        if self.hand_in is not None:
+            hand_in = self.hand_in
+            data.update(worktree=hand_in.worktree, feedback=hand_in.feedback, fixes_left=hand_in.fixes_left,
+                        review_rounds_left=hand_in.review_rounds_left)
+            if hand_in.conflicts:
+                data["conflicts"] = list(hand_in.conflicts)
+        return data
+
+
+def skip(worker: str, reason: str, outcome: str = "skip", step: str | None = None, attempt: int | None = None) -> TickResult:
+    return TickResult("SKIP", outcome, worker, reason, step, attempt)
+
+
+def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> TickResult:
     """The claim went away under a worker: taken over (SKIP), or aborted by a person (STEP_REJECTED)."""
     try:
         step = queue.snapshot().plan.steps.get(step_id)
@@ -25,85 +137,63 @@ def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> dict[st
         step = None
     last_error = str(step.meta.get("last_error") or "") if step else ""
     if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
-        return {"sentinel": "STEP_REJECTED", "outcome": "rejected", "reason": last_error, "step": step_id, "attempt": attempt, "worker": worker}
-    return skip(worker, reason, "lost", step=step_id, attempt=attempt)
+        return TickResult("STEP_REJECTED", "rejected", worker, last_error, step_id, attempt)
+    return skip(worker, reason, "lost", step_id, attempt)
 
 
-def checklist_summary(step_text: str, gates, section: str, kind: str) -> dict[str, Any]:
-    """N of M items of a checklist section that passed this run, each as [x] or [ ]."""
-    passed = {g.label for g in gates if g.section == kind and g.result == PASS}
-    items = [{"label": label, "passed": ticked or label in passed} for _, ticked, label, _ in checklist(step_text, section)]
-    return {"passed": sum(1 for i in items if i["passed"]), "total": len(items), "items": items}
+# --- as text ------------------------------------------------------------------------------------
 
 
-def step_report(sentinel: str, step, attempt: int, worker: str, status: str | None, reason: str | None,
-                files: list[str], gates, roles, runs, faults, overrides, commit: str | None, log: str | None,
-                qa_doc: str | None, will_retry: bool | None = None) -> dict[str, Any]:
-    return {
-        "sentinel": sentinel,
-        "status": STATUS_WORD.get(sentinel, "skipped"),
-        "outcome": status,
-        "step": step.id,
-        "title": step.title,
-        "attempt": attempt,
-        "worker": worker,
-        "final_status": status,
-        "reason": reason,
-        "will_retry": will_retry,
-        "files_changed": files,
-        "automated_verification": checklist_summary(step.text, gates, "Automated Verification", "check"),
-        "automated_qa": checklist_summary(step.text, gates, "Automated QA", "qa"),
-        "qa_doc": qa_doc,
-        "manual_checks_left": manual_checks(step.text),
-        "gates": [g.as_dict() for g in gates],
-        "roles": [r.as_dict() for r in roles],
-        "runs": runs,
-        "faults": faults,
-        "overrides": overrides,
-        "commit": commit,
-        "log": log,
-    }
-
-
-def render_text(report: dict[str, Any]) -> str:
-    """The step report as text (the shape people know from step runners)."""
-    if "step" not in report or "automated_verification" not in report:
-        line = f"{report['sentinel']} {report.get('reason') or ''}".rstrip()
-        if report.get("step"):
-            line = f"{report['sentinel']} {report['step']} attempt {report.get('attempt')}: {report.get('reason') or report.get('outcome')}"
-        return line
-    lines = [
-        f"Status: {report['status']}",
-        f"Step: {report['step']} - {report['title']}",
-        f"Final frontmatter status: {report['final_status']}",
-        "Files changed: " + (", ".join(report["files_changed"]) or "none"),
-    ]
-    for title, key in (("Automated Verification", "automated_verification"), ("Automated QA", "automated_qa")):
-        summary = report[key]
-        if summary["total"]:
-            lines.append(f"{title}: {summary['passed']}/{summary['total']} passed")
-            lines += [f"  - [{'x' if item['passed'] else ' '}] {item['label']}" for item in summary["items"]]
-    if report.get("qa_doc"):
-        lines.append(f"QA Doc: {report['qa_doc']}")
-    if report["manual_checks_left"]:
+def render_text(result: TickResult) -> str:
+    """The result as text (the step report's shape people know from step runners)."""
+    if result.report is None:
+        if result.step:
+            return f"{result.sentinel} {result.step} attempt {result.attempt}: {result.reason or result.outcome}"
+        return f"{result.sentinel} {result.reason or ''}".rstrip()
+    report = result.report
+    if result.hand_in is not None:
+        lines = [f"Status: not recorded: {_not_yet_status(result)}", f"Step: {result.step} - {report.title}",
+                 "Final frontmatter status: claimed (still yours)"]
+    else:
+        lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}", f"Final frontmatter status: {report.final_status}",
+                 "Files changed: " + (", ".join(report.files_changed) or "none")]
+    for title, summary in (("Automated Verification", report.automated_verification), ("Automated QA", report.automated_qa)):
+        if summary.items:
+            lines.append(f"{title}: {summary.passed}/{len(summary.items)} passed")
+            lines += [f"  - [{'x' if ok else ' '}] {label}" for label, ok in summary.items]
+    if report.qa_doc and result.hand_in is None:
+        lines.append(f"QA Doc: {report.qa_doc}")
+    if report.manual_checks_left:
         lines.append("Manual verification needed:")
-        lines += [f"  - [ ] {item}" for item in report["manual_checks_left"]]
-    if report.get("reason") and report["sentinel"] != "STEP_COMPLETE":
-        retry = {True: " (it will be retried)", False: " (it will not be retried)"}.get(report.get("will_retry"), "")
-        lines.append(f"Reason: {report['reason'][:500]}{retry}")
-    lines.append(report["sentinel"] + (f": {report['reason'][:200]}" if report.get("reason") and report["sentinel"] != "STEP_COMPLETE" else ""))
+        lines += [f"  - [ ] {item}" for item in report.manual_checks_left]
+    if result.hand_in is not None:
+        return "\n".join([*lines, f"Worktree: {result.hand_in.worktree}", "What to fix:", result.hand_in.feedback.rstrip()])
+    reason = result.reason if result.reason and result.sentinel != "STEP_COMPLETE" else ""
+    if reason:
+        retry = "" if result.will_retry is None else " (it will be retried)" if result.will_retry else " (it will not be retried)"
+        lines.append(f"Reason: {reason[:500]}{retry}")
+    lines.append(f"{result.sentinel}" + (f": {reason[:200]}" if reason else ""))
     return "\n".join(lines)
 
 
-def print_report(report: dict[str, Any], json_out: bool, last_skip: list[str | None]) -> None:
-    """Print a tick's report; an idle daemon says why it skips once, not every tick."""
+def _not_yet_status(result: TickResult) -> str:
+    assert result.hand_in is not None
+    if result.outcome == "resolve":
+        return (f"the integration branch moved and its new tip conflicts with your change in {', '.join(result.hand_in.conflicts)}: "
+                "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is spent)")
+    return (f"the checks did not pass. Fix it and hand it in again (if the checks fail {result.hand_in.fixes_left + 1} more time(s), "
+            "it is recorded as failed)")
+
+
+def print_report(result: TickResult, json_out: bool, last_skip: list[str | None]) -> None:
+    """Print a tick's result; an idle daemon says why it skips once, not every tick."""
     if json_out:
-        print(json.dumps(report, default=str), flush=True)
+        print(json.dumps(result.as_dict(), default=str), flush=True)
         return
-    if report["sentinel"] == "SKIP" and "automated_verification" not in report:
-        if report.get("reason") != last_skip[0]:
-            print(f"SKIP {report.get('reason')}", flush=True)
-        last_skip[0] = report.get("reason")
+    if result.sentinel == "SKIP" and result.report is None:
+        if result.reason != last_skip[0]:
+            print(f"SKIP {result.reason}", flush=True)
+        last_skip[0] = result.reason
         return
     last_skip[0] = None
-    print(render_text(report), flush=True)
+    print(render_text(result), flush=True)

@@ -35,6 +35,7 @@ from runner.worker.livelog import LiveOutput
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
+from runner.worker.report import TickResult
 
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
@@ -99,7 +100,7 @@ class Worker:
 
     # --- one tick ------------------------------------------------------------------------------
 
-    def tick(self) -> dict[str, Any]:
+    def tick(self) -> TickResult:
         try:
             self.lock.acquire(timeout=0)
         except Timeout:
@@ -110,11 +111,11 @@ class Worker:
             self.ticks += 1
             self.lock.release()
 
-    def skip(self, reason: str, kind: str = "SKIP", outcome: str = "skip") -> dict[str, Any]:
+    def skip(self, reason: str, kind: str = "SKIP", outcome: str = "skip") -> TickResult:
         self.log(kind, reason)
         return report.skip(self.id, reason, outcome)
 
-    def _tick(self) -> dict[str, Any]:
+    def _tick(self) -> TickResult:
         if self.stopping.is_set():
             self.release_held()
             return self.skip("worker is stopping")
@@ -163,26 +164,25 @@ class Worker:
         event = published.change.event
         if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{event.step} -> failed: {published.change.updates.get('last_error')}")
-            return {"sentinel": "STEP_FAILED", "outcome": "failed", "step": event.step, "attempt": event.attempt, "worker": self.id,
-                    "reason": published.change.updates.get("last_error"), "will_retry": False}
+            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"), event.step, event.attempt,
+                              will_retry=False)
         return self.work(event.step, event.attempt, event.kind, event.replaces, published.commit, published.snapshot)
 
-    def nothing_to_claim(self, snap: Snapshot, why: str) -> dict[str, Any]:
+    def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
         plan = snap.plan
         if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
             reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
             self.log("SKIP", reason)
-            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "step": step.id,
-                    "attempt": step.attempt}
+            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, step.id, step.attempt)
         statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
         blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
         if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
             reason = f"dependencies not satisfiable: {', '.join(blocked)} wait on failed steps"
             self.log("SKIP", reason)
-            return {"sentinel": "STEP_BLOCKED", "outcome": "blocked", "reason": reason, "worker": self.id, "steps": blocked}
+            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, blocked=tuple(blocked))
         return self.skip(why)
 
-    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str, before: Snapshot) -> dict[str, Any]:
+    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str, before: Snapshot) -> TickResult:
         """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was claimed on)."""
         snap = self.queue.snapshot_at(claim, [self.integration_branch])
         snap.tips.update(before.tips)
@@ -238,7 +238,7 @@ class Worker:
 
         return Recorder(self.queue, self.id, self.incarnation, beat)
 
-    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float, actions=None) -> dict[str, Any]:
+    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float, actions=None) -> TickResult:
         result, files = (None, [])
         if outcome.kind != Kind.RELEASE:
             result, files = actions.commit(state) if actions else worktrees.commit(self.store, self.id, state, worktree, base)
@@ -287,7 +287,7 @@ class Worker:
             self.log("ERROR", f"could not halt the queue ({reason}): {exc}")
 
 
-def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> dict[str, Any]:
+def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> TickResult:
     """A fault of runner itself (or a record the remote refused, or a queue it could not reach):
     log the traceback, give the step back with nothing spent, backing off; after MAX_FAULTS_IN_A_ROW on this step, hold
     it for a person with the fault written down (an OS unit restarting the worker must not
@@ -316,8 +316,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     except Exception as again:  # the lease gives the step back in the end
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
-    return {"sentinel": "STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "outcome": "error" if isinstance(exc, StoreError) else "fault",
-            "reason": outcome.reason, "step": state.step.id, "attempt": state.attempt, "worker": worker.id, "commit": commit}
+    return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "error" if isinstance(exc, StoreError) else "fault",
+                      worker.id, outcome.reason, state.step.id, state.attempt, commit=commit)
 
 
 def stop_on_signals(worker: Worker) -> None:
