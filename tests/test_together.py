@@ -118,7 +118,8 @@ def statuses(alice: Path, tmp_path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("agent", ["fake", *(name for name, p in PRESETS.items() if p.program)])
 def test_the_whole_pipeline_runs_under_the_hook_with_identities_on_two_workers(agent, tmp_path, stub_agents):
     bare, alice = served_plan(tmp_path, agent)
-    said = drain(bare, tmp_path, stub_agents)
+    follow_up = {"FAKE_AGENT_FOLLOW_UP": "1"} if agent == "fake" else {}  # orchestrate tries `runner add` from a worker's key
+    said = drain(bare, tmp_path, {**stub_agents, **follow_up})
     assert statuses(alice, tmp_path) == {"01-count": "done", "02-cli": "done", "03-tests": "review"}, said
 
     # Only a person approves: w1's key is refused by the hook, alice's is not.
@@ -142,3 +143,7 @@ def test_the_whole_pipeline_runs_under_the_hook_with_identities_on_two_workers(a
     assert {"tally/count.py", "tally/__main__.py", "tests/test_tally.py"} <= set(merged)
     for worker, text in said.items():
         assert "refused" not in text, (worker, text)
+    if follow_up:  # only people edit the plan: the step added nothing, and its handoff keeps the proposal for a person
+        handoffs = git(bare, "ls-tree", "-r", "--name-only", "runner/queue", "plans/handoffs").split()
+        kept = git(bare, "show", f"runner/queue:{next(h for h in handoffs if h.endswith('01-count.md'))}")
+        assert "proposed: runner add Follow up 01-count" in kept and "only people edit the plan" in kept, kept
