@@ -8,7 +8,14 @@ import sys
 
 
 def main() -> None:
-    args = sys.argv[1:]
+    try:
+        _main(sys.argv[1:])
+    except KeyboardInterrupt:  # Ctrl-C before a command has its own handler (while importing, say): quiet, as git is
+        sys.stderr.write("\n")
+        sys.exit(130)
+
+
+def _main(args: list[str]) -> None:
     if args == ["--version"]:
         from runner import __version__
 

@@ -3,6 +3,9 @@ a live view."""
 
 from __future__ import annotations
 
+import os
+import pty
+import select
 import signal
 import subprocess
 import sys
@@ -70,13 +73,31 @@ def test_worker_once_returns_when_nothing_can_be_done(queue_repo):
 
 def test_status_watch_redraws_until_interrupted(queue_repo):
     add_step(queue_repo, "01-a", run=["true"])
-    # Ctrl-C as a terminal sends it: a shell's background job (CI started with `&`) inherits
-    # SIGINT ignored, and Python then never raises KeyboardInterrupt.
+    # On a terminal (a pty), as a person watches it: Ctrl-C once a frame is drawn, however long start-up took.
+    # (Sent as a terminal sends it: a shell's background job, CI started with `&`, inherits SIGINT ignored.)
+    leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "runner", "status", "--watch", "--every", "0.2", "--repo", str(queue_repo)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH,
+                            stdin=follower, stdout=follower, stderr=subprocess.PIPE, text=True, env=ENV_PATH,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(1.5)  # let it draw a few frames (a display, not a timing assertion)
+    os.close(follower)
+    shown = b""
+    while b"last events" not in shown:
+        ready, _, _ = select.select([leader], [], [], 60)
+        assert ready, shown
+        shown += os.read(leader, 65536)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
+    os.close(leader)
     assert proc.returncode == 0, err
-    assert "1 ready" in out and "last events" in out
+    assert b"1 ready" in shown and "Traceback" not in err
+
+
+def test_ctrl_c_while_a_command_starts_prints_no_traceback(queue_repo):
+    for delay in (0.02, 0.04, 0.06, 0.08, 0.12, 0.2):  # the interpreter's start-up, runner's imports, the command's own handler
+        proc = subprocess.Popen([sys.executable, "-m", "runner", "status", "--watch", "--repo", str(queue_repo)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert "Traceback" not in err and proc.returncode in (0, 130, -signal.SIGINT), (delay, err)
