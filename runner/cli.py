@@ -7,7 +7,7 @@ Exit codes: 0 done or nothing to do; 1 failure at run time; 2 bad usage or bad i
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 # typer imports its rich help renderer, and markdown-it with it, whenever rich is installed:
 # ~50 ms more for every command people and schedulers start. runner's help is plain text
@@ -21,9 +21,9 @@ finally:
     else:
         sys.modules["rich"] = _rich
 
-from runner import __version__  # noqa: E402
-from runner.commands import agentwork, board, doctor, hooks, plan, quick, schedule, steps, workers  # noqa: E402
-from runner.commands.common import command  # noqa: E402
+from runner import __version__
+from runner.commands import agentwork, board, doctor, hooks, plan, quick, schedule, steps, workers
+from runner.commands.common import command
 
 
 def _version(value: bool) -> None:

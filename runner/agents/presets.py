@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # The tables a preset writes, in order, and the role each one runs.
 TABLES = {

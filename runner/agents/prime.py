@@ -35,7 +35,7 @@ def with_prime(existing: str, agent: str | None = None) -> str:
     start, stop = existing.find(BEGIN), existing.find(END)
     if start != -1 and stop > start:
         after = existing[stop + len(END):]
-        return existing[:start] + block + (after[1:] if after.startswith("\n") else after)
+        return existing[:start] + block + (after.removeprefix("\n"))
     if not existing.strip():
         return block
     return existing.rstrip("\n") + "\n\n" + block

@@ -8,7 +8,7 @@ rejects, retries or aborts.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,9 +42,9 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
 
 
 def work(target: Target,
-         step_id: Annotated[Optional[str], typer.Argument(help="A particular step (default: the best ready one).")] = None,
+         step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
          agent: AgentId = ..., tag: Tags = [],
-         context: Annotated[Optional[str], typer.Option("--context", help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the prompt and the handoff.")] = None) -> None:
+         context: Annotated[str | None, typer.Option("--context", help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the prompt and the handoff.")] = None) -> None:
     """Take a step yourself: claim it as a worker would, make a git worktree at the integration
     branch's tip, print its path and the step's prompt. Exit 3 when nothing can be taken.
 
@@ -62,7 +62,7 @@ def work(target: Target,
 
 
 def submit(target: Target, step_id: StepArg, agent: AgentId = ...,
-           notes: Annotated[Optional[str], typer.Option("--notes", help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.")] = None) -> None:
+           notes: Annotated[str | None, typer.Option("--notes", help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.")] = None) -> None:
     """Hand in the step you hold: run its checks in your worktree (Automated Verification and QA,
     the project's gates, the verifier, the review) as a worker's tick would, tick what passed,
     record the outcome with its merge, and print the report.
@@ -81,7 +81,7 @@ def print_report(target: Target, result) -> None:
     emit(target, result.as_dict(), render_text(result))
 
 
-def prime(agent: Annotated[Optional[str], typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
+def prime(agent: Annotated[str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
     """What an agent reads at the start of a session: how to find, take and hand in a step, and
     what it may never do. `runner init --agent NAME --prime` writes it into that agent's
     project instructions file."""

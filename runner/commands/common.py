@@ -15,9 +15,10 @@ import os
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -45,7 +46,7 @@ SHARED = [
     inspect.Parameter("repo", inspect.Parameter.KEYWORD_ONLY, default=Path("."), annotation=Annotated[
         Path, typer.Option("--repo", help="The git repository (default: the one you are in).", show_default=False)]),
     inspect.Parameter("remote", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        Optional[str], typer.Option("--remote", help="The remote that holds the queue (default: origin when there is one; 'none': this repository only).")]),
+        str | None, typer.Option("--remote", help="The remote that holds the queue (default: origin when there is one; 'none': this repository only).")]),
     inspect.Parameter("queue_branch", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_QUEUE_BRANCH, annotation=Annotated[
         str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch.")]),
 ]
@@ -91,7 +92,7 @@ def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
     except RunnerError as exc:
         say(f"error: {exc}")
         raise typer.Exit(exc.exit_code)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         raise typer.Exit(report_bug(exc))
 
 
@@ -143,7 +144,7 @@ def check_worker_id(worker: str) -> str:
 
 
 WorkerId = Annotated[str, typer.Option("--id", help="This worker's id, e.g. host-a (1 to 64 of A-Z a-z 0-9 . _ -).")]
-By = Annotated[Optional[str], typer.Option("--by", help="Who acts (default: git's user.name, else $USER).")]
+By = Annotated[str | None, typer.Option("--by", help="Who acts (default: git's user.name, else $USER).")]
 Tags = Annotated[list[str], typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")]
 
 

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from runner.core.errors import BadInput
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
 
-Server = Annotated[Optional[Path], typer.Option("--server", help="A bare repository (the remote): install the pre-receive hook that checks every push.")]
-Clone = Annotated[Optional[Path], typer.Option("--repo", help="A working clone: install the pre-commit hook that validates step files (default without --server: the current one).")]
+Server = Annotated[Path | None, typer.Option("--server", help="A bare repository (the remote): install the pre-receive hook that checks every push.")]
+Clone = Annotated[Path | None, typer.Option("--repo", help="A working clone: install the pre-commit hook that validates step files (default without --server: the current one).")]
 Branch = Annotated[str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch the server hook protects.")]
 
 
-def _targets(server: Optional[Path], repo: Optional[Path]) -> tuple[Optional[Path], Optional[Path]]:
+def _targets(server: Path | None, repo: Path | None) -> tuple[Path | None, Path | None]:
     """(bare repository, working clone): --repo, or the current folder when --server is not given."""
     from runner.hooks.install import target_problems
 

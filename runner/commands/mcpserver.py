@@ -5,7 +5,8 @@ one id the server was started with; none approves, rejects, retries or aborts. T
 descriptions cost every session context: together they stay under 8,000 characters."""
 
 import traceback
-from typing import Annotated, Callable
+from collections.abc import Callable
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -37,7 +38,7 @@ def build(work, target) -> MCPServer:
                     raise ToolError("; ".join(exc.problems)) from None
                 except RunnerError as exc:
                     raise ToolError(str(exc)) from None
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
                     log = work.store.state_dir / "logs" / "mcp-errors.log"
                     log.parent.mkdir(parents=True, exist_ok=True)
                     with open(log, "a") as handle:

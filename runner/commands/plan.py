@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from runner.commands.common import By, Target, Tags, emit, person
+from runner.commands.common import By, Tags, Target, emit, person
 from runner.core.errors import EXIT_BAD_INPUT, BadInput
 from runner.core.stepschema import key_doc, shown
 
 
-def init(target: Target, agent: Annotated[Optional[str], typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
+def init(target: Target, agent: Annotated[str | None, typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
          by: By = None,
          prime: Annotated[bool, typer.Option("--prime", help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
@@ -51,9 +51,9 @@ def add(
     depends_on: Annotated[list[str], typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")] = [],
     priority: Annotated[int, typer.Option(help=key_doc("priority"))] = 0,
     tag: Annotated[list[str], typer.Option("--tag", help=f"{key_doc('tags')} (repeatable).")] = [],
-    run: Annotated[Optional[str], typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
-    timeout: Annotated[Optional[str], typer.Option(help=key_doc("timeout"))] = None,
-    max_attempts: Annotated[Optional[int], typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
+    run: Annotated[str | None, typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+    timeout: Annotated[str | None, typer.Option(help=key_doc("timeout"))] = None,
+    max_attempts: Annotated[int | None, typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
     output: Annotated[list[str], typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
     requires_approval: Annotated[bool, typer.Option("--requires-approval", help=key_doc("requires_approval"))] = False,
     touches: Annotated[list[str], typer.Option("--touches", help=f"{key_doc('touches')} (repeatable).")] = [],
@@ -156,7 +156,7 @@ def progress_line(verb: str):
     return show
 
 
-def validate(target: Target, path: Annotated[Optional[Path], typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
+def validate(target: Target, path: Annotated[Path | None, typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
     """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
     whose last attempt changed files outside its `touches:`, and agents configured without
     plan-wide approval, are warnings (exit 0)."""
@@ -258,7 +258,7 @@ def graph(target: Target) -> None:
 
 def log(
     target: Target,
-    step_id: Annotated[Optional[str], typer.Argument(help="Only this step.")] = None,
+    step_id: Annotated[str | None, typer.Argument(help="Only this step.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries (0 = all).")] = 50,
 ) -> None:
     """The audit trail: the queue branch's events, newest first; with STEP, every run of each attempt."""

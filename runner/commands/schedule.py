@@ -9,7 +9,7 @@ the OS could not be asked); 2 bad usage or bad input, every problem listed.
 import json
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -26,7 +26,7 @@ class Mode(str, Enum):
 
 
 OsOption = Annotated[
-    Optional[SchedulerName],
+    SchedulerName | None,
     typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.", show_default=False),
 ]
 IdOption = Annotated[str, typer.Option("--id", help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.", show_default=False)]
@@ -45,16 +45,16 @@ def install_schedule(
     os_name: OsOption = None,
     mode: Annotated[Mode, typer.Option("--mode", help="daemon: keep `runner worker` running; tick: run `runner tick` every --interval seconds.")] = Mode.daemon,
     tag: Annotated[list[str], typer.Option("--tag", help="A tag of this worker (repeatable): a step with tags goes only to workers that have all of them.", metavar="TAG", show_default=False)] = [],
-    interval: Annotated[Optional[int], typer.Option("--interval", help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period (default 300).", metavar="SECONDS", show_default=False)] = None,
-    grace: Annotated[Optional[int], typer.Option("--grace", help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over 30 s.", metavar="SECONDS", show_default=False)] = None,
-    remote: Annotated[Optional[str], typer.Option("--remote", help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).", metavar="NAME", show_default=False)] = None,
-    queue_branch: Annotated[Optional[str], typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).", metavar="BRANCH", show_default=False)] = None,
-    repo: Annotated[Optional[Path], typer.Option("--repo", help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it must hold the queue branch.", show_default=False)] = None,
-    target_repo: Annotated[Optional[str], typer.Option("--target-repo", help="With --output or --dry-run: the worker's clone on the computer the files are for.", metavar="PATH", show_default=False)] = None,
-    python: Annotated[Optional[str], typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).", metavar="PATH", show_default=False)] = None,
-    env_file: Annotated[Optional[Path], typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
+    interval: Annotated[int | None, typer.Option("--interval", help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period (default 300).", metavar="SECONDS", show_default=False)] = None,
+    grace: Annotated[int | None, typer.Option("--grace", help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over 30 s.", metavar="SECONDS", show_default=False)] = None,
+    remote: Annotated[str | None, typer.Option("--remote", help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).", metavar="NAME", show_default=False)] = None,
+    queue_branch: Annotated[str | None, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).", metavar="BRANCH", show_default=False)] = None,
+    repo: Annotated[Path | None, typer.Option("--repo", help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it must hold the queue branch.", show_default=False)] = None,
+    target_repo: Annotated[str | None, typer.Option("--target-repo", help="With --output or --dry-run: the worker's clone on the computer the files are for.", metavar="PATH", show_default=False)] = None,
+    python: Annotated[str | None, typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).", metavar="PATH", show_default=False)] = None,
+    env_file: Annotated[Path | None, typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
-    output: Annotated[Optional[Path], typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).", metavar="DIR", show_default=False)] = None,
+    output: Annotated[Path | None, typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).", metavar="DIR", show_default=False)] = None,
     no_activate: NoActivateOption = False,
 ) -> None:
     """Keep a worker running with the OS's scheduler, across logouts, reboots and crashes.

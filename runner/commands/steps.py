@@ -4,11 +4,11 @@ halt, resume."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from runner.commands.common import By, Target, Tags, WorkerId, check_worker_id, emit, person
+from runner.commands.common import By, Tags, Target, WorkerId, check_worker_id, emit, person
 from runner.core.errors import BadInput
 from runner.core.machine import Kind
 
@@ -29,11 +29,11 @@ def report(target: Target, published) -> None:
 
 def claim(
     target: Target,
-    step_id: Annotated[Optional[str], typer.Argument(help="A particular step (default: the best ready one).")] = None,
+    step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
     worker: WorkerId = ...,
     tag: Tags = [],
     ignore_deps: Annotated[bool, typer.Option("--ignore-deps", help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
-    by: Annotated[Optional[str], typer.Option("--by", help="The person behind --ignore-deps.")] = None,
+    by: Annotated[str | None, typer.Option("--by", help="The person behind --ignore-deps.")] = None,
 ) -> None:
     """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken.
 

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from runner.commands.common import Target, Tags, WorkerId, check_worker_id
+from runner.commands.common import Tags, Target, WorkerId, check_worker_id
 from runner.core.errors import EXIT_FAILURE, BadInput
 
-LogFile = Annotated[Optional[Path], typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
+LogFile = Annotated[Path | None, typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
 
 
 def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFile = None,
-         step: Annotated[Optional[str], typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None,
-         context: Annotated[Optional[str], typer.Option("--context", help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes into every role's prompt and the handoff.")] = None) -> None:
+         step: Annotated[str | None, typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None,
+         context: Annotated[str | None, typer.Option("--context", help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes into every role's prompt and the handoff.")] = None) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
@@ -54,10 +54,10 @@ def worker(
     target: Target,
     worker_id: WorkerId = ...,
     tag: Tags = [],
-    interval: Annotated[Optional[float], typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30).")] = None,
+    interval: Annotated[float | None, typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30).")] = None,
     max_ticks: Annotated[int, typer.Option(help="Stop after this many ticks (0: run until stopped).")] = 0,
     once: Annotated[bool, typer.Option("--once", help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue).")] = False,
-    grace: Annotated[Optional[float], typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml).")] = None,
+    grace: Annotated[float | None, typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml).")] = None,
     log_file: LogFile = None,
 ) -> None:
     """The daemon: loop ticks. SIGTERM/SIGINT stops claiming and finishes (or, after the grace

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import shlex
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable
+from typing import Any
 
 from runner.core.errors import BadInput
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH, DEFAULT_STEP_BRANCH_PREFIX
@@ -202,7 +203,8 @@ class Hooks:
     pusher_env: str | None = key(None, _optional_text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
     people: tuple[str, ...] = key((), _strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
     admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
-    identities: dict[str, tuple[str, ...]] = key({}, _identities, "pusher -> the worker ids they may act as", "{}")
+    identities: dict[str, tuple[str, ...]] = key({}, _identities,  # noqa: RUF009 (key() is a field with a default factory)
+                                                  "pusher -> the worker ids they may act as", "{}")
 
 
 NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone")
@@ -266,7 +268,7 @@ class Config:
         return (f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, so "
                 "their results are merged with no person (set it to true, or requires_approval: true in each step)")
 
-    def for_step(self, meta: dict[str, Any]) -> "Config":
+    def for_step(self, meta: dict[str, Any]) -> Config:
         """This configuration with a step's own `roles:`, `brakes:` and `pipeline:` on top."""
         if not any(isinstance(meta.get(name), dict) for name in STEP_OVERRIDES):
             return self

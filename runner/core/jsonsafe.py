@@ -11,7 +11,7 @@ from typing import Any
 
 from runner.core.limits import MAX_JSON_DEPTH
 
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKET_RE = re.compile(r"[\[\]{}]")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -52,7 +52,7 @@ def parse_duration(value: Any) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds % 3600 == 0 and seconds:
         return f"{seconds // 3600}h"
     if seconds % 60 == 0 and seconds:
@@ -63,24 +63,24 @@ def format_duration(seconds: float) -> str:
 def utc_now() -> datetime:
     from runner.core.clock import wall_clock
 
-    return datetime.fromtimestamp(wall_clock(), timezone.utc).replace(microsecond=0)
+    return datetime.fromtimestamp(wall_clock(), UTC).replace(microsecond=0)
 
 
 def format_time(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: Any) -> datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
     if isinstance(value, str):
         try:
-            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            moment = datetime.fromisoformat(value)
         except ValueError:
             return None
-        return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return None
 
 
@@ -129,7 +129,7 @@ class Step:
     at 10,000 steps.
     """
 
-    __slots__ = ("id", "path", "problems", "_meta", "_text", "_source", "_blob", "_shape")
+    __slots__ = ("_blob", "_meta", "_shape", "_source", "_text", "id", "path", "problems")
 
     def __init__(self, id: str, path: str, meta: dict[str, Any], text: str, problems: list[str] | None = None):
         self.id = id
@@ -171,24 +171,24 @@ class Step:
             return {key: self.get(key) for key in self._shape}
         return {key: value for key in INDEX_KEYS if (value := self._meta.get(key)) is not None}
 
-    def lean(self, source: Any, blob: str) -> "Step":
+    def lean(self, source: Any, blob: str) -> Step:
         """This sound step as a lean one: its file is `blob`, which `source.read_step(path, blob)`
         parses again when asked."""
         return Step.indexed(self.id, self.path, self.index, source, blob)
 
     @staticmethod
-    def indexed(id: str, path: str, index: dict[str, Any], source: Any, blob: str) -> "Step":
+    def indexed(id: str, path: str, index: dict[str, Any], source: Any, blob: str) -> Step:
         """A lean step from its index (values many steps hold are shared, not one copy a step)."""
         index = {key: _shared(value) if key in SHARED_VALUES else value for key, value in index.items()}
         step = Step(sys.intern(id), path, tuple(index.values()), "", problems=())  # type: ignore[arg-type]
         step._source, step._blob, step._shape = source, blob, _shape_of(tuple(index))
         return step
 
-    def full(self) -> "Step":
+    def full(self) -> Step:
         """This step with its whole frontmatter and text (itself unless lean)."""
         return self if self._source is None else self._source.read_step(self.path, self._blob)
 
-    def copy(self) -> "Step":
+    def copy(self) -> Step:
         """A step whose problems list the caller may extend (meta and text are shared, never mutated)."""
         step = Step(self.id, self.path, self._meta, self._text, list(self.problems))
         step._source, step._blob, step._shape = self._source, self._blob, self._shape

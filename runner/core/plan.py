@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable, Iterable
 
 from runner.core.model import Step
 from runner.core.touches import overlapping
@@ -17,7 +17,7 @@ class IdSet:
     pile up. Copying the 10,000-id ready set on every claim was a sixth of what a claim at
     10,000 steps costs more than one at 100."""
 
-    __slots__ = ("_base", "_added", "_removed")
+    __slots__ = ("_added", "_base", "_removed")
     FOLD = 64  # changes kept beside the base before they are folded into a new one
 
     def __init__(self, base: Iterable[str] = (), added: frozenset[str] = frozenset(), removed: frozenset[str] = frozenset()):
@@ -36,7 +36,7 @@ class IdSet:
         yield from (sid for sid in self._base if sid not in removed) if removed else self._base
         yield from self._added
 
-    def changed(self, added: set[str], removed: set[str]) -> "IdSet":
+    def changed(self, added: set[str], removed: set[str]) -> IdSet:
         """This set with `added` in and `removed` out (the two disjoint)."""
         base = self._base
         now_added = (self._added - removed) | {sid for sid in added if sid not in base}
@@ -68,7 +68,7 @@ class Plan:
                 ids.setdefault(step.status, set()).add(step.id)
             self.by_status = {status: IdSet(members) for status, members in ids.items()}
 
-    def updated(self, changed: list[Step], halted: str | None) -> "Plan | None":
+    def updated(self, changed: list[Step], halted: str | None) -> Plan | None:
         """This plan after `changed` steps were rewritten by transitions, without rebuilding it.
 
         None when a change could alter the plan's shape (validity, dependencies, order):
@@ -94,7 +94,7 @@ class Plan:
         return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status, dependent=self.dependent,
                     first_at=first_at)
 
-    def with_halt(self, halted: str | None) -> "Plan":
+    def with_halt(self, halted: str | None) -> Plan:
         return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status,
                     dependent=self.dependent, first_at=self.first_at)
 
@@ -123,7 +123,7 @@ class Plan:
         return (self.steps[sid] for sid in itertools.islice(order, at, None) if sid in ids)
 
     @classmethod
-    def build(cls, parsed: Iterable[Step], halted: str | None = None) -> "Plan":
+    def build(cls, parsed: Iterable[Step], halted: str | None = None) -> Plan:
         """The plan of these step files, checked as a whole. The steps are not changed: one
         that gains a problem here (a duplicate id, an unknown or cyclic dependency) is a copy."""
         by_id: dict[str, list[Step]] = {}
@@ -227,9 +227,9 @@ class Plan:
                 continue
             if step.tags and not set(step.tags) <= worker_tags:
                 continue
-            if not include_backoff and step.not_before and step.not_before > now:
-                if max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff:
-                    continue
+            if (not include_backoff and step.not_before and step.not_before > now
+                    and (max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff)):
+                continue
             yield step
 
     def dependency_order(self) -> list[str]:

@@ -12,8 +12,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from runner.core.limits import MAX_STEP_BYTES
 from runner.core.ids import step_id_problem
+from runner.core.limits import MAX_STEP_BYTES
 from runner.core.model import Step, format_time
 from runner.core.stepschema import key_problems, shown
 
@@ -33,7 +33,7 @@ def split_frontmatter(text: str) -> tuple[str, str] | None:
     first_nl = text.find("\n")
     if first_nl < 0 or text[:first_nl].rstrip() != "---":
         return None
-    match = re.compile(r"^(---|\.\.\.)[ \t]*\r?$", re.M).search(text, first_nl + 1)
+    match = re.compile(r"^(---|\.\.\.)[ \t]*\r?$", re.MULTILINE).search(text, first_nl + 1)
     if not match:
         return None
     return text[first_nl + 1 : match.start()], text[match.start() :]
@@ -129,7 +129,7 @@ def _edit_problem(text: str, meta: dict[str, Any]) -> str | None:
 
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*(?:[ ][A-Za-z0-9_./@+()-]+)*")
 _YAML_SPECIAL = {"null", "~", "true", "false", "yes", "no", "on", "off", "y", "n"}
-_NUMBER_RE = re.compile(r"[-+]?[\d._]+(e[-+]?\d+)?", re.I)  # YAML would read it as a number
+_NUMBER_RE = re.compile(r"[-+]?[\d._]+(e[-+]?\d+)?", re.IGNORECASE)  # YAML would read it as a number
 _TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # runner's own times stay plain
 _DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")  # YAML would read any other date-like text as a date
 

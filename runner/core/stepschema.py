@@ -11,8 +11,9 @@ at once without its gate.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from runner.core.ids import step_id_problem, worker_id_problem
 from runner.core.model import STORED_STATUSES, parse_duration, parse_time

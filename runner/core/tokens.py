@@ -4,7 +4,7 @@ pipeline's roles and the notices of [notify] fill their commands the same way.""
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 # Every token runner fills in a role's command (implement's too): docs/protocol.md, section 9.
 ROLE_TOKENS = (

@@ -9,12 +9,20 @@ from runner.core.codec import CodecError, decode, decode_beat, one_line
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
-from runner.core.layout import CONFIG_FILE, EMPTY_TREE, HALT_FILE, HEARTBEAT_PREFIX, NOTES_FILE, is_step_file, step_id_of
+from runner.core.layout import (
+    CONFIG_FILE,
+    EMPTY_TREE,
+    HALT_FILE,
+    HEARTBEAT_PREFIX,
+    NOTES_FILE,
+    is_step_file,
+    step_id_of,
+)
 from runner.core.limits import MAX_EVENT_BYTES, file_bound
 from runner.core.machine import Event, Kind, TransitionError
 from runner.core.model import Step, parse_duration
-from runner.core.stepschema import MANAGED_KEYS
 from runner.core.plan import Plan
+from runner.core.stepschema import MANAGED_KEYS
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
 from runner.store import CommitInfo, Store
@@ -54,7 +62,7 @@ class CommitCheck:
             return [problem]
         changes = self.store.diff_trees(self.store.commit(parent).tree if parent else EMPTY_TREE, commit.tree)
         if names := [c.path for c in changes if not is_utf8(c.path)]:
-            return [f"a file name is not UTF-8: {ascii(names[0])}"]
+            return [f"a file name is not UTF-8: {names[0]!a}"]
         if links := [c.path for c in changes if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
             return [f"a gitlink (submodule) has no place on the queue branch: {', '.join(links[:5])}"]
         if len(commit.message.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:

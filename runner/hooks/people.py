@@ -45,7 +45,7 @@ class Pushers:
     pusher: str | None
 
     @classmethod
-    def of(cls, hooks: Hooks, override: str | None = None) -> "Pushers":
+    def of(cls, hooks: Hooks, override: str | None = None) -> Pushers:
         pusher = override if override is not None else (os.environ.get(hooks.pusher_env) if hooks.pusher_env else None)
         return cls(hooks, pusher)
 

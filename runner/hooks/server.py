@@ -20,20 +20,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from runner.core.codec import decode_beat
 from runner.core.errors import BadInput
 from runner.core.ids import step_id_problem, worker_id_problem
+from runner.core.layout import CONFIG_FILE, DEFAULT_QUEUE_BRANCH, EMPTY_TREE, HEARTBEAT_PREFIX, branch_ref
 from runner.core.limits import MAX_HEARTBEAT_BYTES
-from runner.core.layout import DEFAULT_QUEUE_BRANCH, EMPTY_TREE, HEARTBEAT_PREFIX, CONFIG_FILE, branch_ref
 from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
 from runner.store import CommitInfo
 from runner.store.choice import open_store
-
 
 
 def queue_branch_from_env() -> str:
@@ -71,8 +70,9 @@ class PushCheck:
             config = self.plans.config(before, strict=True)
         except BadInput as exc:
             # Never fall back to defaults here: that would switch identities and protections off.
-            return [f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), so nothing "
-                    "can be judged: an admin fixes it with the hook off (uninstall-hooks --server, push the fix, install-hooks --server)"]
+            return [(f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), "
+                     "so nothing can be judged: an admin fixes it with the hook off "
+                     "(uninstall-hooks --server, push the fix, install-hooks --server)")]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
         self.commits = CommitCheck(self.store, self.plans, self.pushers, self.queue_ref, self.now)
         self.lease = config.leases.lease
@@ -136,8 +136,8 @@ class PushCheck:
             return problems
         if self.pushers.configured and not self.pushers.is_person() and new not in self.commits.merges:
             # Else a worker key could merge its own unapproved work without any queue event.
-            return [f"{self.pushers.who()} moves the integration branch only in the push whose queue event records "
-                    f"that merge (a complete that needs no approval); people merge by hand"]
+            return [(f"{self.pushers.who()} moves the integration branch only in the push whose queue event records "
+                     "that merge (a complete that needs no approval); people merge by hand")]
         return []
 
     def check_queue(self, old: str, new: str) -> list[str]:
@@ -220,7 +220,7 @@ def run_pre_receive(stdin_text: str, repo_path: str | Path = ".", pusher: str | 
     if not problems:
         try:
             problems = PushCheck(repo_path, pusher).check(updates)
-        except Exception as exc:  # refuse rather than let an unchecked push through
+        except Exception as exc:  # noqa: BLE001 (refuse rather than let an unchecked push through)
             problems = [f"the runner hook failed ({type(exc).__name__}: {exc}); nothing was accepted"]
     for problem in problems:
         print(f"runner refused {problem}", file=sys.stderr)

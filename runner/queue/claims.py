@@ -4,8 +4,8 @@ steps it may take, best first (priority, then id); and, when there is none, why.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Iterable
 
 from runner.core.machine import Kind, Status
 from runner.core.model import Step, format_time, utc_now
@@ -21,10 +21,10 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []  # touches: never run at once
     if step_id is not None:
         step = plan.steps.get(step_id)
-        if step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step)):
-            if (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders)):
-                yield step, Kind.CLAIM, None
-                return
+        if (step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step))
+                and (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders))):
+            yield step, Kind.CLAIM, None
+        return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
     # and a stale beat would look like a silent holder.
     claimed = list(plan.with_status("claimed")) if snap.fetched else []

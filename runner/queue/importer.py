@@ -149,7 +149,7 @@ def normalise(data: bytes) -> bytes:
     try:
         text = data.decode("utf-8")
         meta = load_yaml(split_frontmatter(text)[0]) or {}
-    except Exception:
+    except Exception:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         return data  # parse_step reports what is wrong with it
     if not isinstance(meta, dict):
         return data

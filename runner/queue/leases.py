@@ -15,9 +15,10 @@ import os
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from runner.core.clock import monotonic, wall_clock
 from runner.core.model import Step, parse_duration

@@ -11,7 +11,7 @@ from runner.core.errors import BadInput
 from runner.core.layout import handoff_path
 from runner.queue.snapshot import Snapshot
 
-_LOG_TAIL = re.compile(r"^## Log tail\n\n(`{3,})\n(.*?)\n\1$", re.M | re.S)
+_LOG_TAIL = re.compile(r"^## Log tail\n\n(`{3,})\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
 
 
 def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from runner.core.config import Config
 from runner.core.layout import branch_ref
 from runner.core.machine import Event, Kind, Status
 from runner.core.model import utc_now
-from runner.queue.snapshot import Snapshot
 from runner.queue.leases import author_for
+from runner.queue.snapshot import Snapshot
 from runner.store import FORCE, Conflict, Merged, RefUpdate, Store, StoreError
 
 if TYPE_CHECKING:
@@ -42,13 +42,13 @@ def step_branch_update(config: Config, step: str, commit: str | None, done: bool
     return RefUpdate(ref, commit, FORCE)
 
 
-def approve(queue: "Queue", step_id: str, person: str) -> "Published":
+def approve(queue: Queue, step_id: str, person: str) -> Published:
     """A person's approval: a result waiting in review is merged and recorded done in one
     publish; a merge that conflicts sends the step back to ready marked `resolve`: the worker
     that claims it brings this result onto the new tip (a resolve pass), not a run from scratch."""
     from runner.queue.queue import OUTCOME_TRIES
 
-    def build(snap: Snapshot) -> "Change":
+    def build(snap: Snapshot) -> Change:
         step = snap.plan.find(step_id)
         step = step and step.full()
         result = (step.meta.get("result") or {}) if step is not None and step.valid else {}

@@ -35,7 +35,7 @@ WHY_REVIEW = {
 _started: list[subprocess.Popen] = []  # notifiers not yet reaped
 
 
-def notices_of(queue: "Queue", published: "Published") -> list[dict[str, Any]]:
+def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     """The notices a published change calls for, by the [notify] of the queue it was built on."""
     change, before = published.change, published.snapshot
     event = change.event
@@ -66,7 +66,7 @@ def notices_of(queue: "Queue", published: "Published") -> list[dict[str, Any]]:
     return found
 
 
-def drained(queue: "Queue", published: "Published") -> dict[str, int] | None:
+def drained(queue: Queue, published: Published) -> dict[str, int] | None:
     """The plan's status counts when the change left nothing to run (no step ready, claimed or
     waiting) where something was before it, else None."""
     plan, step_id = published.snapshot.plan, published.change.event.step
@@ -85,7 +85,7 @@ def _runs(counts: dict[str, int]) -> bool:
     return any(counts.get(status) for status in ("ready", "claimed", "waiting"))
 
 
-def notify(queue: "Queue", published: "Published") -> None:
+def notify(queue: Queue, published: Published) -> None:
     """Send the notices `published` calls for. Never raises: a notice must not fail a record."""
     try:
         send(queue.store, published.snapshot.config.notify, notices_of(queue, published))

@@ -8,13 +8,14 @@ rebuild.
 from __future__ import annotations
 
 import time
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
-from runner.core.errors import BadInput, RunnerError, EXIT_NOTHING
+from runner.core.errors import EXIT_NOTHING, BadInput, RunnerError
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import (
     CONFIG_FILE,
@@ -76,7 +77,7 @@ class Published:
     commit: str
     change: Change
     snapshot: Snapshot  # the snapshot the change was built on
-    then: "Published | None" = None  # the change published after it in the same push (a worker's next claim)
+    then: Published | None = None  # the change published after it in the same push (a worker's next claim)
 
 
 class Queue:

@@ -14,16 +14,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from runner.core.codec import decode_beat
 from runner.core.config import Config, parse_config
+from runner.core.errors import EXIT_BAD_INPUT
 from runner.core.layout import CONFIG_FILE, HALT_FILE, STEPS_DIR, is_step_path
 from runner.core.model import Step
 from runner.core.plan import Plan
 from runner.core.stepfile import parse_step
 from runner.queue.leases import Beat
-from runner.core.errors import EXIT_BAD_INPUT
 from runner.store import Change, Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
@@ -231,7 +231,7 @@ class Reader:
                     else:
                         step = Step(step_id, path, meta, text, problems)
                     self._steps.setdefault(oid, step)
-        except Exception:  # a cache that does not read (tampered, half written) is rebuilt
+        except Exception:  # noqa: BLE001 (a cache that does not read (tampered, half written) is rebuilt)
             self._steps.clear()
 
     def _save_parse_cache(self, keys: list[tuple[str, str]]) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from runner.core.clock import wall_clock
+from runner.core.layout import heartbeat_ref
 from runner.core.model import parse_time
 from runner.queue.leases import host_name, process_start_time
-from runner.core.layout import heartbeat_ref
-from runner.queue.snapshot import Snapshot
 from runner.queue.queue import LostRace, PushRefused
+from runner.queue.snapshot import Snapshot
 from runner.store import RefUpdate, Refused, Store, Won
 
 DAY = 86400.0

@@ -16,7 +16,7 @@ scheduler; --output writes another OS's files instead. This package never import
 the worker, the queue or the CLI.
 """
 
-from runner.schedules.base import MODES, Command, OsState, RenderedFile, ScheduleSpec, Scheduler, worker_argv
+from runner.schedules.base import MODES, Command, OsState, RenderedFile, Scheduler, ScheduleSpec, worker_argv
 from runner.schedules.flow import NO_ACTIVATE_ENV, Outcome, install, status, uninstall
 from runner.schedules.options import Target, build_spec, choose_target
 from runner.schedules.registry import NAMES, SCHEDULERS, get, native

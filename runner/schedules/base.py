@@ -123,7 +123,7 @@ def fill_template(values: dict[str, str], *path: str) -> str:
 
 def ask(argv: list[str]) -> subprocess.CompletedProcess:
     """Run a read-only OS query; OSError or TimeoutExpired when it cannot run."""
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 
 class Scheduler:

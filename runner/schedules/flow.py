@@ -19,7 +19,7 @@ from pathlib import Path
 from runner.core.errors import BadInput, RunnerError
 from runner.core.ids import worker_id_problem
 from runner.schedules import registry
-from runner.schedules.base import MODES, Command, RenderedFile, ScheduleSpec, Scheduler, config_home, records_dir
+from runner.schedules.base import MODES, Command, RenderedFile, Scheduler, ScheduleSpec, config_home, records_dir
 from runner.schedules.options import Target
 
 NO_ACTIVATE_ENV = "RUNNER_SCHEDULE_NO_ACTIVATE"
@@ -92,7 +92,7 @@ def activation_blocker(scheduler: Scheduler, activate: bool) -> str | None:
 
 def _run(command: Command, outcome: Outcome) -> None:
     try:
-        done = subprocess.run(command.argv, capture_output=True, text=True, timeout=180)
+        done = subprocess.run(command.argv, capture_output=True, text=True, timeout=180, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         reason = f"could not run: {exc}"
     else:

@@ -14,7 +14,18 @@ from xml.sax.saxutils import escape
 
 from runner.core.errors import BadInput
 from runner.schedules.base import (
-    Command, OsState, RenderedFile, ScheduleSpec, Scheduler, ask, fill_template, has_control_char, role, stop_timeout, user_name, worker_argv,
+    Command,
+    OsState,
+    RenderedFile,
+    Scheduler,
+    ScheduleSpec,
+    ask,
+    fill_template,
+    has_control_char,
+    role,
+    stop_timeout,
+    user_name,
+    worker_argv,
 )
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

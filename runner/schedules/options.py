@@ -9,11 +9,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runner.core.layout import DEFAULT_QUEUE_BRANCH
 from runner.core.errors import BadInput
 from runner.core.ids import worker_id_problem
+from runner.core.layout import DEFAULT_QUEUE_BRANCH
 from runner.schedules import registry
-from runner.schedules.base import MODES, ScheduleSpec, Scheduler, has_control_char
+from runner.schedules.base import MODES, Scheduler, ScheduleSpec, has_control_char
 
 DEFAULT_TICK_INTERVAL = 300
 

@@ -18,7 +18,17 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from runner.schedules.base import (
-    UTF16_BOM, Command, OsState, RenderedFile, ScheduleSpec, Scheduler, ask, fill_template, records_dir, role, worker_argv,
+    UTF16_BOM,
+    Command,
+    OsState,
+    RenderedFile,
+    Scheduler,
+    ScheduleSpec,
+    ask,
+    fill_template,
+    records_dir,
+    role,
+    worker_argv,
 )
 
 MAX_PATH = 260

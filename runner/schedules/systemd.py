@@ -13,7 +13,18 @@ import subprocess
 from pathlib import Path
 
 from runner.schedules.base import (
-    Command, OsState, RenderedFile, ScheduleSpec, Scheduler, ask, config_home, fill_template, stop_timeout, template, user_name, worker_argv,
+    Command,
+    OsState,
+    RenderedFile,
+    Scheduler,
+    ScheduleSpec,
+    ask,
+    config_home,
+    fill_template,
+    stop_timeout,
+    template,
+    user_name,
+    worker_argv,
 )
 
 DROPIN = "runner.conf"
@@ -154,8 +165,8 @@ class Systemd(Scheduler):
         if not user or Path("/var/lib/systemd/linger", user).exists():
             return []
         return [
-            f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. "
-            f"To run it from boot without a login, run: loginctl enable-linger {user}"
+            (f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. "
+             f"To run it from boot without a login, run: loginctl enable-linger {user}")
         ]
 
     def query(self, spec: ScheduleSpec) -> OsState:

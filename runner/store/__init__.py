@@ -20,9 +20,10 @@ its old value, and says what happened as a value, never as an error string to ma
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from runner.core.errors import EXIT_BAD_INPUT, RunnerError
 
@@ -167,6 +168,6 @@ class Store(Protocol):
     def staged_files(self) -> tuple[list[FileEntry], set[str]]: ...  # (the index being committed, the paths it adds or changes)
 
     # -- housekeeping --
-    def private(self) -> "Store": ...  # another handle for another thread
+    def private(self) -> Store: ...  # another handle for another thread
     def gc(self) -> str: ...  # pack and prune; what it did, for people
 

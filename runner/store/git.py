@@ -10,15 +10,28 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pygit2
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
-from runner.store import Author, Change, CommitInfo, Conflict, FileEntry, Merged, Outcome, NoSuchPlace, RefUpdate, StoreError
-from runner.store import remote, trees, worktrees
-from runner.store.gitcli import run_git  # noqa: F401  (the store's one way to start git, for its callers)
+from runner.store import (
+    Author,
+    Change,
+    CommitInfo,
+    Conflict,
+    FileEntry,
+    Merged,
+    NoSuchPlace,
+    Outcome,
+    RefUpdate,
+    StoreError,
+    remote,
+    trees,
+    worktrees,
+)
+from runner.store.gitcli import run_git
 
 # libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
 # folder of a large flat plan (370 KB at 10,000 steps) was parsed again on every read. The
@@ -62,7 +75,7 @@ class GitStore(worktrees.GitWorktrees):
         self._ref_names = RefNames(self.git_dir)
 
     @classmethod
-    def receiving(cls, path: str | Path) -> "GitStore":
+    def receiving(cls, path: str | Path) -> GitStore:
         """The server's repository during pre-receive: the pushed objects sit in a quarantine
         folder that git names in the environment, and libgit2 does not read it by itself."""
         store = cls(path, remote=None)
@@ -72,7 +85,7 @@ class GitStore(worktrees.GitWorktrees):
                 store.repo.odb.add_disk_alternate(os.path.abspath(folder))
         return store
 
-    def private(self) -> "GitStore":
+    def private(self) -> GitStore:
         """Another handle on the same repository (pygit2 objects are not shared across threads)."""
         return GitStore(self.git_dir, remote=self.remote)
 

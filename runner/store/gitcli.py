@@ -27,7 +27,7 @@ def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None
     or check out over another repository. A hook's own git call inherits them."""
     try:
         proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(inherit_repository), input=input,
-                              capture_output=True, timeout=timeout)
+                              capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
     except OSError as exc:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import (
@@ -276,7 +276,7 @@ class MemoryStore(FolderWorktrees):
     def local_head(self) -> str | None:
         return self.head
 
-    def private(self) -> "MemoryStore":
+    def private(self) -> MemoryStore:
         return self  # one thread's objects are every thread's: there is nothing to separate
 
     def gc(self) -> str:

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from runner.core.layout import HEARTBEAT_PREFIX
-from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won
-from runner.store import locks
+from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won, locks
 from runner.store.gitcli import run_git
 
 if TYPE_CHECKING:
@@ -42,8 +41,9 @@ def clash_failure(ref: str, other: str) -> Refused:
     """A ref runner needs is blocked by a name someone else gave a ref: not a lost race (it
     would be lost for ever) nor a failure to try again, a refusal that says what to remove."""
     branch = other.removeprefix("refs/heads/")
-    return Refused((f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
-                  f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} (and git branch -D {branch})",))
+    return Refused(((f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
+                     f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} "
+                     f"(and git branch -D {branch})"),))
 
 
 def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:

@@ -10,17 +10,17 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from runner.core.layout import without_repository_env
 from runner.core.model import Step
 from runner.store import Store
 from runner.worker import executor, qa, worktrees
+from runner.worker.attempt import State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.livelog import LiveOutput
-from runner.worker.attempt import State
 from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
 
 
@@ -149,7 +149,7 @@ class WorktreeActions:
     def tokens(self, role: str, state: State, cwd: Path) -> dict:
         step: Step = state.step
         scenario = self.scenario if role == "qa" else ""
-        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario)  # noqa: E731
+        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario)
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
             "prompt": lambda: as_argument(prompt(), self.files / f"{role}.prompt.md"),

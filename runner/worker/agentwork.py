@@ -17,9 +17,10 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -33,14 +34,22 @@ from runner.queue.queue import ClaimLost, Queue
 from runner.queue.snapshot import Snapshot
 from runner.worker import worktrees
 from runner.worker.actions import WorktreeActions
-from runner.worker.agentsession import Session, Sessions, context, not_yet, shown, state_of, stop_keeper, worktree_folder
+from runner.worker.agentsession import (
+    Session,
+    Sessions,
+    context,
+    not_yet,
+    shown,
+    state_of,
+    stop_keeper,
+    worktree_folder,
+)
+from runner.worker.attempt import Outcome, Run, State, named
 from runner.worker.gates import PASS
 from runner.worker.heartbeat import Heartbeat
-from runner.worker.attempt import Outcome, Run, State, named
 from runner.worker.pipeline import RESOLVE_FEEDBACK, run_checks
 from runner.worker.record import MergeConflict, Recorder, outcome_report
 from runner.worker.report import TickResult
-
 
 KEEPER_LOOKS = 2.0  # seconds between a keeper's looks at its session file
 

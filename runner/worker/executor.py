@@ -17,9 +17,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.worker import reaper
@@ -142,14 +142,14 @@ def run(
         log.write(f"$ {' '.join(argv)}\n".encode())
         log.flush()
         start = log.tell()  # what it writes to the log from here is its stderr (and its stdout, when not kept apart)
-        out = open(stdout_path, "wb") if stdout_path else log
+        out = open(stdout_path, "wb") if stdout_path else log  # noqa: SIM115 (closed below, after the child started)
         problem = _program(argv, cwd, env) if DIE_WITH_PARENT else None
         try:
             if problem:
                 raise OSError(0, problem)
             proc = subprocess.Popen(
                 [*DIE_WITH_PARENT, *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log, start_new_session=True,
-                preexec_fn=_die_with_parent if _PRCTL is not None else None,
+                preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509 (one prctl call, no lock taken)
             )
         except (OSError, ValueError) as exc:
             if stdout_path:

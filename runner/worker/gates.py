@@ -10,9 +10,10 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from runner.core import jsonsafe
 from runner.core.config import Config
@@ -122,7 +123,7 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
     elif (worktree / "Makefile").exists():
         text = (worktree / "Makefile").read_text(errors="replace")
         found = {"build": ["make"]}
-        if re.search(r"^test:", text, re.M):
+        if re.search(r"^test:", text, re.MULTILINE):
             found["test"] = ["make", "test"]
     return found
 

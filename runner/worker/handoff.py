@@ -10,7 +10,6 @@ from runner.core.errors import BadInput
 from runner.core.limits import MAX_TEXT_BYTES, clip
 from runner.core.stepfile import dump_flow
 
-
 MAX_SECTION_BYTES = 4 * MAX_TEXT_BYTES  # one section of a handoff (a review's, a sweep's output)
 
 

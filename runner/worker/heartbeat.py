@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from runner.core.machine import holds
 from runner.queue.queue import Queue
@@ -60,6 +61,6 @@ class Heartbeat(threading.Thread):
                     self.error = f"claim of {self.step_id} attempt {self.attempt} was lost: {why}"
                     self.lost.set()
                     return
-            except Exception as exc:  # a flaky remote must not kill the run: the lease decides
+            except Exception as exc:  # noqa: BLE001 (a flaky remote must not kill the run: the lease decides)
                 self.error = f"heartbeat failed: {exc}"
                 self.log("ERROR", self.error)

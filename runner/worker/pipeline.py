@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from runner.core.limits import MAX_TEXT_BYTES, clip
 from runner.core.machine import CONTEXT_HALT, REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
-from runner.worker.attempt import FAULT, MAX_FEEDBACK_BYTES, WHAT, Actions, ClaimLostDuringRun, Outcome, Run, State, named
+from runner.worker.attempt import (
+    FAULT,
+    MAX_FEEDBACK_BYTES,
+    WHAT,
+    Actions,
+    ClaimLostDuringRun,
+    Outcome,
+    Run,
+    State,
+    named,
+)
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, gate_failure_feedback
 from runner.worker.roles import (

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE
 from runner.core.limits import MAX_ARG_BYTES

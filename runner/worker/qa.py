@@ -7,9 +7,9 @@ person (it is never a reason to run implement again)."""
 
 from __future__ import annotations
 
+from runner.worker.attempt import FAULT, named
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult
-from runner.worker.attempt import FAULT, named
 from runner.worker.roles import VerdictError, parse_verdict
 
 

@@ -19,12 +19,12 @@ from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
 from runner.worker import executor
-from runner.worker.gates import PASS
-from runner.worker.report import StepReport, TickResult
-from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.worker.attempt import Outcome, State, named
+from runner.worker.gates import PASS
+from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
+from runner.worker.report import StepReport, TickResult
 
-QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.M)
+QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.MULTILINE)
 
 
 def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> str:

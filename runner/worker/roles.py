@@ -24,7 +24,7 @@ SWITCHES = {"autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"), "skip_rev
 def deviation_reported(output: str) -> str | None:
     """Orient's verdict that the plan is stale: a `deviation: major` line or a JSON field."""
     for line in output.splitlines():
-        if re.match(r"^\s*deviation\s*:\s*major\b", line, re.I):
+        if re.match(r"^\s*deviation\s*:\s*major\b", line, re.IGNORECASE):
             return line.strip()
     for candidate in json_objects(output):
         if str(candidate.get("deviation", "")).lower() == "major":
@@ -34,7 +34,7 @@ def deviation_reported(output: str) -> str | None:
 
 def json_objects(output: str) -> list[dict[str, Any]]:
     found = []
-    for text in [output.strip(), *re.findall(r"```(?:json)?\s*\n(.*?)\n\s*```", output, re.S)]:
+    for text in [output.strip(), *re.findall(r"```(?:json)?\s*\n(.*?)\n\s*```", output, re.DOTALL)]:
         try:
             data = jsonsafe.loads(text)
         except ValueError:
@@ -146,7 +146,7 @@ def parse_verdict(stdout: str) -> Verdict:
     """A strict JSON verdict {pass: bool, score: 0.0-1.0, reasons: [str], next_hint: str}:
     raw, fenced in ```json, or after comment lines. Anything else is unparseable."""
     text = stdout.strip()
-    fenced = re.search(r"```(?:json)?\s*\n(.*?)\n\s*```", text, re.S)
+    fenced = re.search(r"```(?:json)?\s*\n(.*?)\n\s*```", text, re.DOTALL)
     if fenced:
         text = fenced.group(1).strip()
     else:

@@ -29,14 +29,13 @@ from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
 from runner.worker import report, resolving, worktrees
 from runner.worker.actions import WorktreeActions
+from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.livelog import LiveOutput
-from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
 from runner.worker.report import TickResult
-
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
 MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
@@ -222,7 +221,7 @@ class Worker:
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
             return report.lost(self.queue, self.id, step_id, attempt, str(exc))
-        except Exception as exc:  # a fault of runner itself: give the step back, spending nothing
+        except Exception as exc:  # noqa: BLE001 (a fault of runner itself: give the step back, spending nothing)
             return internal_error(self, state, exc, log_path, time.monotonic() - started)
         finally:
             heartbeat.stop.set()
@@ -313,7 +312,7 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
         published, _ = worker.recorder().record(state, outcome, None, [], None, log_path, elapsed,
                                               worker.queue.snapshot(fetch=False, branches=[worker.integration_branch]))
         commit = published.commit
-    except Exception as again:  # the lease gives the step back in the end
+    except Exception as again:  # noqa: BLE001 (the lease gives the step back in the end)
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
     return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "error" if isinstance(exc, StoreError) else "fault",

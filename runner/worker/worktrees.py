@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from runner.core.codec import result_message
-from runner.queue.leases import local_holder_gone
-from runner.queue.leases import author_for
+from runner.queue.leases import author_for, local_holder_gone
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 from runner.worker import executor
