@@ -107,6 +107,7 @@ def set_config(repo: Path, extra: str = "", **values) -> None:
         "harness": ("[harness]\ncommand = []", "[harness]\ncommand = {}"),
         "requires_approval": ("requires_approval = false", "requires_approval = {}"),
         "grace_period": ('grace_period = "30s"', 'grace_period = "{}"'),
+        "watch": ('watch = "2s"', 'watch = "{}"'),
         "step_budget": ('step_budget = "none"', 'step_budget = "{}"'),
         "score_plateau_window": ("score_plateau_window = 3", "score_plateau_window = {}"),
         "halt_on_verifier_fault": ("halt_on_verifier_fault = true", "halt_on_verifier_fault = {}"),

@@ -209,6 +209,7 @@ def test_a_second_writer_wins_the_race_and_fetch_shows_it(home: Home):
     assert theirs.tip("runner/queue") == base
     their_move = commit(theirs, {"f": b"theirs"}, [base])
     assert theirs.publish([RefUpdate(BRANCH, their_move, base)]) == Won()
+    assert store.remote_tip("runner/queue") == their_move  # the home's ref advertisement, before any fetch
     my_move = commit(store, {"f": b"mine"}, [base])
     assert store.publish([RefUpdate(BRANCH, my_move, base)]) == Lost(BRANCH)  # exactly one winner
     store.fetch(["runner/queue"])

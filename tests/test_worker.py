@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -10,7 +11,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from conftest import add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, tick, wait_for, write_step
+from conftest import ENV_PATH, add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, tick, wait_for, write_step
 from runner.worker.gates import check_required_outputs
 from runner.worker.roles import VerdictError, parse_verdict
 
@@ -43,6 +44,24 @@ def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
     assert {f"{s}.txt" for s in plan} <= set(files)
     handoff = git(bare, "show", "runner/queue:plans/handoffs/04-d.md")
     assert "outcome: done" in handoff and "STEP_COMPLETE" in handoff
+
+
+def test_an_idle_worker_takes_a_new_step_without_waiting_out_its_interval(tmp_path):
+    bare, (laptop, host) = make_remote(tmp_path, clones=2)
+    runner(laptop, "init")
+    set_config(laptop, detect=False, watch="0.2s")
+    add_step(laptop, "01-first", run=["true"])
+    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--interval", "600", "--repo", str(host)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    try:
+        wait_for(lambda: statuses(laptop)["01-first"] == "done")
+        log = host / ".git" / "runner" / "logs" / "worker-w1.log"
+        wait_for(lambda: "nothing" in log.read_text().split("01-first")[-1])  # idle now, with 600 s until its next tick
+        add_step(laptop, "02-second", run=["true"])  # the queue branch moves on the remote: the watch sees it
+        wait_for(lambda: statuses(laptop)["02-second"] == "done", timeout=120)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0, worker.stderr.read()
 
 
 def test_a_worker_started_with_git_dir_set_leaves_the_main_worktree_alone(queue_repo):

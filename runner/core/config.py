@@ -189,6 +189,7 @@ class Pipeline:
 @dataclass(frozen=True)
 class Worker:
     interval: float = key(30.0, _duration, "the daemon's poll interval when idle (runner worker --interval wins)", '"30s"')
+    watch: float | None = key(2.0, _optional_duration, "between idle ticks, ask the remote this often whether the queue branch moved (its ref advertisement, no fetch) and tick at once when it did (\"none\": wait the whole interval)", '"2s"')
     step_delay: float = key(0.0, _duration, "a pause after each step", '"0s"')
     default_timeout: float | None = key(3600.0, _optional_duration, "a step with no `timeout:` runs at most this long (\"none\": no limit)", '"1h"')
     grace_period: float = key(30.0, _duration, "after SIGTERM, time to finish the running step before it is released", '"30s"')

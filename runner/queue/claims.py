@@ -24,7 +24,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
         if (step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step))
                 and (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders))):
             yield step, Kind.CLAIM, None
-        return
+            return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
     # and a stale beat would look like a silent holder.
     claimed = list(plan.with_status("claimed")) if snap.fetched else []

@@ -281,6 +281,9 @@ class GitStore(worktrees.GitWorktrees):
     def remote_branches(self) -> dict[str, str]:
         return remote.remote_branches(self)
 
+    def remote_tip(self, branch: str) -> str | None:
+        return remote.remote_tip(self, branch)
+
     def gc(self) -> str:
         """Pack and prune this clone (runner's own git calls never start git's auto-gc)."""
         worktrees.prune_worktrees(self)

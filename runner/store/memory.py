@@ -268,6 +268,9 @@ class MemoryStore(FolderWorktrees):
     def remote_branches(self) -> dict[str, str]:
         return {ref.removeprefix("refs/heads/"): oid for ref, oid in self.refs.items() if ref.startswith("refs/heads/")}
 
+    def remote_tip(self, branch: str) -> str | None:
+        return self.tip(branch)
+
     # --- refs of this store itself, and housekeeping ---
 
     def ref(self, ref: str) -> str | None:

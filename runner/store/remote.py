@@ -122,6 +122,16 @@ def remote_branches(store: GitStore) -> dict[str, str]:
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
 
 
+def remote_tip(store: GitStore, branch: str) -> str | None:
+    """Where `branch` points in the queue's home now, from its ref advertisement alone (what an
+    idle worker asks every few seconds: no objects move, and git's protocol v2 sends only the
+    ref asked for)."""
+    if not store.remote:
+        return store.tip(branch)
+    ref = "refs/heads/" + branch
+    return remote_refs(store, [ref]).get(ref)
+
+
 def _track(store: GitStore, ref: str, new: str | None) -> bool:
     """Mirror a ref we just pushed into our view, so the next read needs no fetch. False when
     the tracking ref was busy (another process's fetch holds its lock): the view lags."""

@@ -83,11 +83,31 @@ class Daemon:
                 self.idle_beat()
                 # Errors back off exponentially (a broken remote, a bug), idle ticks by the interval.
                 pause = interval if not errors else min(interval * 2**errors, 600)
-                w.stopping.wait(pause * random.uniform(0.8, 1.2))
+                self.wait_idle(pause * random.uniform(0.8, 1.2), None if errors or not config else config.worker.watch)
             elif config and config.worker.step_delay:
                 w.stopping.wait(config.worker.step_delay)
         w.log("STOP", f"after {ticks} ticks")
         return 0
+
+    def wait_idle(self, pause: float, watch: float | None) -> None:
+        """Wait `pause` before the next idle tick, or less: every `watch` seconds ask the remote
+        where the queue branch is (a ref advertisement, no fetch) and return as soon as it moved
+        (a step added, approved or given back). Expired claims are still looked for at the
+        interval: they show in heartbeats, which only a fetch reads."""
+        w = self.w
+        if not watch or not w.store.remote or watch >= pause:
+            w.stopping.wait(pause)
+            return
+        deadline = time.monotonic() + pause
+        known = w.store.tip(w.queue.branch)
+        while (left := deadline - time.monotonic()) > 0:
+            if w.stopping.wait(min(left, watch * random.uniform(0.8, 1.2))):
+                return
+            try:
+                if w.store.remote_tip(w.queue.branch) != known:
+                    return
+            except StoreError:
+                return  # the tick reaches the remote, or says why it cannot
 
     def one_tick(self) -> report.TickResult:
         try:
