@@ -149,7 +149,7 @@ def figure(
     skipped: str | None = None,
 ) -> dict[str, Any]:
     """One row of the table. goal: (">=" | "<=" | "<", target) or None for a plain report.
-    unit: "x" for a ratio, "ms" (value in seconds), "MiB" (bytes), "" for a count."""
+    unit: "x" for a ratio, "ms" (value in seconds), "MiB" (bytes), "%" (a share of 1), "" for a count."""
     row = {"figure": name, "value": value, "unit": unit, "goal": list(goal) if goal else None, "detail": detail,
            "spread": summary(spread or []), "error": error, "skipped": skipped}
     row["met"], row["verdict"] = verdict(row)
@@ -183,6 +183,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value * 1000:.0f} ms"
     if unit == "MiB":
         return f"{value / 2**20:.1f} MiB"
+    if unit == "%":
+        return f"{value * 100:.1f}%"
     return f"{value:g}" if value == int(value) else f"{value:.1f}"
 
 

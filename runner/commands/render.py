@@ -92,7 +92,7 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
     for row in rows:
         status = row["status"]
         note = _note(row)
-        if status == "ready" and row["not_before"] and parse_time(row["not_before"]) > utc_now():
+        if status == "ready" and (until := parse_time(row["not_before"] or "")) is not None and until > utc_now():
             note = f"backing off until {row['not_before']}" + (f"; {note}" if note else "")
         moment = parse_time(row["claimed_at"] or row["last_updated"])
         table.add_row(
