@@ -11,36 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
-import sys
-import tempfile
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from runner.core.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInput, RunnerError
+from runner.commands import plain
+from runner.commands.plain import Target, check_worker_id, emit, person, report_bug, say  # noqa: F401 (commands import them from here)
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
-
-
-@dataclass(frozen=True)
-class Target:
-    repo: Path
-    remote: str | None  # "auto", a name, or None (local only)
-    branch: str
-    json: bool = False
-
-    def queue(self):
-        from runner.queue.queue import open_queue
-
-        return open_queue(self.repo, remote=self.remote, branch=self.branch)
-
-    def snapshot(self):
-        return self.queue().snapshot()
-
 
 SHARED = [
     inspect.Parameter("repo", inspect.Parameter.KEYWORD_ONLY, default=Path("."), annotation=Annotated[
@@ -68,9 +47,8 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
     def wrapper(*args, **kwargs):
         shared = {p.name: kwargs.pop(p.name, p.default) for p in extra}
         if wants_target:
-            remote = shared.get("remote")
-            remote = None if remote and remote.lower() == "none" else (remote or "auto")
-            kwargs["target"] = Target(shared.get("repo", Path(".")), remote, shared.get("queue_branch", DEFAULT_QUEUE_BRANCH), shared.get("json_out", False))
+            kwargs["target"] = Target.of(shared.get("repo", Path(".")), shared.get("remote"), shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
+                                         shared.get("json_out", False))
         return run_mapped(func, *args, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=own + extra)
@@ -79,80 +57,13 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
 
 def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run a command; runner's errors become their exit codes, with one line of text."""
-    try:
-        return func(*args, **kwargs)
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
-        raise
-    except BadInput as exc:
-        if len(exc.problems) == 1:
-            say(f"error: {exc.problems[0]}")
-        else:
-            say("\n".join([f"error: {len(exc.problems)} problems:"] + [f"  - {p}" for p in exc.problems]))
-        raise typer.Exit(EXIT_BAD_INPUT)
-    except RunnerError as exc:
-        say(f"error: {exc}")
-        raise typer.Exit(exc.exit_code)
-    except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
-        raise typer.Exit(report_bug(exc))
-
-
-def say(line: str) -> None:
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-
-def report_bug(exc: BaseException) -> int:
-    """An unexpected error: one line, and the traceback in a log (or on screen with RUNNER_DEBUG=1)."""
-    text = traceback.format_exc()
-    if os.environ.get("RUNNER_DEBUG"):
-        sys.stderr.write(text)
-        return EXIT_FAILURE
-    folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "runner"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        log = folder / "errors.log"
-        with open(log, "a") as handle:
-            handle.write(text + "\n")
-    except OSError:
-        log = Path(tempfile.gettempdir()) / "runner-errors.log"
-        with open(log, "a") as handle:
-            handle.write(text + "\n")
-    say(f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 shows it)")
-    return EXIT_FAILURE
-
-
-def person(by: str | None) -> str:
-    """Who acts: --by, else git's user.name, else $USER; checked like every name in a commit."""
-    from runner.core.ids import person_problem
-
-    name = by
-    if not name:
-        from runner.store.git import run_git
-
-        name = run_git(".", "config", "user.name", check=False).stdout.decode(errors="replace").strip() or os.environ.get("USER") or "person"
-    if problem := person_problem(name):
-        raise BadInput(f"--by: {problem}")
-    return name
-
-
-def check_worker_id(worker: str) -> str:
-    from runner.core.ids import worker_id_problem
-
-    if problem := worker_id_problem(worker):
-        raise BadInput(f"--id: {problem}")
-    return worker
+    result = []
+    code = plain.exit_code(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort))
+    if code:
+        raise typer.Exit(code)
+    return result[0] if result else None
 
 
 WorkerId = Annotated[str, typer.Option("--id", help="This worker's id, e.g. host-a (1 to 64 of A-Z a-z 0-9 . _ -).")]
 By = Annotated[str | None, typer.Option("--by", help="Who acts (default: git's user.name, else $USER).")]
 Tags = Annotated[list[str], typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")]
-
-
-def emit(target: Target, data: dict[str, Any], text: str) -> None:
-    """Print JSON with --json, else the text."""
-    if target.json:
-        from runner.commands.render import print_json
-
-        print_json(data)
-    else:
-        typer.echo(text)

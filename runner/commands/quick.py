@@ -1,5 +1,5 @@
-"""`runner ready` and `runner status` without typer, pygit2 or YAML: what a shell loop, a
-`watch` or an agent harness polls.
+"""`runner ready` and `runner status` without typer, pygit2 or YAML, and `runner claim`
+without typer: what a shell loop, a `watch` or an agent harness polls.
 
 The full `runner ready` and `runner status` on a local queue save the index of the plan
 they read (the runner.core.model.INDEX_KEYS of every step, and the problems of the invalid
@@ -48,7 +48,46 @@ def answer(args: list[str]) -> bool:
         return answer_help()
     if args[:1] in (["ready"], ["status"]):
         return answer_listing(args[0], args[1:])
+    if args[:1] == ["claim"]:
+        return answer_claim(args[1:])
     return False
+
+
+def answer_claim(args: list[str]) -> bool:
+    """`runner claim [STEP] --id W [--tag T]... [--repo R] [--remote R] [--queue-branch B]
+    [--json]` without the command-line framework (what a script or harness calls in a loop):
+    the same claim (runner.commands.plain.claim), the same output and exit codes. False for
+    anything else (help, --ignore-deps, an option it does not know), which the full command
+    answers."""
+    from runner.commands import plain
+
+    options = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "worker": None,
+               "tags": [], "json": False, "step": None}
+    names = {**_VALUE_OPTIONS, "--id": "worker"}
+    rest = iter(args)
+    for arg in rest:
+        name, equals, value = arg.partition("=")
+        if name == "--json" and not equals:
+            options["json"] = True
+        elif name in names:
+            value = value if equals else next(rest, None)
+            if not value:
+                return False
+            if name == "--tag":
+                options["tags"].append(value)
+            else:
+                options[names[name]] = value
+        elif not arg.startswith("-") and options["step"] is None:
+            options["step"] = arg
+        else:
+            return False
+    if options["worker"] is None:
+        return False
+    target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
+    code = plain.exit_code(lambda: plain.claim(target, options["step"], options["worker"], options["tags"]))
+    if code:
+        raise SystemExit(code)
+    return True
 
 
 def answer_help() -> bool:

@@ -8,23 +8,14 @@ from typing import Annotated
 
 import typer
 
+from runner.commands import plain
 from runner.commands.common import By, Tags, Target, WorkerId, check_worker_id, emit, person
+from runner.commands.plain import report
 from runner.core.errors import BadInput
 from runner.core.machine import Kind
 
 StepArg = Annotated[str, typer.Argument(help="The step.")]
 Reason = Annotated[str, typer.Option("--reason", help="Why (kept in last_error and the commit).")]
-
-
-def report(target: Target, published) -> None:
-    change = published.change
-    event = change.event
-    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status, "commit": published.commit}
-    text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
-    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":  # a person ended it: at the deviation gate, or anywhere
-        data["sentinel"] = "STEP_REJECTED"
-        text += f"\nSTEP_REJECTED: {change.updates.get('last_error') or 'aborted'}"
-    emit(target, data, text)
 
 
 def claim(
@@ -41,18 +32,7 @@ def claim(
 
     The claim lives by its lease: renew it with `runner heartbeat`, or let
     `runner tick --id ID --step STEP` run it."""
-    from runner.queue.leases import holder_info, new_incarnation
-
-    check_worker_id(worker)
-    if ignore_deps and (not step_id or not by):
-        raise BadInput("--ignore-deps overrides the dependencies of one step for a person: name the STEP and --by NAME")
-    queue = target.queue()
-    incarnation = new_incarnation(worker)
-    # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
-    facts = {"state": "claimed by hand", "incarnation": incarnation}
-    published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tag, step_id=step_id, beat=facts,
-                            by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
-    report(target, published)
+    plain.claim(target, step_id, worker, tag, ignore_deps, by)
 
 
 def heartbeat(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:

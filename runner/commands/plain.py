@@ -1,0 +1,148 @@
+"""What commands share that needs no command-line framework: where the queue is (Target), who
+a person is, how runner's errors become exit codes and one line of text, and the claim that
+scripts and harnesses call in a loop. runner.commands.common builds typer's options on these;
+runner.commands.quick runs `runner claim` with them alone, without importing typer or rich.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runner.core.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInput, RunnerError
+
+
+@dataclass(frozen=True)
+class Target:
+    repo: Path
+    remote: str | None  # "auto", a name, or None (local only)
+    branch: str
+    json: bool = False
+
+    @classmethod
+    def of(cls, repo: Path, remote: str | None, branch: str, json_out: bool = False) -> Target:
+        """From the shared options: --remote none means this repository only; no --remote, origin when there is one."""
+        return cls(repo, None if remote and remote.lower() == "none" else (remote or "auto"), branch, json_out)
+
+    def queue(self):
+        from runner.queue.queue import open_queue
+
+        return open_queue(self.repo, remote=self.remote, branch=self.branch)
+
+    def snapshot(self):
+        return self.queue().snapshot()
+
+
+def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a command: 0, or runner's error as its exit code with one line of text (every
+    problem of bad input listed); anything unexpected is one line and a logged traceback.
+    `passthrough`: exceptions the caller handles (a framework's own exits)."""
+    try:
+        func()
+        return 0
+    except passthrough:
+        raise
+    except BadInput as exc:
+        if len(exc.problems) == 1:
+            say(f"error: {exc.problems[0]}")
+        else:
+            say("\n".join([f"error: {len(exc.problems)} problems:"] + [f"  - {p}" for p in exc.problems]))
+        return EXIT_BAD_INPUT
+    except RunnerError as exc:
+        say(f"error: {exc}")
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
+        return report_bug(exc)
+
+
+def say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def report_bug(exc: BaseException) -> int:
+    """An unexpected error: one line, and the traceback in a log (or on screen with RUNNER_DEBUG=1)."""
+    text = traceback.format_exc()
+    if os.environ.get("RUNNER_DEBUG"):
+        sys.stderr.write(text)
+        return EXIT_FAILURE
+    folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "runner"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        log = folder / "errors.log"
+        with open(log, "a") as handle:
+            handle.write(text + "\n")
+    except OSError:
+        log = Path(tempfile.gettempdir()) / "runner-errors.log"
+        with open(log, "a") as handle:
+            handle.write(text + "\n")
+    say(f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 shows it)")
+    return EXIT_FAILURE
+
+
+def person(by: str | None) -> str:
+    """Who acts: --by, else git's user.name, else $USER; checked like every name in a commit."""
+    from runner.core.ids import person_problem
+
+    name = by
+    if not name:
+        from runner.store.git import run_git
+
+        name = run_git(".", "config", "user.name", check=False).stdout.decode(errors="replace").strip() or os.environ.get("USER") or "person"
+    if problem := person_problem(name):
+        raise BadInput(f"--by: {problem}")
+    return name
+
+
+def check_worker_id(worker: str) -> str:
+    from runner.core.ids import worker_id_problem
+
+    if problem := worker_id_problem(worker):
+        raise BadInput(f"--id: {problem}")
+    return worker
+
+
+def emit(target: Target, data: dict[str, Any], text: str) -> None:
+    """Print JSON with --json, else the text."""
+    if target.json:
+        from runner.commands.render import print_json
+
+        print_json(data)
+    else:
+        print(text, flush=True)
+
+
+def report(target: Target, published) -> None:
+    """What a step event published: the step, the event, the status it left, the commit."""
+    from runner.core.machine import Kind
+
+    change = published.change
+    event = change.event
+    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status, "commit": published.commit}
+    text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
+    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":  # a person ended it: at the deviation gate, or anywhere
+        data["sentinel"] = "STEP_REJECTED"
+        text += f"\nSTEP_REJECTED: {change.updates.get('last_error') or 'aborted'}"
+    emit(target, data, text)
+
+
+def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ignore_deps: bool = False, by: str | None = None) -> None:
+    """`runner claim`: the best ready step (or STEP) for `worker`; exit 3 when nothing can be taken."""
+    from runner.queue.leases import holder_info, new_incarnation
+
+    check_worker_id(worker)
+    if ignore_deps and (not step_id or not by):
+        raise BadInput("--ignore-deps overrides the dependencies of one step for a person: name the STEP and --by NAME")
+    queue = target.queue()
+    incarnation = new_incarnation(worker)
+    # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
+    facts = {"state": "claimed by hand", "incarnation": incarnation}
+    published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tags, step_id=step_id, beat=facts,
+                            by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
+    report(target, published)
