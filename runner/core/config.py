@@ -114,8 +114,8 @@ def key(default: Any, parse: Callable[[Any], Any], doc: str, toml: str | None = 
     """A runner.toml key: its default, its parser, its comment, and how the default is written."""
     written = toml if toml is not None else _toml_literal(default)
     factory = (lambda: default) if isinstance(default, (dict, list)) else None
-    extra = {"metadata": {"parse": parse, "doc": doc, "toml": written}}
-    return field(default_factory=factory, **extra) if factory else field(default=default, **extra)
+    metadata = {"parse": parse, "doc": doc, "toml": written}
+    return field(default_factory=factory, metadata=metadata) if factory else field(default=default, metadata=metadata)
 
 
 def _toml_literal(value: Any) -> str:

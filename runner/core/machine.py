@@ -321,7 +321,7 @@ def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
     if needs_person(meta, event, context):
         # Nothing is merged yet: the result waits on its step branch for a person.
         return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT, "last_error": event.reason if event.hold else None}
-    if (event.result or {}).get("commit") and not event.result.get("merge"):
+    if (event.result or {}).get("commit") and not (event.result or {}).get("merge"):
         raise TransitionError(f"a complete of {event.step} that needs no approval must name its merge into the integration branch")
     return {"status": Status.DONE, **common, "last_error": None}
 
@@ -350,7 +350,7 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
         raise TransitionError("an approval of a result must name its merge into the integration branch")
-    updates = {"status": Status.DONE, "review": None, "last_error": None}
+    updates: dict[str, Any] = {"status": Status.DONE, "review": None, "last_error": None}
     if merge:
         updates["result"] = {**result, "merge": merge}
     return updates

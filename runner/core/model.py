@@ -6,7 +6,7 @@ import re
 import sys
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 
 class Status(StrEnum):
@@ -199,7 +199,7 @@ class Step:
             value = self._meta.get(key)
         elif key in INDEX_KEYS:
             position = self._shape.get(key)
-            value = None if position is None else self._meta[position]
+            value = None if position is None else cast(tuple, self._meta)[position]  # a lean step's meta is the index's tuple
             if type(value) is tuple:
                 value = list(value)
         else:

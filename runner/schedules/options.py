@@ -118,6 +118,7 @@ def build_spec(
         problems += _path_problems("the env file path", env_path, target)
     if problems:
         raise BadInput(problems)
+    assert target is not None  # else registry.problem() was among the problems
     spec = ScheduleSpec(
         scheduler=target.name,
         worker_id=worker_id,
@@ -179,6 +180,7 @@ def choose_target(
             problems.append(f"pass --target-repo with the worker's clone {there}: {rules}")
     if problems:
         raise BadInput(problems)
+    assert target_repo is not None  # assumed above, or asked for among the problems
     home, guess = chosen.target_home(_absolute(target_repo, chosen))
     assumed += [guess] if guess else []
     spec = build_spec(scheduler=chosen.name, repo=target_repo, python=python, home=home, **options)
@@ -206,6 +208,7 @@ def _spec_here(chosen: Scheduler, repo, python: str | None, options: dict) -> Sc
     problems += repo_problems(repo, options.get("remote"), options.get("queue_branch") or DEFAULT_QUEUE_BRANCH)
     if problems:
         raise BadInput(problems)
+    assert spec is not None  # build_spec raised, so its problems are among these
     return spec
 
 

@@ -30,4 +30,6 @@ def get(name: str | None) -> Scheduler:
     """The scheduler called `name` (None: this computer's); BadInput when there is none."""
     if reason := problem(name):
         raise BadInput(reason)
-    return SCHEDULERS[name] if name is not None else native()
+    chosen = SCHEDULERS[name] if name is not None else native()
+    assert chosen is not None  # problem() said there is one
+    return chosen

@@ -97,7 +97,7 @@ class Schtasks(Scheduler):
             "COMMAND": argv[0],
             # The interpreter splits its own command line by the MSVC rules list2cmdline follows.
             "ARGUMENTS": subprocess.list2cmdline(argv[1:]),
-            "INTERVAL": iso_duration(spec.interval) if spec.mode == "tick" else "",
+            "INTERVAL": iso_duration(spec.interval) if spec.mode == "tick" and spec.interval is not None else "",
         }
         text = fill_template({k: escape(v) for k, v in values.items()}, "schtasks", f"{role(spec.mode)}.xml")
         return [RenderedFile(self.own_files(spec.worker_id, spec.mode)[0], UTF16_BOM + text.encode("utf-16-le"))]

@@ -111,6 +111,7 @@ class Systemd(Scheduler):
         )
         files.append(RenderedFile(service_dropin, text.encode("utf-8")))
         if timer_dropin:
+            assert spec.interval is not None  # a tick's spec always has one (options.build_spec)
             values = {"WORKER_ID": spec.worker_id, "INTERVAL": str(spec.interval), "JITTER": str(timer_jitter(spec.interval))}
             files.append(RenderedFile(timer_dropin[0], fill_template(values, "systemd", "instance-timer.conf").encode("utf-8")))
         return files
