@@ -61,30 +61,11 @@ def answer_claim(args: list[str]) -> bool:
     answers."""
     from runner.commands import plain
 
-    options = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "worker": None,
-               "tags": [], "json": False, "step": None}
-    names = {**_VALUE_OPTIONS, "--id": "worker"}
-    rest = iter(args)
-    for arg in rest:
-        name, equals, value = arg.partition("=")
-        if name == "--json" and not equals:
-            options["json"] = True
-        elif name in names:
-            value = value if equals else next(rest, None)
-            if not value:
-                return False
-            if name == "--tag":
-                options["tags"].append(value)
-            else:
-                options[names[name]] = value
-        elif not arg.startswith("-") and options["step"] is None:
-            options["step"] = arg
-        else:
-            return False
-    if options["worker"] is None:
+    options = _parse(args, {"--json": "json"}, {**_VALUE_OPTIONS, "--id": "worker"}, positional="step")
+    if options is None or "worker" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
-    code = plain.exit_code(lambda: plain.claim(target, options["step"], options["worker"], options["tags"]))
+    code = plain.exit_code(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]))
     if code:
         raise SystemExit(code)
     return True
@@ -185,27 +166,39 @@ def answer_listing(command: str, args: list[str]) -> bool:
     return True
 
 
-def _options(command: str, args: list[str]) -> dict | None:
-    """The options of `runner ready` or `status`, parsed as the full command parses them; None
-    for anything this shortcut does not take (help, a named remote, --watch, an option the
-    command does not know)."""
-    options = {"repo": ".", "remote": None, "local_only": False, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "tags": [],
-               "json": False, "show_all": False}
+def _parse(args: list[str], flags: dict[str, str], values: dict[str, str], positional: str | None = None) -> dict | None:
+    """Plain options as the full command parses them: `flags` and `values` map an option to
+    its key (`--tag` repeats), `positional` names the one argument allowed; None for anything
+    else (help, an option this shortcut does not take), which the full command answers."""
+    options: dict = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "tags": []}
+    options.update({key: False for key in flags.values()})
     rest = iter(args)
     for arg in rest:
         name, equals, value = arg.partition("=")
-        if name in _FLAGS and not equals:
-            options[_FLAGS[name]] = True
-        elif name in _VALUE_OPTIONS and (name != "--tag" or command == "ready"):
+        if name in flags and not equals:
+            options[flags[name]] = True
+        elif name in values:
             value = value if equals else next(rest, None)
             if not value:
                 return None
             if name == "--tag":
                 options["tags"].append(value)
             else:
-                options[_VALUE_OPTIONS[name]] = value
+                options[values[name]] = value
+        elif positional and not arg.startswith("-") and positional not in options:
+            options[positional] = arg
         else:
             return None
+    return options
+
+
+def _options(command: str, args: list[str]) -> dict | None:
+    """The options of `runner ready` or `status`; None for anything this shortcut does not take
+    (a named remote, --watch, --tag on status)."""
+    values = _VALUE_OPTIONS if command == "ready" else {k: v for k, v in _VALUE_OPTIONS.items() if k != "--tag"}
+    options = _parse(args, _FLAGS, values)
+    if options is None:
+        return None
     remote = options.pop("remote")
     if remote is not None and remote.lower() != "none":
         return None
