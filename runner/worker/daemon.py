@@ -90,12 +90,12 @@ class Daemon:
         return 0
 
     def wait_idle(self, pause: float, watch: float | None) -> None:
-        """Wait `pause` before the next idle tick, or less: every `watch` seconds ask the remote
-        where the queue branch is (a ref advertisement, no fetch) and return as soon as it moved
-        (a step added, approved or given back). Expired claims are still looked for at the
+        """Wait `pause` before the next idle tick, or less: every `watch` seconds ask the queue's
+        home where the queue branch is (a remote's ref advertisement, no fetch; without a remote,
+        the ref itself) and return as soon as it moved (a step added, approved or given back). Expired claims are still looked for at the
         interval: they show in heartbeats, which only a fetch reads."""
         w = self.w
-        if not watch or not w.store.remote or watch >= pause:
+        if not watch or watch >= pause:
             w.stopping.wait(pause)
             return
         deadline = time.monotonic() + pause
