@@ -71,7 +71,9 @@ def touched_outside(store: Store, snap: Any) -> list[str]:
             meta = load_yaml(parts[0]) if parts else None
         except (ValueError, RecursionError):
             continue  # a handoff that does not read says nothing
-        files = meta.get("files_changed") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        files = meta.get("files_changed")
         if isinstance(files, list) and (stray := outside(globs, [str(f) for f in files])):
             shown = ", ".join(stray[:10]) + (f" and {len(stray) - 10} more" if len(stray) > 10 else "")
             warnings.append(f"{step.path}: its last attempt (handoff of attempt {meta.get('attempt')}) changed files outside its "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from runner.core.errors import BadInput
 from runner.core.ids import worker_id_problem
@@ -116,8 +117,8 @@ def import_files(folder: Path, existing: Plan, progress=None) -> tuple[dict[str,
         if step.problems:
             problems += [f"{source}: {p}" for p in step.problems]
             continue
-        if existing.find(step.id):
-            problems.append(f"{source}: step {step.id!r} is already on the queue ({existing.find(step.id).path})")
+        if (there := existing.find(step.id)) is not None:
+            problems.append(f"{source}: step {step.id!r} is already on the queue ({there.path})")
             continue
         queue_path = new_step_path(step.id, fanned) if fanned or dag_id is not None else f"{STEPS_DIR}/{relative}"
         files[queue_path] = data
@@ -148,13 +149,14 @@ def normalise(data: bytes) -> bytes:
     not name a worker runner could hold becomes ready."""
     try:
         text = data.decode("utf-8")
-        meta = load_yaml(split_frontmatter(text)[0]) or {}
+        parts = split_frontmatter(text)
+        meta = (load_yaml(parts[0]) or {}) if parts is not None else None
     except Exception:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         return data  # parse_step reports what is wrong with it
     if not isinstance(meta, dict):
         return data
     status = meta.get("status", "ready")
-    updates = {}
+    updates: dict[str, Any] = {}
     if status not in STORED_STATUSES:
         updates["status"] = status = STATUS_ALIASES.get(str(status).lower(), "ready")
     holder_ok = worker_id_problem(meta.get("assignee")) is None and parse_time(meta.get("claimed_at")) is not None

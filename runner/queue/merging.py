@@ -56,11 +56,13 @@ def approve(queue: Queue, step_id: str, person: str) -> Published:
         base = Event(Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None)
         if not (waiting and isinstance(result, dict) and result.get("commit")):
             return queue.step_change(snap, base)
+        assert step is not None  # it waits for this approval
         merged, update = merge_update(queue.store, snap, result["commit"], step_id, step.attempt, person)
-        if update is None:
+        if isinstance(merged, Conflict):
             conflict = (f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: "
                         "a worker brings the result onto the new tip (a resolve pass)")
             return queue.step_change(snap, replace(base, reason=conflict))
+        assert update is not None  # a clean merge comes with its update
         event = replace(base, result={"merge": merged.commit})
         prune = step_branch_update(snap.config, step_id, result["commit"], done=True)
         return queue.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))

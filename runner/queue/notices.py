@@ -69,7 +69,7 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
 def drained(queue: Queue, published: Published) -> dict[str, int] | None:
     """The plan's status counts when the change left nothing to run (no step ready, claimed or
     waiting) where something was before it, else None."""
-    plan, step_id = published.snapshot.plan, published.change.event.step
+    plan, step_id = published.snapshot.plan, published.change.event.step if published.change.event else None
     for status in ("ready", "claimed"):
         # A step without dependencies that is ready or claimed runs: no need to read further.
         if any(sid != step_id and sid not in (plan.dependent or ()) for sid in plan.by_status.get(status, ())):

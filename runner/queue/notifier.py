@@ -79,7 +79,7 @@ def send_urls(urls: list[str], notice: dict[str, Any], deadline: float, log: Pat
     for scheme in bad:
         write(log, f"{what}: a notification URL of scheme {scheme!r} is not one apprise knows")
     write(log, f"{what}: " + ("sent to the notification URLs" if sent else "a notification URL could not be reached"))
-    return sent and not bad
+    return bool(sent) and not bad
 
 
 def _reason(notice: dict[str, Any]) -> str:

@@ -217,7 +217,7 @@ class Queue:
               ignore_deps: bool = False) -> Published:
         """Claim the best step this worker may take (or `step_id`); Skip when there is none.
         The worker's heartbeat rides in the same push when `beat` is given."""
-        tries = []
+        tries: list[int] = []
 
         def build(snap: Snapshot) -> Change:
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
@@ -295,7 +295,9 @@ class Queue:
             messages.append(f"created queue branch {self.branch}")
         else:
             messages.append(f"queue branch {self.branch} already exists")
-        config = self.reader.config_at(self.store.tip(self.branch) or self.published)
+        tip_now = self.store.tip(self.branch) or self.published
+        assert tip_now is not None  # created above, or there already
+        config = self.reader.config_at(tip_now)
         messages.append(self.ensure_integration(config, actor))
         return tip is None, "; ".join(messages)
 
@@ -318,8 +320,8 @@ class Queue:
 
         def build(snap: Snapshot) -> Change:
             changed = files(snap)
-            if changed.get(CONFIG_FILE) is not None:
-                parse_config(changed[CONFIG_FILE].decode("utf-8", errors="replace"))  # refused before any worker sees it
+            if (config := changed.get(CONFIG_FILE)) is not None:
+                parse_config(config.decode("utf-8", errors="replace"))  # refused before any worker sees it
             return Change(changed, encode(Event(Kind.EDIT, actor, utc_now(), reason=summary)))
 
         return self.publish(build, actor)

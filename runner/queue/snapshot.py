@@ -15,6 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from runner.core.codec import decode_beat
 from runner.core.config import Config, parse_config
@@ -88,7 +89,7 @@ class Reader:
         self._parsed_new = 0
         self.malformed_beats: dict[str, str] = {}  # worker -> why its heartbeat ref was skipped
 
-    def snapshot_at(self, tip: str, branches: list[str] = (), fetched: bool = True) -> Snapshot:
+    def snapshot_at(self, tip: str, branches: Iterable[str] = (), fetched: bool = True) -> Snapshot:
         halt = self.store.file_at(tip, HALT_FILE)
         halted = (halt.decode(errors="replace").strip() or "halted") if halt is not None else None
         steps_tree = self.store.tree_id(tip, STEPS_DIR)
@@ -144,9 +145,11 @@ class Reader:
     def _updated_plan(self, tip: str, steps_tree: str | None, halted: str | None) -> Plan | None:
         """The last plan with only the changed step files read again (transitions never
         change a plan's shape); None when it must be built from every file."""
-        if self._last is None or steps_tree is None or self._last[0] is None:
+        if self._last is None or steps_tree is None:
             return None
         last_tree, last_plan = self._last
+        if last_tree is None:
+            return None
         if last_tree == steps_tree:
             return last_plan.with_halt(halted)
         changes = self._written_changes(tip, last_tree)
@@ -154,7 +157,7 @@ class Reader:
             changes = self.store.diff_trees(last_tree, steps_tree)
         if any(c.kind != "M" or c.link or not is_step_path(c.path) for c in changes):
             return None
-        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes], halted)
+        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes if c.oid is not None], halted)
 
     def _written_changes(self, tip: str, last_tree: str) -> list[Change] | None:
         """The step files `tip` changed, when this process made it on the commit the last
@@ -253,7 +256,7 @@ class Reader:
         step = self._cached(path, oid)
         if step is None or (not step.is_lean and len(step.text) >= 65536):
             return None
-        row = [path, oid, step.id, step.index, None, []] if step.is_lean else [path, oid, step.id, step.meta, step.text, step.problems]
+        row: list[Any] = [path, oid, step.id, step.index, None, []] if step.is_lean else [path, oid, step.id, step.meta, step.text, step.problems]
         try:
             return json.dumps(row) + "\n"
         except (TypeError, ValueError):

@@ -20,7 +20,7 @@ its old value, and says what happened as a value, never as an error string to ma
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -149,7 +149,7 @@ class Store(Protocol):
     def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
 
     # -- writing objects --
-    def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str: ...
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str: ...
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
 
     # -- moving refs, all or none; the queue's home --

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pygit2
@@ -249,7 +249,7 @@ class GitStore(worktrees.GitWorktrees):
         for commit in walker:
             yield self.commit(str(commit.id))
 
-    def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
         """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
         if base_tree is None and parents:
             base_tree = str(self._commit(parents[0]).tree_id)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
@@ -181,7 +181,7 @@ class MemoryStore(FolderWorktrees):
                 tree.pop(name, None)
         return self._put_tree(tree)
 
-    def make_commit(self, parents: list[str], files: dict[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
         if base_tree is None and parents:
             base_tree = self.commit(parents[0]).tree
         tree = self._write(base_tree, files)
