@@ -33,9 +33,9 @@ GOALS = {"import": ("<=", 1.3), "sub": ("<=", 1.3), "flat": None}
 
 
 class Claimer:
-    def __init__(self, repo: Path, worker: str):
+    def __init__(self, repo: Path, worker: str, *extra: str):
         self.proc = subprocess.Popen(
-            [RUNNER_PY, BENCH / "claimer.py", "--repo", repo, "--id", worker],
+            [RUNNER_PY, BENCH / "claimer.py", "--repo", repo, "--id", worker, *extra],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env(), cwd=BENCH,
         )
         self.first = self._answer(self.proc.stdout.readline(), "READY ")

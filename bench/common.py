@@ -462,3 +462,21 @@ class InProcessClaimer:
         start = time.perf_counter()
         self.queue.claim(self.worker, self.incarnation, self.holder)
         return time.perf_counter() - start
+
+
+class InProcessTicker:
+    """Ticks in one long-lived process, as a worker daemon does (without claiming ahead): claim,
+    a worktree at the integration tip, the step's command, the record with its merge."""
+
+    def __init__(self, repo: Path, worker: str):
+        from runner.queue.queue import open_queue
+        from runner.worker.tick import Worker
+
+        self.worker = Worker(open_queue(repo), worker)
+
+    def claim(self) -> float:  # the claimer protocol's one verb
+        start = time.perf_counter()
+        result = self.worker.tick()
+        if result.sentinel != "STEP_COMPLETE":
+            raise RuntimeError(f"the tick ended {result.sentinel}: {result.reason}")
+        return time.perf_counter() - start

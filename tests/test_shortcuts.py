@@ -101,14 +101,21 @@ def test_a_packed_branch_is_read_and_an_index_from_other_code_or_tampered_is_not
     assert runner(queue_repo, "ready", "--json").returncode == 0
 
 
-def test_a_queue_with_a_remote_is_fetched_first_so_the_index_is_not_used(tmp_path):
-    _, (clone,) = make_remote(tmp_path)
-    runner(clone, "init")
-    set_config(clone, detect=False)
-    runner(clone, "ready")
-    assert not (clone / ".git" / "runner" / "plan-index.json").exists()
-    assert shortcut(clone, "ready")[0] is False
-    assert shortcut(clone, "ready", "--remote", "origin")[0] is False
+def test_a_clone_fetches_first_and_answers_from_the_index_only_while_the_fetched_tip_is_the_one_it_read(tmp_path):
+    _, (mine, theirs) = make_remote(tmp_path, clones=2)
+    runner(mine, "init")
+    set_config(mine, detect=False)
+    plan(mine)
+    full = runner(mine, "ready", "--json").stdout
+    answered, quick, loaded = shortcut(mine, "ready", "--json")
+    assert answered and quick == full and loaded == []
+    runner(theirs, "claim", "--id", "w2")  # the remote moves: `a` is claimed on another clone
+    assert shortcut(mine, "ready", "--json")[0] is False  # the fetch brought a tip the index was not read at
+    moved = runner(mine, "ready", "--json").stdout
+    assert [row["step"] for row in json.loads(moved)["steps"]] == []  # a claimed, b waits on it, c needs gpu, d backs off
+    answered, quick, _ = shortcut(mine, "ready", "--json")
+    assert answered and quick == moved
+    assert shortcut(mine, "ready", "--remote", "origin")[0] is False  # a named remote: the full command
 
 
 def test_options_the_shortcut_does_not_know_go_to_the_full_command(queue_repo):

@@ -237,15 +237,14 @@ def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
 
 
 def _listed(target: Target):
-    """The queue's snapshot for a listing; a local queue's plan index is kept for the next
-    `runner ready` or `runner status` (runner.commands.quick)."""
+    """The queue's snapshot for a listing; its plan index is kept for the next `runner ready`
+    or `runner status` (runner.commands.quick)."""
     from runner.commands import quick
     from runner.commands.render import warnings
 
     queue = target.queue()
     snap = queue.snapshot()
-    if queue.store.remote is None:
-        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive, warnings(snap.config))
+    quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive, warnings(snap.config))
     return snap
 
 

@@ -1,13 +1,13 @@
 """`runner ready` and `runner status` without typer, pygit2 or YAML, and `runner claim`
 without typer: what a shell loop, a `watch` or an agent harness polls.
 
-The full `runner ready` and `runner status` on a local queue save the index of the plan
-they read (the runner.core.model.INDEX_KEYS of every step, and the problems of the invalid
-ones) with the queue tip. A later `runner ready` or `runner status` with plain options, on a
-queue with no remote to fetch from, answers from that index when the branch still points at
-the same tip (read from git's ref files) and runner's code is the same (by content:
-runner.core.fingerprint); the plan, the rows
-and the rendering are the full command's own. Anything else, or anything unexpected, goes
+The full `runner ready` and `runner status` save the index of the plan they read (the
+runner.core.model.INDEX_KEYS of every step, and the problems of the invalid ones) with the
+queue tip. A later `runner ready` or `runner status` with plain options (on a clone, after
+the same fetch from origin the full command makes) answers from that index when the branch
+still points at the same tip (read from git's ref files) and runner's code is the same (by
+content: runner.core.fingerprint); the plan, the rows and the rendering are the full
+command's own. Anything else, or anything unexpected, goes
 the full way: this is a shortcut, never a second answer.
 """
 
@@ -144,10 +144,15 @@ def answer_listing(command: str, args: list[str]) -> bool:
         return False
     try:
         git_dir = _git_dir(Path(options["repo"]))
-        if git_dir is None or (not options["local_only"] and _has_remote(git_dir)):
+        if git_dir is None:
             return False
+        ref = "refs/heads/" + options["branch"]
+        if not options["local_only"] and _has_remote(git_dir):
+            if (fetched := _fetch_from_origin(git_dir, options["branch"])) is None:
+                return False
+            ref = fetched
         data = json.loads((git_dir / "runner" / INDEX_FILE).read_text())
-        tip = _ref(git_dir, "refs/heads/" + options["branch"])
+        tip = _ref(git_dir, ref)
         if data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None or data.get("tip") != tip:
             return False
         if data.get("code") != code_stamp():
@@ -216,6 +221,24 @@ def _git_dir(start: Path) -> Path | None:
         if dot_git.exists() or (folder / "HEAD").is_file():
             return None
     return None
+
+
+def _fetch_from_origin(git_dir: Path, branch: str) -> str | None:
+    """On a clone, the fetch the full command makes first (the queue branch and every heartbeat
+    from origin, runner.store.gitcli.fetch_args), then the ref it reads; None, having fetched
+    or not, when the full command must answer (no origin, a fetch that failed)."""
+    from runner.store import StoreError
+    from runner.store.gitcli import fetch_args, run_git
+
+    if '[remote "origin"]' not in (git_dir / "config").read_text(errors="replace"):
+        return None
+    try:
+        url = run_git(git_dir, "config", "--get", "remote.origin.url", check=False).stdout.decode(errors="replace").strip()
+        if not url or run_git(git_dir, *fetch_args(url, "origin", [branch], heartbeats=True), check=False).returncode:
+            return None
+    except StoreError:
+        return None
+    return f"refs/remotes/origin/{branch}"
 
 
 def _has_remote(git_dir: Path) -> bool:

@@ -18,6 +18,13 @@ NOTES_FILE = "plans/NOTES.md"
 HALT_FILE = "plans/HALT"
 
 HEARTBEAT_PREFIX = "refs/runner/heartbeats/"
+
+
+def heartbeats_seen_from(remote: str) -> str:
+    """Where a clone keeps its view of the remote `remote`'s heartbeat refs."""
+    return f"refs/runner/remotes/{remote}/heartbeats/"
+
+
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 # Variables that point git at a repository other than the one in the current folder (git

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pygit2
 
-from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref, heartbeats_seen_from
 from runner.store import (
     Author,
     Change,
@@ -98,7 +98,7 @@ class GitStore(worktrees.GitWorktrees):
         if ref.startswith("refs/heads/"):
             return f"refs/remotes/{self.remote}/{ref[len('refs/heads/'):]}"
         if ref.startswith(HEARTBEAT_PREFIX):
-            return f"refs/runner/remotes/{self.remote}/heartbeats/{ref[len(HEARTBEAT_PREFIX):]}"
+            return heartbeats_seen_from(self.remote) + ref[len(HEARTBEAT_PREFIX):]
         return ref
 
     def ref(self, ref: str) -> str | None:

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from runner.core.layout import without_repository_env
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from, without_repository_env
 from runner.store import StoreError
 
 QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
@@ -35,3 +35,16 @@ def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None
     if check and proc.returncode != 0:
         raise StoreError(f"git {' '.join(args[:2])} failed: {proc.stderr.decode(errors='replace').strip()}")
     return proc
+
+
+def fetch_args(remote_url: str, remote: str, branches: list[str], heartbeats: bool) -> list[str]:
+    """git's arguments for one fetch of the queue's `branches` (and every heartbeat) from the
+    remote called `remote` at `remote_url` into runner's view of it: by URL, so git's own
+    configured refspecs never update anything else. A refspec with a '*' matches nothing
+    without failing: a branch not there yet is fine. A heartbeat ref deleted on the remote
+    must vanish from our view too (--prune): its worker chains its next beat on what it sees,
+    and a stale view would lose that race for ever."""
+    specs = [f"+refs/heads/{b}*:refs/remotes/{remote}/{b}*" for b in dict.fromkeys(branches)]
+    if heartbeats:
+        specs.append(f"+{HEARTBEAT_PREFIX}*:{heartbeats_seen_from(remote)}*")
+    return ["fetch", "--quiet", *(["--prune"] if heartbeats else []), "--no-write-fetch-head", "--no-tags", remote_url, *specs]

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 
 import pygit2
 
-from runner.core.layout import HEARTBEAT_PREFIX
 from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won, locks
-from runner.store.gitcli import run_git
+from runner.store.gitcli import fetch_args, run_git
 
 if TYPE_CHECKING:
     from runner.store.git import GitStore
@@ -155,16 +154,11 @@ def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> Non
     A branch the remote does not have yet is not an error."""
     if not store.remote:
         return
-    # A refspec with a '*' matches nothing without failing: a branch not there yet is fine.
-    specs = [f"+refs/heads/{b}*:refs/remotes/{store.remote}/{b}*" for b in dict.fromkeys(branches)]
-    # A heartbeat ref deleted on the remote must vanish from our view too: its worker chains
-    # its next beat on what it sees, and a stale view would lose that race for ever.
-    prune = ["--prune"] if heartbeats else []
-    if heartbeats:
-        specs.append(f"+{HEARTBEAT_PREFIX}*:{store.view_ref(HEARTBEAT_PREFIX + 'x')[:-1]}*")
+    assert store.remote_url is not None  # a store with a remote has its URL
+    args = fetch_args(store.remote_url, store.remote, branches, heartbeats)
     store.view_lags = False
     for attempt in range(5):
-        proc = run_git(store.git_dir, "fetch", "--quiet", *prune, "--no-write-fetch-head", "--no-tags", store.remote_url, *specs, check=False)
+        proc = run_git(store.git_dir, *args, check=False)
         if proc.returncode == 0:
             return
         err = proc.stderr.decode(errors="replace")
