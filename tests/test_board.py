@@ -242,6 +242,19 @@ def test_read_only_offers_no_action(review, page):
         stop(board)
 
 
+def test_a_form_a_person_opened_stays_open_while_the_queue_moves(review, page):
+    page.goto(review["url"])
+    page.goto(review["base"] + "steps/03-ui")
+    page.wait_for_selector("button[data-action='reject']")
+    page.wait_for_function("document.body.dataset.version")
+    before = page.get_attribute("body", "data-version")
+    page.click("button[data-action='reject']")
+    page.wait_for_selector("textarea[name='reason']")
+    add(review, "09-more")  # the queue moves while the person has not typed yet: the page reads it again
+    page.wait_for_function(f"document.body.dataset.version !== {json.dumps(before)}")
+    assert page.query_selector("textarea[name='reason']"), "the open form was thrown away by the update"
+
+
 def test_the_board_never_runs_a_steps_command(review, page):
     marker = review["tmp"] / "ran"
     add(review, "07-trap", tags=["nobody-has-it"], run=["sh", "-c", f"touch {marker}"], body=f"#### Automated Verification:\n- [ ] trap: `touch {marker}`\n")

@@ -154,8 +154,7 @@ function reasonForm(container, action, step) {
 
 function renderHome(data) {
   const main = document.getElementById("main");
-  const keep = main.querySelector(".form");  // a comment being written survives an update
-  if (keep && keep.querySelector("textarea").value) return false;
+  if (main.querySelector(".form")) return false;  // a form a person opened survives an update, empty or not
   const counts = el("div", { class: "counts" },
     Object.entries(data.counts).sort().map(([status, n]) => el("span", { class: "pill " + status }, n + " " + status)));
   const halt = data.halted ? actionButtons(["resume"], null) : actionButtons(["halt"], null, (a) => reasonForm(topBar, a, null));
@@ -252,8 +251,7 @@ function workersTable(workers) {
 
 function renderStep(data) {
   const main = document.getElementById("main");
-  const open = main.querySelector(".form textarea");
-  if (open && open.value) { updateLive(data); return false; }  // keep what is being written
+  if (main.querySelector(".form")) { updateLive(data); return false; }  // a form a person opened survives an update
   const header = el("div", {},
     el("a", { class: "back", href: "/" }, "← the board"),
     el("h1", {}, el("span", { class: "id" }, data.step), " ", el("span", { class: "title" }, data.title), " ", pill(data.status)),
