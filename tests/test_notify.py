@@ -81,15 +81,19 @@ def test_a_worker_gone_while_holding_a_claim_is_notified_by_the_worker_that_take
 
 
 def test_a_notify_command_that_hangs_is_killed_at_its_timeout_and_never_holds_up_a_tick(queue_repo, tmp_path):
-    pid_file = tmp_path / "notifier.pid"
-    configure(queue_repo, ["sh", "-c", f'echo $$ > {pid_file}; exec sleep 600'], timeout="1s")
+    pid_file = tmp_path / "notifier.pids"
+    configure(queue_repo, ["sh", "-c", 'echo $$ >> "$0"; exec sleep 600', str(pid_file)], timeout="1s")
     add_step(queue_repo, "01-approve", requires_approval=True)
     report = tick(queue_repo)
-    assert report["outcome"] == "review"  # recorded and reported while the notice hangs or is being killed
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip()))
-    wait_for(lambda: "timed out (killed)" in notify_log(queue_repo))
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert report["outcome"] == "review"  # recorded and reported while the notices hang or are being killed
+    # Two notices, each its own hanging command: the step needs you, and the plan drained.
+    wait_for(lambda: notify_log(queue_repo).count("timed out (killed)") == 2)
+    pids = [int(line) for line in pid_file.read_text().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     assert "needs-you 01-approve: the notify command 'sh' timed out (killed)" in notify_log(queue_repo)
+    assert "drained 01-approve: the notify command 'sh' timed out (killed)" in notify_log(queue_repo)
 
 
 def test_a_notify_command_that_fails_is_logged_and_the_tick_goes_on(queue_repo):
