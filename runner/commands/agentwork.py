@@ -41,9 +41,9 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
     return AgentWork(queue, agent, tags, heartbeat=keeper, header=step_header())
 
 
-def work(target: Target,
+def work(target: Target, agent: AgentId,
          step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
-         agent: AgentId = ..., tag: Tags = [],
+         tag: Tags = [],
          context: Annotated[str | None, typer.Option("--context", help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the prompt and the handoff.")] = None) -> None:
     """Take a step yourself: claim it as a worker would, make a git worktree at the integration
     branch's tip, print its path and the step's prompt. Exit 3 when nothing can be taken.
@@ -61,7 +61,7 @@ def work(target: Target,
     emit(target, claimed, text.rstrip())
 
 
-def submit(target: Target, step_id: StepArg, agent: AgentId = ...,
+def submit(target: Target, step_id: StepArg, agent: AgentId,
            notes: Annotated[str | None, typer.Option("--notes", help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.")] = None) -> None:
     """Hand in the step you hold: run its checks in your worktree (Automated Verification and QA,
     the project's gates, the verifier, the review) as a worker's tick would, tick what passed,
@@ -130,7 +130,7 @@ def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool
     return True
 
 
-def keep_claim(target: Target, step_id: StepArg, agent: AgentId = ...) -> None:
+def keep_claim(target: Target, step_id: StepArg, agent: AgentId) -> None:
     """The background process `runner work` starts: keeps the claim's heartbeat, ends with the claim."""
     from runner.worker.agentwork import keep_claim as keep
 
@@ -138,7 +138,7 @@ def keep_claim(target: Target, step_id: StepArg, agent: AgentId = ...) -> None:
     keep(target.queue(), agent, step_id)
 
 
-def mcp(target: Target, agent: AgentId = ..., tag: Tags = []) -> None:
+def mcp(target: Target, agent: AgentId, tag: Tags = []) -> None:
     """An MCP server over stdio for a coding agent that takes steps itself, acting as --id.
 
     Tools: ready, show, claim, complete, fail, release, log. claim makes a worktree at the

@@ -13,7 +13,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -51,7 +51,7 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
                                          shared.get("json_out", False))
         return run_mapped(func, *args, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=own + extra)
+    cast(Any, wrapper).__signature__ = signature.replace(parameters=own + extra)  # what typer reads
     return wrapper
 
 

@@ -6,7 +6,7 @@ descriptions cost every session context: together they stay under 8,000 characte
 
 import traceback
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -45,7 +45,7 @@ def build(work, target) -> MCPServer:
                         handle.write(traceback.format_exc() + "\n")
                     raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log}") from None
 
-            guarded.__name__, guarded.__signature__ = func.__name__, __import__("inspect").signature(func)
+            guarded.__name__, cast(Any, guarded).__signature__ = func.__name__, __import__("inspect").signature(func)
             app.tool(description=description, structured_output=False)(guarded)
             return func
         return register

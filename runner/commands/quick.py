@@ -37,7 +37,7 @@ def code_stamp() -> list:
     return [__version__, package_hash()]
 
 
-HELP_ARGS = ([], ["--help"], ["-h"])  # what prints runner's help
+HELP_ARGS: tuple[list[str], ...] = ([], ["--help"], ["-h"])  # what prints runner's help
 
 
 def answer(args: list[str]) -> bool:
@@ -179,11 +179,11 @@ def _parse(args: list[str], flags: dict[str, str], values: dict[str, str], posit
     options.update({key: False for key in flags.values()})
     rest = iter(args)
     for arg in rest:
-        name, equals, value = arg.partition("=")
+        name, equals, inline = arg.partition("=")
         if name in flags and not equals:
             options[flags[name]] = True
         elif name in values:
-            value = value if equals else next(rest, None)
+            value = inline if equals else next(rest, None)
             if not value:
                 return None
             if name == "--tag":

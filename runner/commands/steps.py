@@ -20,8 +20,8 @@ Reason = Annotated[str, typer.Option("--reason", help="Why (kept in last_error a
 
 def claim(
     target: Target,
+    worker: WorkerId,
     step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
-    worker: WorkerId = ...,
     tag: Tags = [],
     ignore_deps: Annotated[bool, typer.Option("--ignore-deps", help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
     by: Annotated[str | None, typer.Option("--by", help="The person behind --ignore-deps.")] = None,
@@ -35,7 +35,7 @@ def claim(
     plain.claim(target, step_id, worker, tag, ignore_deps, by)
 
 
-def heartbeat(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
+def heartbeat(target: Target, step_id: StepArg, worker: WorkerId) -> None:
     """Renew worker --id's lease on STEP (moves refs/runner/heartbeats/<id>; no queue commit)."""
     from runner.core.machine import holds
 
@@ -50,7 +50,7 @@ def heartbeat(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
     emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker}, f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
 
 
-def release(target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Reason = "released") -> None:
+def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "released") -> None:
     """Give STEP back to the queue: ready again at once, no attempt spent."""
     from runner.commands.agentwork import given_back
 
@@ -60,14 +60,14 @@ def release(target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Re
     report(target, target.queue().event(step_id, Kind.RELEASE, worker, reason=reason))
 
 
-def complete(target: Target, step_id: StepArg, worker: WorkerId = ...) -> None:
+def complete(target: Target, step_id: StepArg, worker: WorkerId) -> None:
     """Record STEP as done (or in review when it needs approval)."""
     check_worker_id(worker)
     report(target, target.queue().event(step_id, Kind.COMPLETE, worker))
 
 
 def fail(
-    target: Target, step_id: StepArg, worker: WorkerId = ..., reason: Reason = "failed",
+    target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "failed",
     permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
 ) -> None:
     """Record a failure of STEP: ready again after a backoff, or failed when its attempts are spent or --permanent."""

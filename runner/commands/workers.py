@@ -13,7 +13,7 @@ from runner.core.errors import EXIT_FAILURE, BadInput
 LogFile = Annotated[Path | None, typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
 
 
-def tick(target: Target, worker: WorkerId = ..., tag: Tags = [], log_file: LogFile = None,
+def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = None,
          step: Annotated[str | None, typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None,
          context: Annotated[str | None, typer.Option("--context", help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes into every role's prompt and the handoff.")] = None) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
@@ -52,7 +52,7 @@ def caller_context(value: str | None) -> str:
 
 def worker(
     target: Target,
-    worker_id: WorkerId = ...,
+    worker_id: WorkerId,
     tag: Tags = [],
     interval: Annotated[float | None, typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30).")] = None,
     max_ticks: Annotated[int, typer.Option(help="Stop after this many ticks (0: run until stopped).")] = 0,
