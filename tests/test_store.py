@@ -180,6 +180,16 @@ def test_merges_fast_forward_combine_or_name_the_conflict(home: Home):
     assert store.merge(ours, clash, "m\n", ALICE) == Conflict(("a",))
 
 
+def test_a_merge_keeps_a_deletion_made_on_the_other_side(home: Home):
+    store = home.store
+    base = commit(store, {"a": b"a\n", "gone": b"g\n"})
+    ours = commit(store, {"a": b"ours\n"}, [base])
+    theirs = commit(store, {"gone": None}, [base])
+    merged = store.merge(ours, theirs, "merge theirs\n", ALICE)
+    assert isinstance(merged, Merged)
+    assert [e.path for e in store.list_files(merged.commit, "")] == ["a"] and store.file_at(merged.commit, "a") == b"ours\n"
+
+
 # --- refs: compare-and-swap, all or none -----------------------------------------------------------
 
 

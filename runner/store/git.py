@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pygit2
+from pygit2.enums import SortMode
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref, heartbeats_seen_from
 from runner.store import (
@@ -49,8 +50,18 @@ def lookup_name(text: str) -> str:
     return sys.intern(text)
 
 
-class GitStore(worktrees.GitWorktrees):
+class GitStore:
     """A repository holding (or mirroring) the queue branch."""
+
+    # The worktree methods: each is the function of the same name in runner.store.worktrees.
+    add_worktree = worktrees.add_worktree
+    remove_worktree = worktrees.remove_worktree
+    prune_worktrees = worktrees.prune_worktrees
+    snapshot_worktree = worktrees.snapshot_worktree
+    diff_text = worktrees.diff_text
+    merge_in_worktree = worktrees.merge_in_worktree
+    reset_worktree = worktrees.reset_worktree
+    staged_files = worktrees.staged_files
 
     def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
         try:
@@ -64,7 +75,7 @@ class GitStore(worktrees.GitWorktrees):
         self.workdir = Path(self.repo.workdir) if self.repo.workdir else self.git_dir
         self.state_dir = self.git_dir / "runner"
         self.state_dir.mkdir(exist_ok=True)
-        names = list(self.repo.remotes.names())
+        names = [name for name in self.repo.remotes.names() if name]
         if remote == "auto":
             remote = "origin" if "origin" in names else None
         elif remote is not None and remote not in names:
@@ -205,9 +216,9 @@ class GitStore(worktrees.GitWorktrees):
         while stack:
             base, current = stack.pop()
             for entry in current:
-                path = f"{base}/{entry.name}" if base else entry.name
+                path = f"{base}/{entry.name}" if base else f"{entry.name}"
                 if entry.type_str == "tree":
-                    stack.append((path, self.repo[entry.id]))
+                    stack.append((path, trees.tree_of(self.repo, entry.id)))
                 elif entry.type_str == "blob":
                     found.append(FileEntry(path, str(entry.id), entry.filemode == pygit2.GIT_FILEMODE_LINK))
         return found
@@ -229,7 +240,7 @@ class GitStore(worktrees.GitWorktrees):
 
     def commits_between(self, old: str | None, new: str) -> list[CommitInfo]:
         """Every commit reachable from `new` and not from `old` (all parents), oldest first."""
-        walker = self.repo.walk(new, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE)
+        walker = self.repo.walk(new, SortMode.TOPOLOGICAL | SortMode.REVERSE)
         if old:
             walker.hide(old)
         return [self.commit(str(c.id)) for c in walker]
@@ -244,7 +255,7 @@ class GitStore(worktrees.GitWorktrees):
         return [(str(e.oid_old), str(e.oid_new), e.committer.time) for e in entries]
 
     def log(self, tip: str) -> Iterator[CommitInfo]:
-        walker = self.repo.walk(tip, pygit2.GIT_SORT_TOPOLOGICAL)
+        walker = self.repo.walk(tip, SortMode.TOPOLOGICAL)
         walker.simplify_first_parent()
         for commit in walker:
             yield self.commit(str(commit.id))
@@ -301,7 +312,7 @@ class RefNames:
         self._packed: tuple[tuple | None, list[str]] = (None, [])  # (stat of packed-refs, its names)
 
     def under(self, prefix: str) -> set[str]:
-        names = set()
+        names: set[str] = set()
         for folder, _, files in os.walk(self.git_dir / prefix):
             base = Path(folder).relative_to(self.git_dir).as_posix() + "/"
             names.update(base + name for name in files if not name.endswith(".lock"))
@@ -321,7 +332,7 @@ class RefNames:
         return self._packed[1]
 
 
-def write_tree(repo: pygit2.Repository, base: str | None, files: dict[str, bytes | None]) -> pygit2.Oid:
+def write_tree(repo: pygit2.Repository, base: str | None, files: Mapping[str, bytes | None]) -> pygit2.Oid:
     """A tree: `base` with `files` (path -> content, None deletes) written in, only the
     subtrees on their paths rebuilt (a claim rewrites a few small trees, whatever the plan's size)."""
     here: dict[str, bytes | None] = {}
@@ -333,7 +344,7 @@ def write_tree(repo: pygit2.Repository, base: str | None, files: dict[str, bytes
             below.setdefault(head, {})[rest] = data
         else:
             here[head] = data
-    base_tree = repo[base] if base else None
+    base_tree = trees.tree_of(repo, base) if base else None
     builder = repo.TreeBuilder(base_tree) if base_tree is not None else repo.TreeBuilder()
     for name, data in here.items():
         if data is None:
@@ -344,7 +355,7 @@ def write_tree(repo: pygit2.Repository, base: str | None, files: dict[str, bytes
     for name, sub in below.items():
         sub_base = str(base_tree[name].id) if base_tree is not None and name in base_tree and base_tree[name].type_str == "tree" else None
         sub_tree = write_tree(repo, sub_base, sub)
-        if len(repo[sub_tree]) == 0:
+        if len(trees.tree_of(repo, sub_tree)) == 0:
             if base_tree is not None and name in base_tree:
                 builder.remove(name)
         else:

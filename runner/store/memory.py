@@ -29,13 +29,23 @@ from runner.store import (
     RefUpdate,
     StoreError,
     Won,
+    memoryfolders,
 )
-from runner.store.memoryfolders import FolderWorktrees
 
 Tree = dict[str, tuple[str, str]]  # name -> ("blob" | "tree", id)
 
 
-class MemoryStore(FolderWorktrees):
+class MemoryStore:
+    # The worktrees are folders: each is the function of the same name in runner.store.memoryfolders.
+    add_worktree = memoryfolders.add_worktree
+    remove_worktree = memoryfolders.remove_worktree
+    prune_worktrees = memoryfolders.prune_worktrees
+    snapshot_worktree = memoryfolders.snapshot_worktree
+    diff_text = memoryfolders.diff_text
+    merge_in_worktree = memoryfolders.merge_in_worktree
+    reset_worktree = memoryfolders.reset_worktree
+    staged_files = memoryfolders.staged_files
+
     remote = None
     remote_url = None
     view_lags = False  # there is no remote to lag behind
@@ -161,7 +171,7 @@ class MemoryStore(FolderWorktrees):
             yield info
             oid = info.parents[0] if info.parents else None
 
-    def _write(self, base: str | None, files: dict[str, bytes | None]) -> str:
+    def _write(self, base: str | None, files: Mapping[str, bytes | None]) -> str:
         tree: Tree = dict(self.trees[base]) if base else {}
         below: dict[str, dict[str, bytes | None]] = {}
         for path, data in files.items():
@@ -222,13 +232,15 @@ class MemoryStore(FolderWorktrees):
             b, o, t = files["base"].get(path), files["ours"].get(path), files["theirs"].get(path)
             if t == b or t == o:
                 continue
-            if o == b:
-                merged[path] = t
-            else:
+            if o != b:
                 conflicts.append(path)
+            elif t is None:
+                merged.pop(path, None)  # theirs deleted it
+            else:
+                merged[path] = t
         if conflicts:
             return Conflict(tuple(sorted(conflicts)))
-        changes = {p: self.blobs[oid] for p, oid in merged.items() if files["ours"].get(p) != oid}
+        changes: dict[str, bytes | None] = {p: self.blobs[oid] for p, oid in merged.items() if files["ours"].get(p) != oid}
         changes.update({p: None for p in files["ours"] if p not in merged})
         return Merged(self.make_commit([ours, theirs], changes, message, author))
 

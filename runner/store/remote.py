@@ -82,7 +82,7 @@ def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     for u in updates:
         if u.old != FORCE:
             args.append(f"--force-with-lease={u.ref}:{u.old or ''}")
-    args.append(store.remote_url)
+    args.append(_url(store))
     args += [f"{'+' if u.old == FORCE else ''}{u.new or ''}:{u.ref}" for u in updates]
     try:
         proc = run_git(store.git_dir, *args, check=False, timeout=300)
@@ -106,7 +106,7 @@ def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> O
 
 
 def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
-    proc = run_git(store.git_dir, "ls-remote", store.remote_url, *refs, timeout=120)
+    proc = run_git(store.git_dir, "ls-remote", _url(store), *refs, timeout=120)
     found = {}
     for line in proc.stdout.decode().splitlines():
         oid, _, name = line.partition("\t")
@@ -154,8 +154,7 @@ def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> Non
     A branch the remote does not have yet is not an error."""
     if not store.remote:
         return
-    assert store.remote_url is not None  # a store with a remote has its URL
-    args = fetch_args(store.remote_url, store.remote, branches, heartbeats)
+    args = fetch_args(_url(store), store.remote, branches, heartbeats)
     store.view_lags = False
     for attempt in range(5):
         proc = run_git(store.git_dir, *args, check=False)
@@ -217,3 +216,9 @@ def _push_outcome(out: str, err: str) -> Outcome:
     if lost and not failed:
         return Lost(lost[0])
     return Failed("git push failed: " + ("; ".join(failed) or err.strip() or "no answer"))
+
+
+def _url(store: GitStore) -> str:
+    if store.remote_url is None:  # callers ask only a store with a remote
+        raise StoreError("this repository has no remote to reach")
+    return store.remote_url

@@ -6,6 +6,8 @@ C, ten times faster an entry)."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pygit2
 
 from runner.store import Change
@@ -19,7 +21,7 @@ _FILE_TYPES = {
 
 def diff(repo: pygit2.Repository, old_tree: str, new_tree: str) -> list[Change]:
     changes: list[Change] = []
-    _diff(repo, repo[old_tree], repo[new_tree], "", changes)
+    _diff(repo, tree_of(repo, old_tree), tree_of(repo, new_tree), "", changes)
     changes.sort(key=lambda c: (c.path, c.kind != "D"))
     return changes
 
@@ -39,9 +41,9 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
         elif was.id == entry.id and was.type == entry.type and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode):
             continue  # an entry's type follows from its mode, and only a blob's mode varies: its mode (an enum, slow) is read last
         elif was.filemode == entry.filemode == pygit2.GIT_FILEMODE_TREE:
-            _diff(repo, repo[was.id], repo[entry.id], f"{base}{entry.name}/", out)
+            _diff(repo, tree_of(repo, was.id), tree_of(repo, entry.id), f"{base}{entry.name}/", out)
         elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode):  # same kind (two trees went above)
-            out.append(Change(base + entry.name, str(entry.id), "M", entry.filemode == pygit2.GIT_FILEMODE_LINK))
+            out.append(Change(f"{base}{entry.name}", str(entry.id), "M", entry.filemode == pygit2.GIT_FILEMODE_LINK))
         else:
             _all_files(repo, was, base, "D", out)
             _all_files(repo, entry, base, "A", out)
@@ -51,12 +53,12 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
 
 def _all_files(repo: pygit2.Repository, entry: pygit2.Object, base: str, kind: str, out: list[Change]) -> None:
     """`entry` added or deleted: itself, or every file under it when it is a tree."""
-    path = base + entry.name
+    path = f"{base}{entry.name}"  # a tree entry always has a name
     if entry.filemode != pygit2.GIT_FILEMODE_TREE:
         link = kind != "D" and entry.filemode == pygit2.GIT_FILEMODE_LINK
         out.append(Change(path, None if kind == "D" else str(entry.id), kind, link))
         return
-    for child in repo[entry.id]:
+    for child in tree_of(repo, entry.id):
         _all_files(repo, child, path + "/", kind, out)
 
 
@@ -64,3 +66,9 @@ def _may_hold_trees(tree: pygit2.Tree) -> bool:
     """Whether a tree's raw entries name mode 40000 (an id's bytes that look like it only cost
     speed). The empty tree has no raw form in a repository: git knows it without storing it."""
     return len(tree) > 0 and b"40000 " in tree.read_raw()
+
+
+def tree_of(repo: pygit2.Repository, oid: str | pygit2.Oid) -> pygit2.Tree:
+    """The tree `oid` names (callers take it from a tree entry of type tree or a commit's tree:
+    no type check on the hot path)."""
+    return cast(pygit2.Tree, repo[oid])

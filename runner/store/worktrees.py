@@ -156,31 +156,3 @@ def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
     index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
     entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
     return entries, {name for name in names.split("\0") if name}
-
-
-class GitWorktrees:
-    """GitStore's worktree methods, mixed in: each is the function of the same name above."""
-
-    def add_worktree(self: GitStore, path: Path, commit: str) -> None:
-        add_worktree(self, path, commit)
-
-    def remove_worktree(self: GitStore, path: Path) -> None:
-        remove_worktree(self, path)
-
-    def prune_worktrees(self: GitStore) -> None:
-        prune_worktrees(self)
-
-    def snapshot_worktree(self: GitStore, path: Path, base: str) -> tuple[str, list[str]]:
-        return snapshot_worktree(self, path, base)
-
-    def diff_text(self: GitStore, path: Path, base: str) -> bytes:
-        return diff_text(self, path, base)
-
-    def merge_in_worktree(self: GitStore, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
-        return merge_in_worktree(self, path, ours, theirs)
-
-    def reset_worktree(self: GitStore, path: Path, commit: str) -> None:
-        reset_worktree(self, path, commit)
-
-    def staged_files(self: GitStore) -> tuple[list[FileEntry], set[str]]:
-        return staged_files(self)
