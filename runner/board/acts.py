@@ -9,7 +9,7 @@ from typing import Any
 from runner.core.errors import BadInput, RunnerError
 from runner.core.machine import Kind
 from runner.queue import merging
-from runner.queue.queue import Queue, Skip
+from runner.queue.queue import Published, Queue, Skip
 
 STEP_ACTIONS = ("approve", "reject", "retry", "abort")
 QUEUE_ACTIONS = ("halt", "resume")
@@ -26,23 +26,9 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
             raise BadInput(f"{action} needs a step")
         if action in NEEDS_REASON and not reason:
             raise BadInput(f"{action} needs a reason: " + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
-        if action == "halt":
-            queue.set_halt(reason, actor)
-            return {"ok": True, "line": f"queue halted: {reason}"}
-        if action == "resume":
-            try:
-                queue.set_halt(None, actor)
-            except Skip as exc:
-                return {"ok": True, "line": str(exc)}
-            return {"ok": True, "line": "queue resumed"}
-        if action == "approve":
-            published = merging.approve(queue, step, actor)
-        elif action == "reject":
-            published = queue.event(step, Kind.REJECT, actor, reason=reason, permanent=False)
-        elif action == "retry":
-            published = queue.event(step, Kind.RETRY, actor)
-        else:
-            published = queue.event(step, Kind.ABORT, actor, reason=reason)
+        if action in QUEUE_ACTIONS:
+            return {"ok": True, "line": _on_queue(queue, actor, action, reason)}
+        published = _on_step(queue, actor, action, step or "", reason)
     except BadInput as exc:
         problems = exc.problems
         return {"ok": False, "error": f"error: {problems[0]}" if len(problems) == 1 else "\n".join(
@@ -50,5 +36,27 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
     except RunnerError as exc:  # refused by the state machine, the hook, a lost race, the remote
         return {"ok": False, "error": f"error: {exc}"}
     event, change = published.change.event, published.change
+    assert event is not None  # every step action is an event
     line = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
     return {"ok": True, "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""), "status": change.status}
+
+
+def _on_queue(queue: Queue, actor: str, action: str, reason: str) -> str:
+    if action == "halt":
+        queue.set_halt(reason, actor)
+        return f"queue halted: {reason}"
+    try:
+        queue.set_halt(None, actor)
+    except Skip as exc:
+        return str(exc)
+    return "queue resumed"
+
+
+def _on_step(queue: Queue, actor: str, action: str, step: str, reason: str) -> Published:
+    if action == "approve":
+        return merging.approve(queue, step, actor)
+    if action == "reject":
+        return queue.event(step, Kind.REJECT, actor, reason=reason, permanent=False)
+    if action == "retry":
+        return queue.event(step, Kind.RETRY, actor)
+    return queue.event(step, Kind.ABORT, actor, reason=reason)

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -30,6 +30,7 @@ from starlette.routing import Route
 from runner.board import acts, view
 from runner.core.errors import BadInput, RunnerError
 from runner.queue.queue import Queue
+from runner.queue.snapshot import Snapshot
 
 STATIC = Path(__file__).parent / "static"
 ASSETS = {"board.js": "text/javascript", "board.css": "text/css", "favicon.svg": "image/svg+xml"}
@@ -53,36 +54,50 @@ class Board:
         self.token = secrets.token_urlsafe(24)
         self.thread = ThreadPoolExecutor(1, thread_name_prefix="board-queue")
         self.queue: Queue | None = None
-        self.snap = None
+        self.snap: Snapshot | None = None
         self.version = ""
         self.cached: tuple[str, dict[str, Any]] | None = None
-        self.moved: asyncio.Event | None = None
+        self.moved = asyncio.Event()  # set, then replaced, each time the queue moved (bound to the loop on first use)
         self.hosts: set[str] = set()
 
     # --- on the queue's thread ------------------------------------------------------------
 
     def read(self) -> str:
         """Fetch the queue (and heartbeats) as a worker does; the version of what was read."""
-        if self.queue is None:
-            self.queue = self.make_queue()
-        snap = self.queue.snapshot()
-        beats = sorted(self.queue.store.heartbeats().items())
+        queue = self._queue()
+        snap = queue.snapshot()
+        beats = sorted(queue.store.heartbeats().items())
         self.snap = snap
         return hashlib.sha1(json.dumps([snap.tip, beats]).encode()).hexdigest()[:16]
 
     def home(self) -> dict[str, Any]:
         if self.cached is None or self.cached[0] != self.version:
-            self.cached = (self.version, view.home(self.queue, self.snap, view.halted_since(self.queue, self.snap)))
+            queue, snap = self._queue(), self._snap()
+            self.cached = (self.version, view.home(queue, snap, view.halted_since(queue, snap)))
         return self.cached[1]
 
     def step(self, step_id: str) -> dict[str, Any]:
-        branches = self.queue.branches(step_id)
-        self.queue.store.fetch(branches)  # the step's result and the integration tip, for its diff
-        snap = self.queue.snapshot_at(self.snap.tip, branches)
-        return view.step_page(self.queue, snap, step_id)
+        queue = self._queue()
+        branches = queue.branches(step_id)
+        queue.store.fetch(branches)  # the step's result and the integration tip, for its diff
+        snap = queue.snapshot_at(self._snap().tip, branches)
+        return view.step_page(queue, snap, step_id)
 
     def act(self, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
-        return acts.act(self.queue, self.actor, action, step, reason)
+        if self.actor is None:  # refused before it gets here: a read-only board acts as nobody
+            return {"ok": False, "error": "error: this board is read-only"}
+        return acts.act(self._queue(), self.actor, action, step, reason)
+
+    def _queue(self) -> Queue:
+        if self.queue is None:
+            self.queue = self.make_queue()
+        return self.queue
+
+    def _snap(self) -> Snapshot:
+        """The snapshot last read (read now when none was yet)."""
+        if self.snap is None:
+            self.read()
+        return cast(Snapshot, self.snap)  # read() set it
 
     # --- on the event loop ----------------------------------------------------------------
 
@@ -98,8 +113,7 @@ class Board:
         if version != self.version:
             self.version = version
             moved, self.moved = self.moved, asyncio.Event()
-            if moved is not None:
-                moved.set()
+            moved.set()
 
     async def poll(self) -> None:
         while True:
@@ -161,7 +175,6 @@ def app(board: Board) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_):
-        board.moved = asyncio.Event()
         task = asyncio.create_task(board.poll())
         try:
             yield
