@@ -123,7 +123,7 @@ def _print_help(app: typer.Typer, args: list[str]) -> None:
     import contextlib
     import io
 
-    text, code = io.StringIO(), 0
+    text, code = io.StringIO(), None
     with contextlib.redirect_stdout(text):
         try:
             app(args)

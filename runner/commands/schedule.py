@@ -7,6 +7,7 @@ the OS could not be asked); 2 bad usage or bad input, every problem listed.
 """
 
 import json
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -175,4 +176,4 @@ def _print_status(report: dict) -> None:
         echo(f"problem: {problem}", err=True)
 
 
-COMMANDS = (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status))
+COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status))
