@@ -15,23 +15,23 @@ from runner.core.machine import Event, Kind, Status
 from runner.core.model import utc_now
 from runner.queue.leases import author_for
 from runner.queue.snapshot import Snapshot
-from runner.store import FORCE, Conflict, Merged, RefUpdate, Store, StoreError
+from runner.store import FORCE, Conflict, RefUpdate, Store, StoreError
 
 if TYPE_CHECKING:
     from runner.queue.queue import Change, Published, Queue
 
 
-def merge_update(store: Store, snap: Snapshot, result: str, step: str, attempt: int, actor: str) -> tuple[Merged | Conflict, RefUpdate | None]:
-    """Merge a step's result into the integration branch as this snapshot saw it: the merge
-    and the compare-and-swap that publishes it (None when it conflicts)."""
+def merge_update(store: Store, snap: Snapshot, result: str, step: str, attempt: int, actor: str) -> RefUpdate | Conflict:
+    """Merge a step's result into the integration branch as this snapshot saw it: the
+    compare-and-swap that publishes the merge (its `new` is the merge commit), or the conflict."""
     branch = snap.config.queue.integration_branch
     tip = snap.tips.get(branch)
     if tip is None:
         raise StoreError(f"no integration branch {branch!r}: run `runner init`")
     merged = store.merge(tip, result, merge_message(step, attempt, branch, actor), author_for(actor))
     if isinstance(merged, Conflict):
-        return merged, None
-    return merged, RefUpdate(branch_ref(branch), merged.commit, tip)
+        return merged
+    return RefUpdate(branch_ref(branch), merged.commit, tip)
 
 
 def step_branch_update(config: Config, step: str, commit: str | None, done: bool) -> RefUpdate:
@@ -57,13 +57,12 @@ def approve(queue: Queue, step_id: str, person: str) -> Published:
         if not (waiting and isinstance(result, dict) and result.get("commit")):
             return queue.step_change(snap, base)
         assert step is not None  # it waits for this approval
-        merged, update = merge_update(queue.store, snap, result["commit"], step_id, step.attempt, person)
-        if isinstance(merged, Conflict):
-            conflict = (f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(merged.paths)}: "
+        update = merge_update(queue.store, snap, result["commit"], step_id, step.attempt, person)
+        if isinstance(update, Conflict):
+            conflict = (f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(update.paths)}: "
                         "a worker brings the result onto the new tip (a resolve pass)")
             return queue.step_change(snap, replace(base, reason=conflict))
-        assert update is not None  # a clean merge comes with its update
-        event = replace(base, result={"merge": merged.commit})
+        event = replace(base, result={"merge": update.new})
         prune = step_branch_update(snap.config, step_id, result["commit"], done=True)
         return queue.step_change(snap, event, refs=[update] + ([prune] if prune.new is None else []))
 

@@ -79,6 +79,27 @@ class Published:
     snapshot: Snapshot  # the snapshot the change was built on
     then: Published | None = None  # the change published after it in the same push (a worker's next claim)
 
+    @property
+    def event(self) -> Event:
+        """The step event it recorded (a step's transition always records one)."""
+        if self.change.event is None:
+            raise LookupError(f"{self.commit[:10]} recorded no event")
+        return self.change.event
+
+    @property
+    def step(self) -> str:
+        return _given(self.event.step, "step", self)
+
+    @property
+    def attempt(self) -> int:
+        return _given(self.event.attempt, "attempt", self)
+
+
+def _given(value: Any, what: str, published: Published) -> Any:
+    if value is None:
+        raise LookupError(f"the event of {published.commit[:10]} names no {what}")
+    return value
+
 
 class Queue:
     def __init__(self, store: Store, branch: str = DEFAULT_QUEUE_BRANCH, max_tries: int = 25):

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from runner.core.layout import without_repository_env
 from runner.core.model import Step
@@ -149,6 +150,7 @@ class WorktreeActions:
     def tokens(self, role: str, state: State, cwd: Path) -> dict:
         step: Step = state.step
         scenario = self.scenario if role == "qa" else ""
+        tokens: dict[str, Any]
         prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario)
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from filelock import FileLock, Timeout
 
@@ -124,10 +124,10 @@ class AgentWork:
             if not self.in_process:
                 facts.pop("pid"), facts.pop("process_started")  # the keeper's beats name the keeper
             published = self.queue.claim(self.agent, incarnation, self.holder, self.tags, step_id=step_id, snapshot=snap, beat=facts)
-            event, change = published.change.event, published.change
+            change = published.change
             if change.status == "failed":
-                raise RunnerError(f"{event.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry it)")
-            return self.start(published.commit, published.snapshot, event, incarnation, context)
+                raise RunnerError(f"{published.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry it)")
+            return self.start(published.commit, published.snapshot, published.event, incarnation, context)
 
     def start(self, claim: str, before: Snapshot, event, incarnation: str, caller: str = "") -> dict[str, Any]:
         """Make the worktree of a claim just won; on any fault, give the step back."""
@@ -204,7 +204,8 @@ class AgentWork:
     def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> TickResult:
         """Record the outcome (with its merge, the handoff and the heartbeat, in one publish) and end the session."""
         worktree = Path(session.worktree) if session.worktree else None
-        result, files = (None, [])
+        result: str | None = None
+        files: list[str] = []
         if outcome.kind != Kind.RELEASE and worktree is not None:
             result, files = worktrees.commit(self.store, self.agent, state, worktree, session.base)
         log_path = self.log_path(session)
@@ -247,7 +248,7 @@ class AgentWork:
 
     # --- sessions ---------------------------------------------------------------------------
 
-    def mine(self, session: Session | None, step) -> bool:
+    def mine(self, session: Session | None, step) -> TypeGuard[Session]:
         """`session` is this process's (or, for a shell agent, this host's) claim of `step`."""
         return (session is not None and session.attempt == step.attempt and session.incarnation == step.holder.get("incarnation")
                 and (self.incarnation is None or session.incarnation == self.incarnation))

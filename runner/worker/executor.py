@@ -15,17 +15,23 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.worker import reaper
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
 
+
+
+class Cancel(Protocol):
+    """What the executor polls to stop a command (a threading.Event, or several as one)."""
+
+    def is_set(self) -> bool: ...
 
 @dataclass
 class RunResult:
@@ -87,7 +93,8 @@ _PRCTL = _prctl() if sys.platform.startswith("linux") and not _SETPRIV else None
 
 def _die_with_parent() -> None:
     """In the child, before exec: SIGKILL when the worker that started it dies."""
-    _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if _PRCTL is not None:  # only installed where it is
+        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _program(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
@@ -128,7 +135,7 @@ def run(
     env: dict[str, str],
     log_path: Path,
     timeout: float | None,
-    cancel: threading.Event | None = None,
+    cancel: Cancel | None = None,
     stdout_path: Path | None = None,
     session_file: Path | None = None,
 ) -> RunResult:
@@ -193,7 +200,7 @@ def kill_recorded_session(path: Path) -> int:
     return killed
 
 
-def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: threading.Event | None) -> RunResult:
+def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: Cancel | None) -> RunResult:
     deadline = started + timeout if timeout else None
     with _exit_watch(proc) as exited:
         while not exited(0.05):

@@ -26,7 +26,7 @@ class InjectedFault(RuntimeError):
 
 
 def _wanted(variable: str, name: str) -> bool:
-    wanted = os.environ.get(variable)
+    wanted = os.environ.get(variable, "")
     return bool(wanted) and name in {ALIASES.get(point.strip(), point.strip()) for point in wanted.split(",")}
 
 

@@ -10,7 +10,7 @@ import os
 import re
 import shlex
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,14 +128,14 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
     return found
 
 
-def project_gate_commands(config: Config, worktree: Path, env: dict[str, str] | None = None) -> dict[str, list[str] | str]:
+def project_gate_commands(config: Config, worktree: Path, env: Mapping[str, str] | None = None) -> dict[str, list[str] | str]:
     """runner.toml's gates, overridden by FORMAT_CMD/LINT_CMD/BUILD_CMD/TEST_CMD, else detected
     (a text where a detected gate cannot run: why)."""
-    env = os.environ if env is None else env
+    found = os.environ if env is None else env
     configured = {gate: list(getattr(config.gates, gate)) for gate in PROJECT_GATES if getattr(config.gates, gate)}
     commands: dict[str, list[str] | str] = dict(configured)
     for gate in PROJECT_GATES:
-        override = env.get(f"{gate.upper()}_CMD")
+        override = found.get(f"{gate.upper()}_CMD")
         if override is not None:
             commands[gate] = shlex.split(override)
     if config.gates.detect:

@@ -136,9 +136,7 @@ class _Pipeline:
             elif gate.detail.startswith(FAULT):  # a QA scenario [roles.qa] could not judge
                 self.s.runs.append(Run(gate.name, NOT_RUN, gate.seconds, gate.detail))
                 self.s.faults.append(gate.detail)
-        failure = gate_failure_feedback(self.s.gates)
-        if not failure:
-            failure = self.verify()
+        failure = gate_failure_feedback(self.s.gates) or self.verify()
         self.budget()
         if failure:
             if self.s.fixes >= self.brakes.max_fix_attempts:

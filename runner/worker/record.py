@@ -21,7 +21,7 @@ from runner.store import Conflict
 from runner.worker import executor
 from runner.worker.attempt import Outcome, State, named
 from runner.worker.gates import PASS
-from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
+from runner.worker.handoff import HandoffMeta, fence, render_handoff
 from runner.worker.report import StepReport, TickResult
 
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.MULTILINE)
@@ -58,7 +58,7 @@ class MergeConflict(Exception):
 class Recorder:
     """Publishes what one attempt came to."""
 
-    def __init__(self, queue: Queue, worker: str, incarnation: str, beat: Any):
+    def __init__(self, queue: Queue, worker: str, incarnation: str | None, beat: Any):
         self.queue = queue
         self.worker = worker
         self.incarnation = incarnation
@@ -110,18 +110,18 @@ class Recorder:
             event = self.event(state, outcome, snap, result, notes, elapsed)
             context = queue.context(snap, step)
             refs = []
-            if event.kind == Kind.COMPLETE and not needs_person(step.meta, event, context):
-                merged, update = merge_update(queue.store, snap, result, step.id, state.attempt, self.worker)
-                if isinstance(merged, Conflict) and resolve:
-                    raise MergeConflict(merged.paths, str(snap.tips[integration]))
-                if isinstance(merged, Conflict):
+            if event.kind == Kind.COMPLETE and result and not needs_person(step.meta, event, context):  # no result: nothing to merge
+                update = merge_update(queue.store, snap, result, step.id, state.attempt, self.worker)
+                if isinstance(update, Conflict) and resolve:
+                    raise MergeConflict(update.paths, str(snap.tips[integration]))
+                if isinstance(update, Conflict):
                     passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
-                    why = f"merge conflict with {integration} in: {named(merged.paths)}{passes} (the next attempt starts from its new tip)"
+                    why = f"merge conflict with {integration} in: {named(update.paths)}{passes} (the next attempt starts from its new tip)"
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))
                 else:
-                    event = replace(event, result={**event.result, "merge": merged.commit})
+                    event = replace(event, result={**(event.result or {}), "merge": update.new})
                     refs += [update, step_branch_update(snap.config, step.id, result, done=True)]
             elif result:
                 refs.append(step_branch_update(snap.config, step.id, result, done=False))
@@ -133,25 +133,25 @@ class Recorder:
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
         published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience,
                                   then=then)
-        return published, sentinel_for(published.change.event.kind, published.change.status or "", outcome.rejected)
+        return published, sentinel_for(published.event.kind, published.change.status or "", outcome.rejected)
 
     def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float, rejected: bool = False) -> bytes:
-        meta = HandoffMeta(
-            step=state.step.id,
-            attempt=state.attempt,
-            worker=self.worker,
-            outcome=status,
-            gates=[GateEntry(name=g.name, result=g.result, detail=g.detail[:500]) for g in [*state.gates, *state.roles]],
-            files_changed=files,
-            duration_s=round(max(elapsed, 0.0), 2),
-            result_commit=(event.result or {}).get("commit"),
-            sentinel=sentinel_for(event.kind, status, rejected),
-            reason=event.reason[:1000] if event.reason else None,
-            overrides=state.overrides,
-            faults=state.faults,
-            verdict=state.verdict.as_dict() if state.verdict else None,
-            qa_doc=qa_doc(state.step.text),
-        )
+        meta = HandoffMeta.model_validate({  # pydantic checks the outcome and each gate's result
+            "step": state.step.id,
+            "attempt": state.attempt,
+            "worker": self.worker,
+            "outcome": status,
+            "gates": [{"name": g.name, "result": g.result, "detail": g.detail[:500]} for g in [*state.gates, *state.roles]],
+            "files_changed": files,
+            "duration_s": round(max(elapsed, 0.0), 2),
+            "result_commit": (event.result or {}).get("commit"),
+            "sentinel": sentinel_for(event.kind, status, rejected),
+            "reason": event.reason[:1000] if event.reason else None,
+            "overrides": state.overrides,
+            "faults": state.faults,
+            "verdict": state.verdict.as_dict() if state.verdict else None,
+            "qa_doc": qa_doc(state.step.text),
+        })
         sections = {
             "Pipeline faults": "\n".join(state.faults),
             "Overrides": "\n".join(f"- {item}" for item in state.overrides),
@@ -167,7 +167,7 @@ class Recorder:
 
 def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path) -> TickResult:
     """The result of a recorded attempt, with its step report (Automated Verification N/M, QA, manual checks left, final status)."""
-    event, status = published.change.event, str(published.change.status)
+    event, status = published.event, str(published.change.status)
     return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
                       will_retry=(status == "ready") if event.kind == Kind.FAIL else None, commit=published.commit,
                       report=StepReport.of(state, status, files, list(event.runs), str(log_path), qa_doc(state.step.text)))

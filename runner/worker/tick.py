@@ -120,8 +120,7 @@ class Worker:
             return self.skip("worker is stopping")
         if self.held is not None:  # claimed in the push that recorded the last step
             held, self.held = self.held, None
-            event = held.change.event
-            return self.work(event.step, event.attempt, event.kind, event.replaces, held.commit, held.snapshot)
+            return self.work(held.step, held.attempt, held.event.kind, held.event.replaces, held.commit, held.snapshot)
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
@@ -146,11 +145,11 @@ class Worker:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if floor := resource_floor(snap.config, self.store.state_dir):
             return self.skip(floor)
-        held = snap.plan.steps.get(self.only_step or "")
-        if held is not None and held.status == "claimed" and held.assignee == self.id:
+        mine = snap.plan.steps.get(self.only_step or "")
+        if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
             # `runner claim STEP --id X` (a person's override, say), then `runner tick --id X --step STEP`.
-            self.incarnation = held.holder.get("incarnation") or self.incarnation
-            return self.work(held.id, held.attempt, Kind.CLAIM, None, snap.tip, snap)
+            self.incarnation = mine.holder.get("incarnation") or self.incarnation
+            return self.work(mine.id, mine.attempt, Kind.CLAIM, None, snap.tip, snap)
         try:
             published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
                                          snapshot=snap, beat=self.facts("running"))
@@ -160,12 +159,12 @@ class Worker:
             return self.nothing_to_claim(snap, str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
-        event = published.change.event
         if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
-            self.log("TICK", f"{event.step} -> failed: {published.change.updates.get('last_error')}")
-            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"), event.step, event.attempt,
-                              will_retry=False)
-        return self.work(event.step, event.attempt, event.kind, event.replaces, published.commit, published.snapshot)
+            self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
+            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"), published.step,
+                              published.attempt, will_retry=False)
+        return self.work(published.step, published.attempt, published.event.kind, published.event.replaces, published.commit,
+                         published.snapshot)
 
     def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
         plan = snap.plan
@@ -255,8 +254,8 @@ class Worker:
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
-        event, status = published.change.event, published.change.status
-        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}" + (f": {event.reason}" if event.reason else ""))
+        reason, status = published.event.reason, published.change.status
+        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}" + (f": {reason}" if reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
@@ -271,7 +270,7 @@ class Worker:
         if self.held is None:
             return
         held, self.held = self.held, None
-        step = held.change.event.step or ""
+        step = held.step
         try:
             self.queue.event(step, Kind.RELEASE, self.id, incarnation=self.incarnation, reason="the worker stopped before starting it")
             self.log("TICK", f"released {step}: the worker stopped before starting it")
