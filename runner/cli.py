@@ -32,7 +32,8 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit.")) -> None:
+def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Show the version and exit.")) -> None:
     pass
 
 
@@ -89,7 +90,8 @@ def build(only: str | None = None) -> typer.Typer:
     app = typer.Typer(
         name="runner",
         help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\n"
-        "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding agent), "
+        "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding "
+        "agent), "
         "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
         no_args_is_help=True,
         add_completion=False,

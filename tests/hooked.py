@@ -189,7 +189,7 @@ def push_commit(queue: Queue, files: dict, message: str, author: str = "mallory"
 def refused(remote: Path, action: Callable[[], Any], *reasons: str, ref: str = QUEUE) -> str:
     """Run `action` (a push); assert it was refused for each of `reasons` (substrings) and that
     `ref` on the remote did not move."""
-    from runner.queue.queue import PushRefused
+    from runner.queue.change import PushRefused
 
     before = tip(remote, ref)
     try:

@@ -23,7 +23,8 @@ import pytest
 from conftest import git, queue_moves
 from hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
 from runner.core.config import DEFAULT_TOML
-from runner.queue.queue import PushRefused, Queue, author_for
+from runner.queue.change import PushRefused
+from runner.queue.queue import Queue, author_for
 from runner.store import FORCE, RefUpdate, Refused, Won
 from runner.store.git import GitStore
 

@@ -16,7 +16,8 @@ from runner.core.machine import Kind
 from runner.core.model import Step
 from runner.core.stepfile import parse_step
 from runner.queue.merging import approve
-from runner.queue.queue import ClaimLost, Queue
+from runner.queue.change import ClaimLost
+from runner.queue.queue import Queue
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult
 from runner.worker.attempt import ClaimLostDuringRun, State

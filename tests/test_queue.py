@@ -17,7 +17,8 @@ PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, wi
 
 CLAIM_LOOP = """
 import sys
-from runner.queue.queue import open_queue, Skip, LostRace
+from runner.queue.change import LostRace, Skip
+from runner.queue.queue import open_queue
 from runner.queue.leases import new_incarnation, holder_info
 from runner.core.machine import Kind
 repo, worker = sys.argv[1], sys.argv[2]
@@ -98,7 +99,8 @@ def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can
     """Against a writer faster than a claim's fetch, build and push, every push would lose:
     the claim only fetches until the branch slows down, then wins at once."""
     from runner.queue.leases import holder_info, new_incarnation
-    from runner.queue.queue import LostRace, Queue
+    from runner.queue.change import LostRace
+    from runner.queue.queue import Queue
     from runner.store.git import GitStore
 
     bare, (clone,) = make_remote(tmp_path)

@@ -16,6 +16,8 @@ import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from runner.agents.tomltables import replace_tables
+
 # The tables a preset writes, in order, and the role each one runs.
 TABLES = {
     "harness": "implement",
@@ -34,8 +36,10 @@ ROLE_ABOUT = {
     "review": "review: independent, read-only; each critical finding on a line starting with CRITICAL",
     "sweep": "sweep: read-only; lists the edge cases the change misses (into the handoff)",
     "orchestrate": "orchestrate: after the verifier; may add or edit steps through `runner add ...`, never approves",
-    "resolve": "resolve: when the integration branch moved and the record's merge conflicts, resolves the conflicts left in the files (implement's access)",
-    "qa": "qa: walks through an Automated QA scenario that has no command (a browser, screenshots); answers with the verifier's JSON verdict",
+    "resolve": "resolve: when the integration branch moved and the record's merge conflicts, resolves the conflicts "
+               "left in the files (implement's access)",
+    "qa": "qa: walks through an Automated QA scenario that has no command (a browser, screenshots); answers with the "
+          "verifier's JSON verdict",
 }
 
 
@@ -80,7 +84,8 @@ CLAUDE = Preset(
             role: [
                 *_CLAUDE,
                 a("--permission-mode", "acceptEdits", c="edit files without asking", choice=True),
-                a("--allowedTools", "Bash", c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"'),
+                a("--allowedTools", "Bash",
+                  c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"'),
                 END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
             ]
             for role in ("implement", "resolve")
@@ -89,7 +94,8 @@ CLAUDE = Preset(
             role: [*_CLAUDE, _CLAUDE_READ_ONLY, END, a("{prompt}", c="the role's prompt")]
             for role in ("orient", "verify", "review", "sweep")
         },
-        "qa": [*_CLAUDE, a("--tools", "Bash,Read,Grep,Glob", c="runs and reads, no file edits"), a("--allowedTools", "Bash", c="shell commands without asking"),
+        "qa": [*_CLAUDE, a("--tools", "Bash,Read,Grep,Glob", c="runs and reads, no file edits"),
+               a("--allowedTools", "Bash", c="shell commands without asking"),
                END, a("{prompt}", c="the role's prompt, with the scenario")],
         "orchestrate": [
             *_CLAUDE,
@@ -120,9 +126,11 @@ CODEX = Preset(
     "codex", "OpenAI Codex CLI, non-interactive", "npm:@openai/codex",
     ("codex", "exec"), "exec: run non-interactively, print the answer, exit",
     roles={
-        **{role: _codex("workspace-write", "may write inside the worktree only, no network") for role in ("implement", "resolve", "qa")},
+        **{role: _codex("workspace-write", "may write inside the worktree only, no network")
+           for role in ("implement", "resolve", "qa")},
         **{role: _codex("read-only", _CODEX_READ_ONLY) for role in ("orient", "verify", "review", "sweep")},
-        "orchestrate": _codex("danger-full-access", "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"),
+        "orchestrate": _codex("danger-full-access",
+                              "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"),
     },
 )
 
@@ -132,7 +140,8 @@ def _gemini(mode: str, why: str) -> list[Arg]:
         a("--approval-mode", mode, c=why, choice=True),
         a("--skip-trust", c="trust the step's new worktree folder for this run"),
         a("--output-format", "text", c="the answer as plain text on stdout", choice=True),
-        a("--prompt", "{prompt}", c="headless mode with the role's prompt (instructions + root.md + NOTES.md + step + feedback)"),
+        a("--prompt", "{prompt}",
+          c="headless mode with the role's prompt (instructions + root.md + NOTES.md + step + feedback)"),
     ]
 
 
@@ -140,7 +149,8 @@ GEMINI = Preset(
     "gemini", "Gemini CLI in headless mode", "npm:@google/gemini-cli",
     ("gemini",), "Gemini CLI; --prompt below makes it non-interactive",
     roles={
-        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)") for role in ("implement", "resolve", "qa")},
+        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)")
+           for role in ("implement", "resolve", "qa")},
         **{role: _gemini("plan", "plan mode: read-only") for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _gemini("yolo", "may run `runner add` without asking"),
     },
@@ -155,7 +165,8 @@ def _opencode(*access: Arg) -> list[Arg]:
     ]
 
 
-_OPENCODE_AUTO = a("--auto", c="approve permission requests not explicitly denied (a headless run rejects them otherwise)")
+_OPENCODE_AUTO = a("--auto",
+                   c="approve permission requests not explicitly denied (a headless run rejects them otherwise)")
 OPENCODE = Preset(
     "opencode", "opencode, non-interactive", "npm:opencode-ai",
     ("opencode", "run"), "run: send one message, print the answer, exit",
@@ -189,12 +200,14 @@ AIDER = Preset(
     roles={
         **{role: list(_AIDER) for role in ("implement", "resolve")},
         **{
-            role: [*_AIDER, a("--chat-mode", "ask", c="ask mode: answers, never edits"), a("--dry-run", c="and modifies no file")]
+            role: [*_AIDER, a("--chat-mode", "ask", c="ask mode: answers, never edits"),
+                   a("--dry-run", c="and modifies no file")]
             for role in ("orient", "verify", "review", "sweep")
         },
     },
     notes={"orchestrate": "aider does not run `runner add` unattended; leave empty or use another CLI here",
-           "qa": "aider does not drive a program or a browser unattended; leave empty (scenarios stay not run) or use another CLI"},
+           "qa": "aider does not drive a program or a browser unattended; leave empty (scenarios stay not run) or use "
+                 "another CLI"},
 )
 
 NONE = Preset("none", "no agent: fill in your own commands", "", (), "", notes={})
@@ -226,7 +239,8 @@ def _q(word: str) -> str:
 def _command_lines(preset: Preset, role: str) -> list[str]:
     args = preset.roles.get(role)
     if args is None:
-        note = preset.notes.get(role) or "no agent: write this role's argv, e.g. [\"my-agent\", \"--prompt-file\", \"{prompt_file}\"]"
+        note = (preset.notes.get(role)
+                or "no agent: write this role's argv, e.g. [\"my-agent\", \"--prompt-file\", \"{prompt_file}\"]")
         return [f"# {note}", "command = []"]
     rows = [(", ".join(_q(w) for w in preset.program) + ",", preset.program_comment)]
     rows += [(", ".join(_q(w) for w in arg.words) + ",", arg.comment) for arg in args]
@@ -256,114 +270,14 @@ def preset_tables(name: str, min_files: int = 5, boundaries: list[str] | tuple[s
         if table == "roles.review":
             lines += [
                 f"min_files = {int(min_files)}".ljust(24) + "# review when the change touches at least this many files",
-                f"boundaries = {json.dumps(list(boundaries))}".ljust(24) + '# ...or any path under one of these (e.g. "migrations/")',
+                f"boundaries = {json.dumps(list(boundaries))}".ljust(24) + '# ...or any path under one of these (e.g. '
+                                                                           '"migrations/")',
             ]
     return "\n".join(lines) + "\n"
 
 
-# ---- apply_preset: replace only [harness] and [roles.*] -----------------------------------------
-_HEADER_RE = re.compile(r"^\s*\[\[?\s*([^\[\]#]+?)\s*\]\]?\s*(#.*)?$")
-
-
-def _line_states(lines: list[str]) -> list[bool]:
-    """For each line: does it start at the top level (not inside a multi-line array, inline
-    table or multi-line string)?"""
-    states = []
-    depth, in_ml = 0, ""
-    for line in lines:
-        states.append(depth == 0 and not in_ml)
-        if depth == 0 and not in_ml and _HEADER_RE.match(line):
-            continue
-        i = 0
-        while i < len(line):
-            if in_ml:
-                end = line.find(in_ml, i)
-                if end < 0:
-                    break
-                i, in_ml = end + 3, ""
-                continue
-            ch = line[i]
-            if ch == "#":
-                break
-            if line.startswith(('"""', "'''"), i):
-                in_ml, i = line[i : i + 3], i + 3
-                continue
-            if ch in "\"'":
-                j = i + 1
-                while j < len(line) and line[j] != ch:
-                    j += 2 if ch == '"' and line[j] == "\\" else 1
-                i = j + 1
-                continue
-            if ch in "[{":
-                depth += 1
-            elif ch in "]}":
-                depth = max(0, depth - 1)
-            i += 1
-    return states
-
-
-def _table_name(header: str) -> str:
-    return ".".join(part.strip().strip("\"'") for part in header.split("."))
-
-
-def _is_preset_table(name: str) -> bool:
+def is_preset_table(name: str) -> bool:
     return name in ("harness", "roles") or name.startswith(("harness.", "roles."))
-
-
-def _segments(lines: list[str]) -> list[tuple[int, int, str]]:
-    """(start, end, table name) of every table: its header, the comment lines right above it,
-    and everything up to the next table's start. Lines before the first table are not a segment."""
-    top = _line_states(lines)
-    headers = [(i, _table_name(m.group(1))) for i, line in enumerate(lines) if top[i] and (m := _HEADER_RE.match(line))]
-    starts = []
-    previous_end = 0
-    for index, name in headers:
-        start = index
-        while start > previous_end and top[start - 1] and lines[start - 1].lstrip().startswith("#"):
-            start -= 1
-        starts.append((start, name))
-        previous_end = index + 1
-    return [(start, starts[k + 1][0] if k + 1 < len(starts) else len(lines), name) for k, (start, name) in enumerate(starts)]
-
-
-def replace_tables(toml_text: str, tables: str) -> str:
-    """Put `tables` (TOML of [harness] and [roles.*]) in place of the [harness] and [roles.*]
-    tables of toml_text, where the first of them was (else at the end). Every other byte stays."""
-    lines = toml_text.splitlines(keepends=True)
-    newline = "\r\n" if "\r\n" in toml_text else "\n"
-    block = [line + newline for line in tables.rstrip("\n").split("\n")]
-    out: list[str] = []
-    placed = False
-    cursor = 0
-    for start, end, name in _segments(lines):
-        if not _is_preset_table(name):
-            continue
-        out += lines[cursor:start]
-        cursor = end
-        if not placed:
-            segment = lines[start:end]
-            out += block + segment[len(_rstrip_blank(segment)) :]  # keep the blank lines after it
-            placed = True
-    out += lines[cursor:]
-    if not placed:
-        if out and not out[-1].endswith("\n"):
-            out[-1] += newline
-        if out and out[-1].strip():
-            out.append(newline)
-        out += block
-    result = "".join(out)
-    try:
-        tomllib.loads(result)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"runner.toml would not parse with these tables: {exc}") from exc
-    return result
-
-
-def _rstrip_blank(segment: list[str]) -> list[str]:
-    end = len(segment)
-    while end and not segment[end - 1].strip():
-        end -= 1
-    return segment[:end]
 
 
 def apply_preset(toml_text: str, name: str) -> str:
@@ -380,7 +294,7 @@ def apply_preset(toml_text: str, name: str) -> str:
             kwargs["min_files"] = review["min_files"]
         if isinstance(review.get("boundaries"), list) and all(isinstance(b, str) for b in review["boundaries"]):
             kwargs["boundaries"] = review["boundaries"]
-    return replace_tables(toml_text, preset_tables(name, **kwargs))
+    return replace_tables(toml_text, preset_tables(name, **kwargs), is_preset_table)
 
 
 # ---- checking a preset against the CLI's own --help ------------------------------------------

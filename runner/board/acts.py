@@ -9,7 +9,8 @@ from typing import Any
 from runner.core.errors import BadInput, RunnerError
 from runner.core.machine import Kind
 from runner.queue import merging
-from runner.queue.queue import Published, Queue, Skip
+from runner.queue.change import Published, Skip
+from runner.queue.queue import Queue
 
 STEP_ACTIONS = ("approve", "reject", "retry", "abort")
 QUEUE_ACTIONS = ("halt", "resume")
@@ -25,7 +26,8 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
         if action in STEP_ACTIONS and not step:
             raise BadInput(f"{action} needs a step")
         if action in NEEDS_REASON and not reason:
-            raise BadInput(f"{action} needs a reason: " + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
+            raise BadInput(f"{action} needs a reason: "
+                           + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
         if action in QUEUE_ACTIONS:
             return {"ok": True, "line": _on_queue(queue, actor, action, reason)}
         published = _on_step(queue, actor, action, step or "", reason)
@@ -38,7 +40,8 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
     event, change = published.change.event, published.change
     assert event is not None  # every step action is an event
     line = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
-    return {"ok": True, "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""), "status": change.status}
+    return {"ok": True, "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""),
+            "status": change.status}
 
 
 def _on_queue(queue: Queue, actor: str, action: str, reason: str) -> str:

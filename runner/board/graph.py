@@ -27,7 +27,8 @@ def layout(plan: Plan) -> dict[str, Any]:
             placed.sort(key=lambda s: (sum(row[d] for d in deps[s]) / len(deps[s]) if deps[s] else 0.0, s))
         for index, sid in enumerate(placed):
             row[sid] = float(index)
-    nodes = [{"id": sid, "title": steps[sid].title, "status": plan.derived_status(steps[sid]), "layer": layer[sid], "row": int(row[sid])}
+    nodes = [{"id": sid, "title": steps[sid].title, "status": plan.derived_status(steps[sid]), "layer": layer[sid],
+              "row": int(row[sid])}
              for sid in steps]
     edges = [[dep, sid] for sid in steps for dep in deps[sid]]
     return {"nodes": nodes, "edges": edges, "too_many": 0}

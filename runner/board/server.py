@@ -123,7 +123,8 @@ class Board:
     def meta(self) -> dict[str, Any]:
         tip = self.snap.tip if self.snap is not None else None
         return {"version": self.version, "actor": self.actor, "read_only": self.read_only, "every": self.every,
-                "queue": self.queue.branch if self.queue else None, "tip": tip, "remote": self.queue.store.remote if self.queue else None}
+                "queue": self.queue.branch if self.queue else None, "tip": tip,
+                "remote": self.queue.store.remote if self.queue else None}
 
 
 def app(board: Board) -> Starlette:
@@ -158,7 +159,8 @@ def app(board: Board) -> Starlette:
                     continue
                 yield ": still here\n\n"  # keeps proxies from closing a quiet stream
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers={**HEADERS, "X-Accel-Buffering": "no"})
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={**HEADERS, "X-Accel-Buffering": "no"})
 
     async def act(request: Request) -> Response:
         if why := refused(board, request):
@@ -167,8 +169,10 @@ def app(board: Board) -> Starlette:
             body = await request.json()
         except ValueError:
             body = None
-        if not isinstance(body, dict) or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason")):
-            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\"}"}, 400, headers=HEADERS)
+        if (not isinstance(body, dict)
+                or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason"))):
+            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\"}"}, 400,
+                                headers=HEADERS)
         done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"))
         await board.refresh()
         return JSONResponse(done, 200 if done["ok"] else 409, headers=HEADERS)
@@ -194,7 +198,8 @@ def app(board: Board) -> Starlette:
 def refused(board: Board, request: Request) -> str | None:
     """Why a request may not act (None when it may)."""
     if not secrets.compare_digest(request.headers.get("x-runner-token", ""), board.token):
-        return "this request does not carry the board's token (open the address `runner board` printed); nothing was changed"
+        return ("this request does not carry the board's token (open the address `runner board` printed); nothing was "
+                "changed")
     origin = request.headers.get("origin")
     if origin is not None and origin != f"http://{request.headers.get('host', '')}":
         return f"a request from {origin} may not act on this board; nothing was changed"
@@ -217,7 +222,8 @@ def _guard_hosts(application, board: Board):
     return guarded
 
 
-def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool, actor: str | None, every: float) -> None:
+def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool, actor: str | None,
+          every: float) -> None:
     import uvicorn
 
     board = Board(make_queue, actor, read_only, every)
@@ -228,7 +234,8 @@ def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool
     try:
         sock.bind((host, port))
     except OSError as exc:
-        raise BadInput(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); pick another --port (0: any free one)") from None
+        raise BadInput(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
+                       "pick another --port (0: any free one)") from None
     sock.listen(128)  # before the address is printed: a browser opening it at once queues until uvicorn accepts
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
@@ -236,16 +243,19 @@ def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool
         board.hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
     else:
         print(f"warning: --host {host} lets other machines reach the board: anyone who can reach it reads the queue. "
-              f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} THIS-HOST, "
+              f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} "
+              "THIS-HOST, "
               f"then open http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
     address = f"http://{shown}:{port}/"
     if read_only:
         print(f"runner board (read-only) on {address}", flush=True)
     else:
         print(f"runner board on {address}#token={board.token}", flush=True)
-        print(f"acting as {actor}; open the address with its token to approve, reject, retry, abort, halt and resume", flush=True)
+        print(f"acting as {actor}; open the address with its token to approve, reject, retry, abort, halt and resume",
+              flush=True)
     print("Ctrl-C stops it", flush=True)
-    config = uvicorn.Config(app(board), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(app(board), log_level="warning", access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=1)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -57,29 +57,36 @@ def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[st
     }
 
 
-def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]], since_halt: str | None) -> list[dict[str, Any]]:
+def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]],
+              since_halt: str | None) -> list[dict[str, Any]]:
     """What waits for a person, each with why and since when: agents configured without plan-wide
     approval, the halted queue, steps in review, steps failed for good, workers gone while holding
     a claim."""
     found = []
     if warning := snap.config.agents_without_approval():
-        found.append({"kind": "warning", "step": None, "title": "Agents' results merge without a person", "why": warning, "since": None})
+        found.append({"kind": "warning", "step": None, "title": "Agents' results merge without a person",
+                      "why": warning, "since": None})
     if snap.plan.halted:
-        found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted, "since": since_halt})
+        found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted,
+                      "since": since_halt})
     for entry in steps:
         if entry["status"] == "review":
             why = WHY_REVIEW.get(str(entry["review"] or "result"), "a person must decide")
             detail = entry["last_error"] if entry["review"] != "result" or entry["last_error"] else None
-            found.append({"kind": "review", "step": entry["step"], "title": entry["title"], "why": why + (f": {detail}" if detail else ""),
+            found.append({"kind": "review", "step": entry["step"], "title": entry["title"],
+                          "why": why + (f": {detail}" if detail else ""),
                           "since": entry["since"]})
         elif entry["status"] == "failed":
             found.append({"kind": "failed", "step": entry["step"], "title": entry["title"],
-                          "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}", "since": entry["since"]})
+                          "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}",
+                          "since": entry["since"]})
     for worker in workers:
         if worker["liveness"] == "gone" and worker["step"]:
             found.append({"kind": "worker-gone", "step": worker["step"], "title": f"{worker['worker']} is gone",
-                          "why": f"{worker['worker']} (on {worker['host'] or 'an unknown host'}) stopped beating while holding {worker['step']}: "
-                                 "a worker takes it over when its lease runs out, or abort it", "since": worker["last_beat"]})
+                          "why": f"{worker['worker']} (on {worker['host'] or 'an unknown host'}) stopped beating while "
+                                 f"holding {worker['step']}: "
+                                 "a worker takes it over when its lease runs out, or abort it",
+                                 "since": worker["last_beat"]})
     return found
 
 
@@ -99,14 +106,16 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
         "verdict": step.get("last_verdict"),
         "handoff": handoff.decode("utf-8", "replace") if handoff else None,
         "manual": manual_checks(step.text),
-        "history": [{k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")} for e in entries],
+        "history": [{k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")}
+                    for e in entries],
         "live": step_output(snap, step_id),
     }
 
 
 def attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every recorded attempt, newest first, with each run (name, result, seconds, detail)."""
-    return [{"attempt": e["attempt"], "event": e["event"], "status": e["status"], "actor": e["actor"], "time": e["time"],
+    return [{"attempt": e["attempt"], "event": e["event"], "status": e["status"], "actor": e["actor"],
+             "time": e["time"],
              "reason": e["reason"], "runs": e["runs"]} for e in entries if e["event"] in RECORDS]
 
 
@@ -119,7 +128,8 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
     commit, merge = result.get("commit"), result.get("merge")
     store = queue.store
     git_dir = getattr(store, "git_dir", store.state_dir)
-    found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [], "note": None}
+    found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [],
+                             "note": None}
     tip = snap.tips.get(integration)
     if merge and _has(git_dir, merge):
         found.update(kind="merged", note=f"what the merge {merge[:10]} brought into {integration}")
@@ -132,10 +142,12 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
         return found
     waiting = step.get("status") == "review" and (step.get("review") or "result") == "result"
     if waiting and tip:
-        merged = run_git(git_dir, "merge-tree", "--write-tree", "--name-only", "--no-messages", tip, commit, check=False)
+        merged = run_git(git_dir, "merge-tree", "--write-tree", "--name-only", "--no-messages", tip, commit,
+                         check=False)
         lines = merged.stdout.decode("utf-8", "replace").splitlines()
         if merged.returncode == 1:
-            found.update(kind="conflict", conflict=[p for p in lines[1:] if p], note=f"approve would not merge: it conflicts with {integration} in these files")
+            found.update(kind="conflict", conflict=[p for p in lines[1:] if p],
+                         note=f"approve would not merge: it conflicts with {integration} in these files")
             return _diff(git_dir, found, f"{tip}...{commit}")
         if merged.returncode == 0 and lines:
             found.update(kind="would-merge", note=f"exactly what approve would merge into {integration} ({tip[:10]})")

@@ -9,7 +9,8 @@ from runner.core.config import DEFAULT_TOML
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, PROMPTS_DIR
 
-APPROVAL_ON = ("plan-wide approval is on ([queue] requires_approval = true): every agent's result waits for `runner approve`; "
+APPROVAL_ON = (
+    "plan-wide approval is on ([queue] requires_approval = true): every agent's result waits for `runner approve`; "
                "set it to false in runner.toml to merge results with no person")
 _APPROVAL_RE = re.compile(r"^(\s*requires_approval\s*=\s*)(true|false)\b(.*)$", re.DOTALL)
 
@@ -47,7 +48,8 @@ def set_agent(queue, agent: str, actor: str) -> str:
         parse_config(text)  # refused before it is committed, like any runner.toml edit
         return {CONFIG_FILE: text.encode()}
 
-    queue.edit(files, f"set the agent commands to {agent} and turn plan-wide approval on (runner init --agent {agent})", actor)
+    queue.edit(files, f"set the agent commands to {agent} and turn plan-wide approval on (runner init --agent {agent})",
+               actor)
     return f"runner.toml's [harness] and [roles.*] now run {agent}; {APPROVAL_ON}"
 
 
@@ -55,12 +57,13 @@ def with_approval(toml_text: str) -> str:
     """runner.toml with `[queue] requires_approval = true`, every other byte kept."""
     import tomllib
 
-    from runner.agents.presets import _segments
+    from runner.agents.tomltables import segments
 
     lines = toml_text.splitlines(keepends=True)
-    queue = next(((start, end) for start, end, name in _segments(lines) if name == "queue"), None)
+    queue = next(((start, end) for start, end, name in segments(lines) if name == "queue"), None)
     if queue is None:
-        text = toml_text + ("" if toml_text.endswith("\n") or not toml_text else "\n") + "\n[queue]\nrequires_approval = true\n"
+        text = toml_text + ("" if toml_text.endswith("\n") or not toml_text
+                            else "\n") + "\n[queue]\nrequires_approval = true\n"
     else:
         start, end = queue
         found = next((i for i in range(start, end) if _APPROVAL_RE.match(lines[i])), None)
@@ -68,8 +71,10 @@ def with_approval(toml_text: str) -> str:
             lines[found] = _APPROVAL_RE.sub(lambda m: m.group(1) + "true" + m.group(3), lines[found])
         else:
             header = next(i for i in range(start, end) if lines[i].lstrip().startswith("["))
-            lines.insert(header + 1, "requires_approval = true  # runner init --agent: an agent's result waits for a person\n")
+            lines.insert(header + 1,
+                         "requires_approval = true  # runner init --agent: an agent's result waits for a person\n")
         text = "".join(lines)
     if tomllib.loads(text).get("queue", {}).get("requires_approval") is not True:
-        raise BadInput("runner.toml: could not turn plan-wide approval on; set [queue] requires_approval = true in it by hand")
+        raise BadInput(
+            "runner.toml: could not turn plan-wide approval on; set [queue] requires_approval = true in it by hand")
     return text

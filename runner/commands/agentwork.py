@@ -15,7 +15,12 @@ import typer
 from runner.commands.common import Tags, Target, check_worker_id, emit
 from runner.core.errors import EXIT_FAILURE, BadInput
 
-AgentId = Annotated[str, typer.Option("--id", help="Your agent id, e.g. claude-alice (1 to 64 of A-Z a-z 0-9 . _ -): the claim, its heartbeat and every record name it.")]
+AgentId = Annotated[
+    str,
+    typer.Option(
+        "--id",
+        help="Your agent id, e.g. claude-alice (1 to 64 of A-Z a-z 0-9 . _ -): the claim, its heartbeat and every "
+             "record name it.")]
 StepArg = Annotated[str, typer.Argument(help="The step.")]
 
 
@@ -44,7 +49,12 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
 def work(target: Target, agent: AgentId,
          step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
          tag: Tags = [],
-         context: Annotated[str | None, typer.Option("--context", help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the prompt and the handoff.")] = None) -> None:
+         context: Annotated[
+             str | None,
+             typer.Option(
+                 "--context",
+                 help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the "
+                      "prompt and the handoff.")] = None) -> None:
     """Take a step yourself: claim it as a worker would, make a git worktree at the integration
     branch's tip, print its path and the step's prompt. Exit 3 when nothing can be taken.
 
@@ -62,7 +72,13 @@ def work(target: Target, agent: AgentId,
 
 
 def submit(target: Target, step_id: StepArg, agent: AgentId,
-           notes: Annotated[str | None, typer.Option("--notes", help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.")] = None) -> None:
+           notes: Annotated[
+               str | None,
+               typer.Option(
+                   "--notes",
+                   help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.",
+               )] = None,
+) -> None:
     """Hand in the step you hold: run its checks in your worktree (Automated Verification and QA,
     the project's gates, the verifier, the review) as a worker's tick would, tick what passed,
     record the outcome with its merge, and print the report.
@@ -81,7 +97,8 @@ def print_report(target: Target, result) -> None:
     emit(target, result.as_dict(), render_text(result))
 
 
-def prime(agent: Annotated[str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
+def prime(agent: Annotated[
+    str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
     """What an agent reads at the start of a session: how to find, take and hand in a step, and
     what it may never do. `runner init --agent NAME --prime` writes it into that agent's
     project instructions file."""
@@ -98,7 +115,8 @@ def check_prime(target: Target, agent: str | None) -> Path:
     from runner.store.git import GitStore
 
     if agent not in INSTRUCTIONS_FILE:
-        raise BadInput(f"--prime writes the instructions file of the agent named by --agent: one of {', '.join(INSTRUCTIONS_FILE)}")
+        raise BadInput("--prime writes the instructions file of the agent named by --agent: "
+                       f"one of {', '.join(INSTRUCTIONS_FILE)}")
     store = GitStore(target.repo, remote=None)
     if not (store.workdir / ".git").exists():
         raise BadInput("--prime writes a file in the working tree, and this repository is bare")
@@ -117,7 +135,8 @@ def write_prime(target: Target, agent: str | None) -> str:
     return said + (f"; {HOW_IT_IS_READ[agent]}" if agent in HOW_IT_IS_READ else "")
 
 
-def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool = False, permanent: bool = False) -> bool:
+def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool = False,
+               permanent: bool = False) -> bool:
     """`runner release` / `runner fail` of a step taken here with `runner work`: given back through
     its session, as the MCP tools do (a handoff, a failure's change kept on the step's branch,
     the worktree and the keeper ended). False when this host has no session of it."""

@@ -18,9 +18,20 @@ StepArg = Annotated[str, typer.Argument(help="The step.")]
 def board(
     target: Target,
     port: Annotated[int, typer.Option("--port", help="The port to listen on (0: any free one).")] = 8765,
-    host: Annotated[str, typer.Option("--host", help="The address to listen on. Other than loopback, anyone who reaches it reads the queue: prefer an ssh tunnel.")] = "127.0.0.1",
-    read_only: Annotated[bool, typer.Option("--read-only", help="Show, never act (for a shared screen): no approve, reject, retry, abort, halt or resume.")] = False,
-    every: Annotated[float, typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="The address to listen on. Other than loopback, anyone who reaches it reads the queue: prefer an ssh "
+                 "tunnel.")] = "127.0.0.1",
+    read_only: Annotated[
+        bool,
+        typer.Option(
+            "--read-only",
+            help="Show, never act (for a shared screen): no approve, reject, retry, abort, halt or resume.")] = False,
+    every: Annotated[
+        float,
+        typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
     by: By = None,
 ) -> None:
     """A web page of the queue on this clone: what needs you first, the plan and its graph,
@@ -38,7 +49,8 @@ def board(
 def logs(
     target: Target,
     step_id: StepArg,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing what the step prints until it ends.")] = False,
+    follow: Annotated[bool,
+                      typer.Option("--follow", "-f", help="Keep printing what the step prints until it ends.")] = False,
     every: Annotated[float, typer.Option("--every", help="Seconds between fetches with --follow.")] = 2.0,
 ) -> None:
     """A step's output from any clone: while it runs, the tail its worker's heartbeat carries
@@ -91,7 +103,8 @@ def _header(now: dict) -> str:
     if now["running"]:
         if now["output"] is None:
             return f"-- {step} attempt {attempt} runs on {now['worker']}; its heartbeat has carried no output yet"
-        return f"-- {step} attempt {attempt} on {now['worker']}" + (f", running {now['run']}" if now.get("run") else "") + f" (heartbeat of {now['at']})"
+        return f"-- {step} attempt {attempt} on {now['worker']}" + (f", running {now['run']}" if now.get(
+            "run") else "") + f" (heartbeat of {now['at']})"
     if now["output"] is None:
         return f"-- {step} is {now['status']}, not running; no log tail recorded for it"
     return f"-- {step} is {now['status']}, not running; the log tail of attempt {attempt}, from its handoff:"

@@ -18,15 +18,21 @@ from typing import Annotated, Any, cast
 import typer
 
 from runner.commands import plain
-from runner.commands.plain import Target, check_worker_id, emit, person, report_bug, say  # noqa: F401 (commands import them from here)
+
+# Commands import these from here:
+from runner.commands.plain import Target, check_worker_id, emit, person, report_bug, say  # noqa: F401
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
 
 SHARED = [
     inspect.Parameter("repo", inspect.Parameter.KEYWORD_ONLY, default=Path("."), annotation=Annotated[
         Path, typer.Option("--repo", help="The git repository (default: the one you are in).", show_default=False)]),
     inspect.Parameter("remote", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option("--remote", help="The remote that holds the queue (default: origin when there is one; 'none': this repository only).")]),
-    inspect.Parameter("queue_branch", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_QUEUE_BRANCH, annotation=Annotated[
+        str | None, typer.Option(
+            "--remote",
+            help="The remote that holds the queue (default: origin when there is one; 'none': this repository only).",
+        )]),
+    inspect.Parameter("queue_branch", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_QUEUE_BRANCH,
+                      annotation=Annotated[
         str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch.")]),
 ]
 JSON = inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
@@ -47,7 +53,8 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
     def wrapper(*args, **kwargs):
         shared = {p.name: kwargs.pop(p.name, p.default) for p in extra}
         if wants_target:
-            kwargs["target"] = Target.of(shared.get("repo", Path(".")), shared.get("remote"), shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
+            kwargs["target"] = Target.of(shared.get("repo", Path(".")), shared.get("remote"),
+                                         shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
                                          shared.get("json_out", False))
         return run_mapped(func, *args, **kwargs)
 
@@ -66,4 +73,5 @@ def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
 
 WorkerId = Annotated[str, typer.Option("--id", help="This worker's id, e.g. host-a (1 to 64 of A-Z a-z 0-9 . _ -).")]
 By = Annotated[str | None, typer.Option("--by", help="Who acts (default: git's user.name, else $USER).")]
-Tags = Annotated[list[str], typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")]
+Tags = Annotated[list[str],
+                 typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")]

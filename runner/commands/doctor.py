@@ -70,7 +70,8 @@ def run_checks(target) -> list[dict[str, Any]]:
     checks.append(_check("queue", "ok", f"{target.branch} @ {snap.tip[:10]}, {len(snap.plan.steps)} valid steps"))
     checks.append(_check("config", "ok", "runner.toml follows the schema"))
     problems = snap.plan.check(snap.config)
-    checks.append(_check("plan", "fail" if problems else "ok", f"{len(problems)} problem(s): runner validate" if problems else "sound"))
+    checks.append(_check("plan", "fail" if problems else "ok",
+                         f"{len(problems)} problem(s): runner validate" if problems else "sound"))
     integration = snap.config.queue.integration_branch
     checks.append(
         _check("integration", "ok", f"{integration} exists")
@@ -80,7 +81,10 @@ def run_checks(target) -> list[dict[str, Any]]:
     if snap.plan.halted:
         checks.append(_check("halt", "warn", f"queue halted: {snap.plan.halted} (runner resume)"))
     if queue.reader.malformed_beats:
-        checks.append(_check("heartbeats", "warn", "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items()) + " (delete the ref on the remote)"))
+        checks.append(_check(
+            "heartbeats", "warn",
+            "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items())
+            + " (delete the ref on the remote)"))
     checks.append(resources(store.state_dir, snap.config))
     return checks
 

@@ -38,12 +38,14 @@ def build(work, target) -> MCPServer:
                     raise ToolError("; ".join(exc.problems)) from None
                 except RunnerError as exc:
                     raise ToolError(str(exc)) from None
-                except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
+                # Every fault ends here, reported, never a traceback for the user:
+                except Exception as exc:  # noqa: BLE001
                     log = work.store.state_dir / "logs" / "mcp-errors.log"
                     log.parent.mkdir(parents=True, exist_ok=True)
                     with open(log, "a") as handle:
                         handle.write(traceback.format_exc() + "\n")
-                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log}") from None
+                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); "
+                                    f"the traceback is in {log}") from None
 
             guarded.__name__, cast(Any, guarded).__signature__ = func.__name__, __import__("inspect").signature(func)
             app.tool(description=description, structured_output=False)(guarded)
@@ -63,17 +65,23 @@ def build(work, target) -> MCPServer:
         return work.show(step)
 
     @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
-          "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept while "
+          "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
+          "while "
           "this session lives. One step at a time.")
     def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> str:
         held = work.claim(step or None)
-        return f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: {held['worktree']}\n\n{held['prompt']}"
+        return (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: "
+                f"{held['worktree']}\n\n{held['prompt']}")
 
     @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
-          "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the report: "
-          "Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and fixes are "
+          "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "
+          "report: "
+          "Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and fixes "
+          "are "
           "left, nothing is recorded: fix it and call complete again.")
-    def complete(step: Step, notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:
+    def complete(
+        step: Step,
+        notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:
         return render_text(work.complete(step, notes or None))
 
     @tool("The step you hold cannot be done as written: record a failure (retried later with your reason as feedback).")

@@ -82,7 +82,9 @@ def report_bug(exc: BaseException) -> int:
         log = Path(tempfile.gettempdir()) / "runner-errors.log"
         with open(log, "a") as handle:
             handle.write(text + "\n")
-    say(f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 shows it)")
+    say(
+        f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 "
+        "shows it)")
     return EXIT_FAILURE
 
 
@@ -94,7 +96,8 @@ def person(by: str | None) -> str:
     if not name:
         from runner.store.git import run_git
 
-        name = run_git(".", "config", "user.name", check=False).stdout.decode(errors="replace").strip() or os.environ.get("USER") or "person"
+        name = (run_git(".", "config", "user.name", check=False).stdout.decode(errors="replace").strip()
+                or os.environ.get("USER") or "person")
     if problem := person_problem(name):
         raise BadInput(f"--by: {problem}")
     return name
@@ -124,15 +127,18 @@ def report(target: Target, published) -> None:
 
     change = published.change
     event = change.event
-    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status, "commit": published.commit}
+    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status,
+            "commit": published.commit}
     text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
-    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":  # a person ended it: at the deviation gate, or anywhere
+    # a person ended it: at the deviation gate, or anywhere
+    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":
         data["sentinel"] = "STEP_REJECTED"
         text += f"\nSTEP_REJECTED: {change.updates.get('last_error') or 'aborted'}"
     emit(target, data, text)
 
 
-def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ignore_deps: bool = False, by: str | None = None) -> None:
+def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ignore_deps: bool = False,
+          by: str | None = None) -> None:
     """`runner claim`: the best ready step (or STEP) for `worker`; exit 3 when nothing can be taken."""
     from runner.queue.leases import holder_info, new_incarnation
 

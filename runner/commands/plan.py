@@ -14,9 +14,24 @@ from runner.core.errors import EXIT_BAD_INPUT, BadInput
 from runner.core.stepschema import key_doc, shown
 
 
-def init(target: Target, agent: Annotated[str | None, typer.Option("--agent", help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or none.")] = None,
+def init(
+    target: Target,
+    agent: Annotated[
+        str | None,
+        typer.Option(
+            "--agent",
+            help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or "
+                 "none.")] = None,
+
          by: By = None,
-         prime: Annotated[bool, typer.Option("--prime", help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False) -> None:
+         prime: Annotated[
+             bool,
+             typer.Option(
+                 "--prime",
+                 help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's "
+                      "project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).",
+             )] = False,
+) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 
     With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI and
@@ -41,20 +56,25 @@ def init(target: Target, agent: Annotated[str | None, typer.Option("--agent", he
         message += "; " + write_prime(target, agent)
     emit(target, {"created": created, "message": message}, message)
     if not target.json:
-        typer.echo('next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')
+        typer.echo(
+            'next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')
 
 
 def add(
     target: Target,
     title: Annotated[str, typer.Argument(help="What the step does.")],
     step_id: Annotated[str, typer.Option("--id", help="Step id: 1 to 64 of a-z 0-9 . _ -, e.g. 03-add-parser.")],
-    depends_on: Annotated[list[str], typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")] = [],
+    depends_on: Annotated[list[str],
+                          typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")] = [],
     priority: Annotated[int, typer.Option(help=key_doc("priority"))] = 0,
     tag: Annotated[list[str], typer.Option("--tag", help=f"{key_doc('tags')} (repeatable).")] = [],
-    run: Annotated[str | None, typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
     timeout: Annotated[str | None, typer.Option(help=key_doc("timeout"))] = None,
     max_attempts: Annotated[int | None, typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
-    output: Annotated[list[str], typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
+    output: Annotated[list[str],
+                      typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
     requires_approval: Annotated[bool, typer.Option("--requires-approval", help=key_doc("requires_approval"))] = False,
     touches: Annotated[list[str], typer.Option("--touches", help=f"{key_doc('touches')} (repeatable).")] = [],
     body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
@@ -67,7 +87,8 @@ def add(
     from runner.core.stepfile import parse_step, render_new_step
 
     given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
-             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output, "requires_approval": requires_approval,
+             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
+             "requires_approval": requires_approval,
              "touches": touches}
     fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}
     if not priority:
@@ -81,12 +102,14 @@ def add(
         if existing := snap.plan.find(step_id):
             raise BadInput(f"step {step_id!r} already exists ({existing.path})")
         size = len(snap.plan.steps) + len(snap.plan.invalid)
-        fanned = size + 1 >= FANOUT_FROM or any(s.path == new_step_path(s.id, True) for s in list(snap.plan.steps.values())[:1])
+        fanned = (size + 1 >= FANOUT_FROM
+                  or any(s.path == new_step_path(s.id, True) for s in list(snap.plan.steps.values())[:1]))
         path = new_step_path(step_id, fanned)
         step = parse_step(path, data)
         merged = Plan.build([*snap.plan.steps.values(), step])
         problems = [f"{p}" for s in merged.invalid if s.id == step_id for p in s.problems]
-        problems += [p.split(": ", 1)[1] for p in merged.unrunnable(bool(snap.config.harness.command)) if p.startswith(path)]
+        problems += [p.split(": ", 1)[1] for p in merged.unrunnable(bool(snap.config.harness.command))
+                     if p.startswith(path)]
         if problems:
             raise BadInput(problems)
         path_holder[:] = [path]
@@ -103,7 +126,9 @@ def parse_run(text: str) -> list[str]:
         try:
             argv = jsonsafe.loads(text)
         except ValueError as exc:
-            raise BadInput(f"--run: {shown(text)} is not a JSON list ({exc}); write it as '[\"make\", \"db\"]' with double quotes, or as plain words: --run 'make db'") from None
+            raise BadInput(
+                f"--run: {shown(text)} is not a JSON list ({exc}); write it as '[\"make\", \"db\"]' with double "
+                "quotes, or as plain words: --run 'make db'") from None
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
             raise BadInput("--run: a JSON list of strings, e.g. '[\"make\", \"db\"]'")
         return argv
@@ -118,7 +143,9 @@ def parse_run(text: str) -> list[str]:
 
 def import_(
     target: Target,
-    folder: Annotated[Path, typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md.")],
+    folder: Annotated[
+        Path,
+        typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md.")],
     by: By = None,
 ) -> None:
     """Import a plan folder onto the queue branch: all or nothing, every problem listed."""
@@ -133,7 +160,8 @@ def import_(
         from runner.core.stepfile import parse_step
 
         merged = Plan.build([*snap.plan.steps.values(), *(parse_step(p, found[p]) for p in steps_only)])
-        if problems := [p for p in merged.unrunnable(bool(snap.config.harness.command)) if p.split(":", 1)[0] in steps_only]:
+        if problems := [p for p in merged.unrunnable(bool(snap.config.harness.command))
+                        if p.split(":", 1)[0] in steps_only]:
             raise BadInput(problems)
         summary[:] = what
         return found
@@ -156,7 +184,11 @@ def progress_line(verb: str):
     return show
 
 
-def validate(target: Target, path: Annotated[Path | None, typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
+def validate(
+    target: Target,
+    path: Annotated[
+        Path | None,
+        typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
     """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
     whose last attempt changed files outside its `touches:`, and agents configured without
     plan-wide approval, are warnings (exit 0)."""
@@ -193,8 +225,13 @@ AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a larg
 
 
 def status(target: Target, show_all: AllRows = False,
-           watch: Annotated[bool, typer.Option("--watch", help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events.")] = False,
-           every: Annotated[float, typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0) -> None:
+           watch: Annotated[
+               bool,
+               typer.Option(
+                   "--watch",
+                   help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events.")] = False,
+           every: Annotated[float,
+                            typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0) -> None:
     """Every step with its status (and the derived waiting / blocked / invalid), assignee, attempt and age."""
     from runner.commands import render
 
@@ -218,7 +255,8 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
     if target.json:
         print_json({**row, "meta": step.meta, "text": step.text})
         return
-    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "last_error", "held_back", "path"):
+    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease",
+                "claimed_at", "not_before", "last_error", "held_back", "path"):
         if row.get(key) not in (None, [], ""):
             typer.echo(f"{key + ':':<12} {row[key]}")
     for problem in step.problems:
@@ -233,7 +271,8 @@ def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     from runner.commands.render import print_ready, ready_rows
 
     snap = _listed(target)
-    print_ready(snap.plan, ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive), target.branch, target.json, show_all)
+    print_ready(snap.plan, ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive), target.branch, target.json,
+                show_all)
 
 
 def _listed(target: Target):
@@ -244,7 +283,8 @@ def _listed(target: Target):
 
     queue = target.queue()
     snap = queue.snapshot()
-    quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive, warnings(snap.config))
+    quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
+               warnings(snap.config))
     return snap
 
 
@@ -267,4 +307,5 @@ def log(
     if target.json:
         print_json({"entries": entries})
         return
-    print_log(entries, f"log of {target.branch}" + (f" for {step_id}" if step_id else ""), show_runs=step_id is not None)
+    print_log(entries, f"log of {target.branch}" + (f" for {step_id}" if step_id else ""),
+              show_runs=step_id is not None)

@@ -23,7 +23,8 @@ from runner.core.layout import GIT_REPOSITORY_ENV
 
 INDEX_FILE = "plan-index.json"
 FORMAT = 4
-_VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}  # --tag: ready only
+# --tag: ready only
+_VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
@@ -108,12 +109,14 @@ def _help_key() -> list:
 
     from runner.core.fingerprint import library_hash
 
-    libraries = library_hash("click/__init__.py", "click/core.py", "typer/__init__.py", "typer/core.py")  # their versions and help code
+    # their versions and help code
+    libraries = library_hash("click/__init__.py", "click/core.py", "typer/__init__.py", "typer/core.py")
     width = max(min(shutil.get_terminal_size().columns, 80) - 2, 50)  # as click's HelpFormatter wraps
     return [code_stamp(), libraries, width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
 
 
-def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True, warnings: list[str] | None = None) -> None:
+def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True,
+         warnings: list[str] | None = None) -> None:
     """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready` or `status`."""
     data = {
         "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
@@ -153,7 +156,8 @@ def answer_listing(command: str, args: list[str]) -> bool:
             ref = fetched
         data = json.loads((git_dir / "runner" / INDEX_FILE).read_text())
         tip = _ref(git_dir, ref)
-        if data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None or data.get("tip") != tip:
+        if (data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None
+                or data.get("tip") != tip):
             return False
         if data.get("code") != code_stamp():
             return False
@@ -161,21 +165,25 @@ def answer_listing(command: str, args: list[str]) -> bool:
 
         plan = _plan(data)
         exclusive = bool(data["touches_exclusive"])
-        rows = render.ready_rows(plan, options["tags"], exclusive) if command == "ready" else render.status_rows(plan, exclusive)
+        rows = (render.ready_rows(plan, options["tags"], exclusive) if command == "ready"
+                else render.status_rows(plan, exclusive))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # an index that does not read: the full way
         return False
     if command == "ready":
         render.print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
     else:
-        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"], [str(w) for w in data["warnings"]])
+        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"],
+                            [str(w) for w in data["warnings"]])
     return True
 
 
-def _parse(args: list[str], flags: dict[str, str], values: dict[str, str], positional: str | None = None) -> dict | None:
+def _parse(args: list[str], flags: dict[str, str], values: dict[str, str],
+           positional: str | None = None) -> dict | None:
     """Plain options as the full command parses them: `flags` and `values` map an option to
     its key (`--tag` repeats), `positional` names the one argument allowed; None for anything
     else (help, an option this shortcut does not take), which the full command answers."""
-    options: dict = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue", "tags": []}
+    options: dict = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue",
+                     "tags": []}
     options.update({key: False for key in flags.values()})
     rest = iter(args)
     for arg in rest:
@@ -233,7 +241,8 @@ def _fetch_from_origin(git_dir: Path, branch: str) -> str | None:
     if '[remote "origin"]' not in (git_dir / "config").read_text(errors="replace"):
         return None
     try:
-        url = run_git(git_dir, "config", "--get", "remote.origin.url", check=False).stdout.decode(errors="replace").strip()
+        url = run_git(git_dir, "config", "--get", "remote.origin.url",
+                      check=False).stdout.decode(errors="replace").strip()
         if not url or run_git(git_dir, *fetch_args(url, "origin", [branch], heartbeats=True), check=False).returncode:
             return None
     except StoreError:
@@ -265,7 +274,8 @@ def _plan(data: dict):
     from runner.core.plan import Plan
 
     steps = {step_id: Step(step_id, path, index, "") for step_id, path, index in data["steps"]}
-    invalid = [Step(step_id, path, index, "", [str(p) for p in problems]) for step_id, path, index, problems in data["invalid"]]
+    invalid = [Step(step_id, path, index, "", [str(p) for p in problems])
+               for step_id, path, index, problems in data["invalid"]]
     if any(not step.problems for step in invalid):
         raise ValueError("an invalid step without its problems")
     return Plan(steps=steps, invalid=invalid, halted=data["halted"])

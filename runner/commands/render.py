@@ -122,7 +122,8 @@ def plain_table(rows: list[dict[str, Any]], title: str) -> str:
 
 
 def _note(row: dict[str, Any]) -> str:
-    return "; ".join(row["problems"]) if row["problems"] else (f"held back: {row['held_back']}" if row.get("held_back") else row["last_error"] or "")
+    return ("; ".join(row["problems"]) if row["problems"]
+            else (f"held back: {row['held_back']}" if row.get("held_back") else row["last_error"] or ""))
 
 
 def counts_line(rows: list[dict[str, Any]]) -> str:
@@ -160,7 +161,8 @@ def _node_id(step_id: str) -> str:
     return "s_" + "".join(c if c.isalnum() else "_" for c in step_id)
 
 
-def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str, halted: str | None = None) -> None:
+def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str,
+               halted: str | None = None) -> None:
     """A rich table for a plan of human size on a terminal; plain text otherwise (a pipe, a log,
     a large plan), without even importing rich. A large plan shows the rows that need attention."""
     shown = rows
@@ -171,7 +173,8 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
     if halted:
         from runner.commands.output import cell
 
-        lines.append((f"queue halted: {halted}  (runner resume)", f"[bold red]queue halted:[/] {cell(halted)}  (runner resume)"))
+        lines.append((f"queue halted: {halted}  (runner resume)",
+                      f"[bold red]queue halted:[/] {cell(halted)}  (runner resume)"))
     table = None
     if not shown and rows:
         lines.append((f"{title}: no step needs attention",) * 2)
@@ -249,13 +252,16 @@ def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> Non
     for e in entries:
         attempt = f" (attempt {e['attempt']})" if e["attempt"] else ""
         status = f" -> {e['status']}" if e["status"] else ""
-        lines.append(f"{e['time']}  {e['commit'][:10]}  {e['event']:<9} {e['step'] or '':<20} {e['actor'] or ''}{attempt}{status}")
+        lines.append(
+            f"{e['time']}  {e['commit'][:10]}  {e['event']:<9} {e['step'] or '':<20} "
+            f"{e['actor'] or ''}{attempt}{status}")
         if show_runs:
             if e.get("reason"):
                 lines.append(f"    reason: {' '.join(str(e['reason']).split())[:300]}")
             for run in e.get("runs") or []:
                 took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
-                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}" + (f" ({run['detail']})" if run.get("detail") else ""))
+                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}"
+                             + (f" ({run['detail']})" if run.get("detail") else ""))
     sys.stdout.write("\n".join(lines) + "\n")
 
 
@@ -281,7 +287,8 @@ def watch(target, every: float) -> None:
             running.add_column(column)
         for row in rows:
             if row["status"] == "claimed":
-                running.add_row(cell(row["step"]), cell(row["assignee"]), cell(row["attempt"] or ""), age(parse_time(row["claimed_at"])))
+                running.add_row(cell(row["step"]), cell(row["assignee"]), cell(row["attempt"] or ""),
+                                age(parse_time(row["claimed_at"])))
         events = Table(title="last events", title_justify="left")
         for column in ("time", "event", "step", "by", "status"):
             events.add_column(column)

@@ -28,9 +28,13 @@ class Mode(str, Enum):
 
 OsOption = Annotated[
     SchedulerName | None,
-    typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.", show_default=False),
+    typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.",
+                 show_default=False),
 ]
-IdOption = Annotated[str, typer.Option("--id", help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.", show_default=False)]
+IdOption = Annotated[
+    str,
+    typer.Option("--id", help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.",
+                 show_default=False)]
 NoActivateOption = Annotated[
     bool,
     typer.Option(
@@ -44,18 +48,68 @@ NoActivateOption = Annotated[
 def install_schedule(
     worker_id: IdOption,
     os_name: OsOption = None,
-    mode: Annotated[Mode, typer.Option("--mode", help="daemon: keep `runner worker` running; tick: run `runner tick` every --interval seconds.")] = Mode.daemon,
-    tag: Annotated[list[str], typer.Option("--tag", help="A tag of this worker (repeatable): a step with tags goes only to workers that have all of them.", metavar="TAG", show_default=False)] = [],
-    interval: Annotated[int | None, typer.Option("--interval", help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period (default 300).", metavar="SECONDS", show_default=False)] = None,
-    grace: Annotated[int | None, typer.Option("--grace", help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over 30 s.", metavar="SECONDS", show_default=False)] = None,
-    remote: Annotated[str | None, typer.Option("--remote", help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).", metavar="NAME", show_default=False)] = None,
-    queue_branch: Annotated[str | None, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).", metavar="BRANCH", show_default=False)] = None,
-    repo: Annotated[Path | None, typer.Option("--repo", help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it must hold the queue branch.", show_default=False)] = None,
-    target_repo: Annotated[str | None, typer.Option("--target-repo", help="With --output or --dry-run: the worker's clone on the computer the files are for.", metavar="PATH", show_default=False)] = None,
-    python: Annotated[str | None, typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).", metavar="PATH", show_default=False)] = None,
-    env_file: Annotated[Path | None, typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).", metavar="DIR", show_default=False)] = None,
+    mode: Annotated[
+        Mode,
+        typer.Option(
+            "--mode",
+            help="daemon: keep `runner worker` running; tick: run `runner tick` every --interval seconds.",
+        )] = Mode.daemon,
+    tag: Annotated[
+        list[str],
+        typer.Option(
+            "--tag",
+            help="A tag of this worker (repeatable): a step with tags goes only to workers that have all of them.",
+            metavar="TAG", show_default=False)] = [],
+    interval: Annotated[
+        int | None,
+        typer.Option(
+            "--interval",
+            help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period "
+                 "(default 300).",
+            metavar="SECONDS", show_default=False)] = None,
+    grace: Annotated[
+        int | None,
+        typer.Option(
+            "--grace",
+            help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's "
+                 "grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over "
+                 "30 s.",
+            metavar="SECONDS", show_default=False)] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).",
+            metavar="NAME", show_default=False)] = None,
+    queue_branch: Annotated[
+        str | None,
+        typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).",
+                     metavar="BRANCH", show_default=False)] = None,
+    repo: Annotated[
+        Path | None,
+        typer.Option(
+            "--repo",
+            help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it "
+                 "must hold the queue branch.",
+            show_default=False)] = None,
+    target_repo: Annotated[
+        str | None,
+        typer.Option("--target-repo",
+                     help="With --output or --dry-run: the worker's clone on the computer the files are for.",
+                     metavar="PATH", show_default=False)] = None,
+    python: Annotated[
+        str | None,
+        typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).",
+                     metavar="PATH", show_default=False)] = None,
+    env_file: Annotated[
+        Path | None,
+        typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
+    dry_run: Annotated[bool,
+                       typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).",
+                     metavar="DIR", show_default=False)] = None,
     no_activate: NoActivateOption = False,
 ) -> None:
     """Keep a worker running with the OS's scheduler, across logouts, reboots and crashes.
@@ -66,7 +120,8 @@ def install_schedule(
 
     Examples: `runner install-schedule --id host-a --tag gpu --repo ~/plan` ·
     `runner install-schedule --id host-a --mode tick --interval 600` ·
-    `runner install-schedule --os launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo /Users/me/plan`
+    `runner install-schedule --os launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo
+    /Users/me/plan`
     """
     from runner import schedules
 
@@ -88,20 +143,24 @@ def install_schedule(
     outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)
     _print_outcome(outcome)
     if outcome.not_activated:
-        typer.echo(f"error: the schedule was written but not activated ({outcome.not_activated}): nothing runs until you do", err=True)
+        typer.echo(
+            f"error: the schedule was written but not activated ({outcome.not_activated}): nothing runs until you do",
+            err=True)
         raise typer.Exit(1)
 
 
 def uninstall_schedule(
     worker_id: IdOption,
     os_name: OsOption = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be removed and run; touch nothing.")] = False,
+    dry_run: Annotated[bool,
+                       typer.Option("--dry-run", help="Print what would be removed and run; touch nothing.")] = False,
     no_activate: NoActivateOption = False,
 ) -> None:
     """Stop a worker's OS schedule and remove exactly the files install-schedule wrote."""
     from runner import schedules
 
-    outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run, activate=not no_activate)
+    outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run,
+                                  activate=not no_activate)
     _print_outcome(outcome)
 
 
@@ -176,4 +235,8 @@ def _print_status(report: dict) -> None:
         echo(f"problem: {problem}", err=True)
 
 
-COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (("install-schedule", install_schedule), ("uninstall-schedule", uninstall_schedule), ("schedule-status", schedule_status))
+COMMANDS: list[tuple[str, Callable[..., None]]] = [
+    ("install-schedule", install_schedule),
+    ("uninstall-schedule", uninstall_schedule),
+    ("schedule-status", schedule_status),
+]

@@ -23,7 +23,11 @@ def claim(
     worker: WorkerId,
     step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
     tag: Tags = [],
-    ignore_deps: Annotated[bool, typer.Option("--ignore-deps", help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
+    ignore_deps: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-deps",
+            help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
     by: Annotated[str | None, typer.Option("--by", help="The person behind --ignore-deps.")] = None,
 ) -> None:
     """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken.
@@ -46,8 +50,12 @@ def heartbeat(target: Target, step_id: StepArg, worker: WorkerId) -> None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
     if why := holds(step.meta, worker, None):
         raise BadInput(f"{worker} cannot renew {step_id}: {why}")
-    queue.beat(worker, {"state": "claimed by hand", "step": step_id, "attempt": step.attempt, "incarnation": step.holder.get("incarnation")})
-    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker}, f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
+    queue.beat(
+        worker,
+        {"state": "claimed by hand", "step": step_id, "attempt": step.attempt,
+         "incarnation": step.holder.get("incarnation")})
+    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker},
+         f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
 
 
 def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "released") -> None:
@@ -94,7 +102,10 @@ def approve(target: Target, step_id: StepArg, by: By = None) -> None:
 
 
 def reject(
-    target: Target, step_id: StepArg, reason: Annotated[str, typer.Option("--reason", help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")],
+    target: Target, step_id: StepArg, reason: Annotated[
+        str,
+        typer.Option("--reason",
+                     help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")],
     by: By = None, abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
 ) -> None:
     """Reject a step in review: back to ready with your reason as feedback (failed with --abort).
@@ -112,7 +123,8 @@ def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> No
     report(target, target.queue().event(step_id, Kind.ABORT, person(by), reason=reason))
 
 
-def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")], by: By = None) -> None:
+def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")],
+         by: By = None) -> None:
     """Stop every worker from claiming (each stops at its next tick) until `runner resume`."""
     target.queue().set_halt(reason, person(by))
     emit(target, {"halted": reason}, f"queue halted: {reason}")
@@ -120,7 +132,7 @@ def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="W
 
 def resume(target: Target, by: By = None) -> None:
     """Let workers claim again after `runner halt`."""
-    from runner.queue.queue import Skip
+    from runner.queue.change import Skip
 
     try:
         target.queue().set_halt(None, person(by))

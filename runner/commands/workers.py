@@ -14,8 +14,18 @@ LogFile = Annotated[Path | None, typer.Option("--log-file", help="Also append th
 
 
 def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = None,
-         step: Annotated[str | None, typer.Option("--step", help="Run this step only: the one the worker holds, or can take now (a step backing off after a failure is taken at once).")] = None,
-         context: Annotated[str | None, typer.Option("--context", help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes into every role's prompt and the handoff.")] = None) -> None:
+         step: Annotated[
+             str | None,
+             typer.Option(
+                 "--step",
+                 help="Run this step only: the one the worker holds, or can take now (a step backing off after a "
+                      "failure is taken at once).")] = None,
+         context: Annotated[
+             str | None,
+             typer.Option(
+                 "--context",
+                 help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes "
+                      "into every role's prompt and the handoff.")] = None) -> None:
     """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
@@ -43,7 +53,9 @@ def caller_context(value: str | None) -> str:
     try:
         if len(value) < 4096 and "\n" not in value and path.is_file():
             if (size := path.stat().st_size) > MAX_STEP_BYTES:
-                raise BadInput(f"--context {value}: {size:,} bytes; pass at most 1 MiB (of which {MAX_CONTEXT_BYTES // 1024} KiB is kept)")
+                raise BadInput(
+                    f"--context {value}: {size:,} bytes; pass at most 1 MiB (of which {MAX_CONTEXT_BYTES // 1024} KiB "
+                    "is kept)")
             value = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise BadInput(f"--context {value}: cannot read it ({exc.strerror})") from exc
@@ -54,10 +66,20 @@ def worker(
     target: Target,
     worker_id: WorkerId,
     tag: Tags = [],
-    interval: Annotated[float | None, typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30).")] = None,
+    interval: Annotated[
+        float | None,
+        typer.Option(help="Seconds between ticks when idle, jittered (default: [worker] interval in runner.toml, 30)."),
+    ] = None,
     max_ticks: Annotated[int, typer.Option(help="Stop after this many ticks (0: run until stopped).")] = 0,
-    once: Annotated[bool, typer.Option("--once", help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue).")] = False,
-    grace: Annotated[float | None, typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml).")] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once",
+            help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue).")] = False,
+    grace: Annotated[
+        float | None,
+        typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml)."),
+    ] = None,
     log_file: LogFile = None,
 ) -> None:
     """The daemon: loop ticks. SIGTERM/SIGINT stops claiming and finishes (or, after the grace
@@ -70,8 +92,14 @@ def worker(
     raise typer.Exit(Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json).run())
 
 
-def workers(target: Target, prune: Annotated[bool, typer.Option("--prune", help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
-    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step and outcome, ticks, uptime."""
+def workers(
+    target: Target,
+    prune: Annotated[
+        bool,
+        typer.Option("--prune",
+                     help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
+    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step and outcome, ticks,
+    uptime."""
     from runner.commands.render import age, console, print_json
     from runner.core.model import parse_time
     from runner.queue.workers import forget, prunable, worker_rows

@@ -227,7 +227,8 @@ def decode(message: str) -> Decoded:
             raise CodecError(f"Runner-{_key(name)} must be text")
     event = Event(**values)
     if encode(event, status) != _normal(message):
-        raise CodecError("the message is not what runner writes for the event its trailers name (subject or body differ)")
+        raise CodecError(
+            "the message is not what runner writes for the event its trailers name (subject or body differ)")
     return Decoded(event=event, status=status, trailers=trailers)
 
 
@@ -248,12 +249,14 @@ def with_runs(event: Event, runs: list[dict[str, Any]]) -> Event:
 
 def result_message(step: str, title: str, attempt: int, actor: str) -> str:
     """The commit of a step's change on runner/steps/<id>."""
-    return f"{step}: {one_line(title, 100)} (attempt {attempt})\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: {attempt}\n{PREFIX}Actor: {actor}\n"
+    return (f"{step}: {one_line(title, 100)} (attempt {attempt})\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
+            f"{attempt}\n{PREFIX}Actor: {actor}\n")
 
 
 def merge_message(step: str, attempt: int, branch: str, actor: str) -> str:
     """The merge of a step's change into the integration branch."""
-    return f"merge {step} (attempt {attempt}) into {branch}\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: {attempt}\n{PREFIX}Actor: {actor}\n"
+    return (f"merge {step} (attempt {attempt}) into {branch}\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
+            f"{attempt}\n{PREFIX}Actor: {actor}\n")
 
 
 # --- heartbeats --------------------------------------------------------------------------

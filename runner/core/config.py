@@ -10,209 +10,135 @@ worker sees it.
 
 from __future__ import annotations
 
-import shlex
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from runner.core import configvalues as v
+from runner.core.configvalues import key
 from runner.core.errors import BadInput
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH, DEFAULT_STEP_BRANCH_PREFIX
-from runner.core.model import parse_duration
 
+Words = tuple[str, ...]  # an argv, or a list of names
 ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate", "resolve", "qa")
-
-
-# --- value parsers: each raises ValueError with what is wrong --------------------------
-
-
-def _bool(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"must be true or false, not {value!r}")
-    return value
-
-
-def _int(minimum: int) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"must be a whole number, not {value!r}")
-        if value < minimum:
-            raise ValueError(f"must be {minimum} or more, not {value}")
-        return value
-
-    return parse
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"must be a non-empty string, not {value!r}")
-    return value
-
-
-def _optional_text(value: Any) -> str | None:
-    """Text, or "" for none (as the default is written)."""
-    if value == "":
-        return None
-    return _text(value)
-
-
-def _duration(value: Any) -> float:
-    return parse_duration(value)
-
-
-def _optional_duration(value: Any) -> float | None:
-    """A duration, or "none" for no limit."""
-    if isinstance(value, str) and value.strip().lower() == "none":
-        return None
-    return parse_duration(value)
-
-
-def _argv(value: Any) -> tuple[str, ...]:
-    """An argv list of strings (a string is split like a shell would, never run by one)."""
-    if value in ("", []):
-        return ()
-    if isinstance(value, str):
-        return tuple(shlex.split(value))
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"must be an argv list of strings, not {value!r}")
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"must be a list of strings, not {value!r}")
-
-
-def parse_size(value: Any) -> int:
-    units = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    text = str(value).strip().lower().replace(" ", "")
-    for unit in sorted(units, key=len, reverse=True):
-        number = text[: -len(unit)]
-        if text.endswith(unit) and number.replace(".", "", 1).isdigit():
-            return int(float(number) * units[unit])
-    if text.isdigit():
-        return int(text)
-    raise ValueError(f"not a size: {value!r} (use e.g. 512MiB)")
-
-
-def _identities(value: Any) -> dict[str, tuple[str, ...]]:
-    if not isinstance(value, dict):
-        raise ValueError("must be a table: pusher = [worker ids]")
-    found = {}
-    for pusher, ids in value.items():
-        ids = [ids] if isinstance(ids, str) else ids
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise ValueError(f"{pusher}: must be a list of worker ids")
-        found[str(pusher)] = tuple(ids)
-    return found
-
-
-def key(default: Any, parse: Callable[[Any], Any], doc: str, toml: str | None = None) -> Any:
-    """A runner.toml key: its default, its parser, its comment, and how the default is written."""
-    written = toml if toml is not None else _toml_literal(default)
-    factory = (lambda: default) if isinstance(default, (dict, list)) else None
-    metadata = {"parse": parse, "doc": doc, "toml": written}
-    return field(default_factory=factory, metadata=metadata) if factory else field(default=default, metadata=metadata)
-
-
-def _toml_literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_literal(v) for v in value) + "]"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return str(value)
-
-
-# --- the tables -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Queue:
-    integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, _text, "done steps are merged here (may be \"main\")")
-    step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, _text, "each step's change is kept on <prefix><step>")
-    requires_approval: bool = key(False, _bool, "every step waits for `runner approve` before it is merged (a step's own value wins)")
-    prune_merged_step_branches: bool = key(True, _bool, "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
-    touches_exclusive: bool = key(True, _bool, "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)")
+    integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, v.text, "done steps are merged here (may be \"main\")")
+    step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, v.text, "each step's change is kept on <prefix><step>")
+    requires_approval: bool = key(False, v.as_bool,
+                                  "every step waits for `runner approve` before it is merged (a step's own value wins)")
+    prune_merged_step_branches: bool = key(
+        True, v.as_bool,
+        "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
+    touches_exclusive: bool = key(
+        True, v.as_bool,
+        "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)")
 
 
 @dataclass(frozen=True)
 class Leases:
-    lease: float = key(3600.0, _duration, "a claim whose heartbeat has not moved for this long may be taken over", '"1h"')
-    max_attempts: int = key(3, _int(1), "failures (a crash counts; a release does not) before a step fails for good")
-    backoff: float = key(30.0, _duration, "first retry delay; doubles each failure, +-20% jitter", '"30s"')
-    backoff_cap: float = key(3600.0, _duration, "the longest retry delay", '"1h"')
+    lease: float = key(3600.0, v.duration, "a claim whose heartbeat has not moved for this long may be taken over",
+                       '"1h"')
+    max_attempts: int = key(3, v.at_least(1),
+                            "failures (a crash counts; a release does not) before a step fails for good")
+    backoff: float = key(30.0, v.duration, "first retry delay; doubles each failure, +-20% jitter", '"30s"')
+    backoff_cap: float = key(3600.0, v.duration, "the longest retry delay", '"1h"')
 
 
 @dataclass(frozen=True)
 class Harness:
-    command: tuple[str, ...] = key((), _argv, "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]")
+    command: Words = key((), v.argv,
+                         "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]")
 
 
 @dataclass(frozen=True)
 class Gates:
-    detect: bool = key(True, _bool, "detect format/lint/build/test from the project when not set here")
-    format: tuple[str, ...] = key((), _argv, "argv; FORMAT_CMD overrides", "[]")
-    lint: tuple[str, ...] = key((), _argv, "argv; LINT_CMD overrides", "[]")
-    build: tuple[str, ...] = key((), _argv, "argv; BUILD_CMD overrides", "[]")
-    test: tuple[str, ...] = key((), _argv, "argv; TEST_CMD overrides", "[]")
+    detect: bool = key(True, v.as_bool, "detect format/lint/build/test from the project when not set here")
+    format: Words = key((), v.argv, "argv; FORMAT_CMD overrides", "[]")
+    lint: Words = key((), v.argv, "argv; LINT_CMD overrides", "[]")
+    build: Words = key((), v.argv, "argv; BUILD_CMD overrides", "[]")
+    test: Words = key((), v.argv, "argv; TEST_CMD overrides", "[]")
 
 
 @dataclass(frozen=True)
 class Role:
-    command: tuple[str, ...] = key((), _argv, "argv; empty = the role is off", "[]")
-    min_files: int = key(5, _int(0), "review only: review when this many files changed (0 = always)")
-    boundaries: tuple[str, ...] = key((), _strings, "review only: review when a changed path starts with one of these", "[]")
-    timeout: float | None = key(None, _optional_duration, "each run of this role lasts at most this long (\"none\": the step's timeout)", '"none"')
+    command: Words = key((), v.argv, "argv; empty = the role is off", "[]")
+    min_files: int = key(5, v.at_least(0), "review only: review when this many files changed (0 = always)")
+    boundaries: Words = key((), v.strings, "review only: review when a changed path starts with one of these", "[]")
+    timeout: float | None = key(None, v.optional_duration,
+                                "each run of this role lasts at most this long (\"none\": the step's timeout)",
+                                '"none"')
 
 
 @dataclass(frozen=True)
 class Brakes:
-    max_fix_attempts: int = key(2, _int(0), "re-runs of implement with the failed gates as feedback, per attempt")
-    max_review_attempts: int = key(1, _int(0), "rounds of fixing critical review findings, per attempt")
-    score_plateau_window: int = key(3, _int(1), "fail for good when the verifier's score has not improved over this many runs")
-    step_budget: float | None = key(None, _optional_duration, "wall time a step may spend across all its attempts", '"none"')
-    max_resolve_attempts: int = key(5, _int(0), "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile (0: the conflict fails the attempt)")
-    context_floor: tuple[str, ...] = key((), _argv, "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or no answer) halts the queue (human_intervention:context_below_floor)", "[]")
+    max_fix_attempts: int = key(2, v.at_least(0), "re-runs of implement with the failed gates as feedback, per attempt")
+    max_review_attempts: int = key(1, v.at_least(0), "rounds of fixing critical review findings, per attempt")
+    score_plateau_window: int = key(3, v.at_least(1),
+                                    "fail for good when the verifier's score has not improved over this many runs")
+    step_budget: float | None = key(None, v.optional_duration, "wall time a step may spend across all its attempts",
+                                    '"none"')
+    max_resolve_attempts: int = key(
+        5, v.at_least(0),
+        "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile "
+        "(0: the conflict fails the attempt)")
+    context_floor: Words = key(
+        (), v.argv,
+        "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or "
+        "no answer) halts the queue (human_intervention:context_below_floor)",
+        "[]")
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    deviation_gate: bool = key(True, _bool, "a major deviation reported by orient waits for a person")
-    halt_on_verifier_fault: bool = key(True, _bool, "a verifier that crashes or prints no verdict halts the queue (false: fails the attempt)")
+    deviation_gate: bool = key(True, v.as_bool, "a major deviation reported by orient waits for a person")
+    halt_on_verifier_fault: bool = key(
+        True, v.as_bool, "a verifier that crashes or prints no verdict halts the queue (false: fails the attempt)")
 
 
 @dataclass(frozen=True)
 class Worker:
-    interval: float = key(30.0, _duration, "the daemon's poll interval when idle (runner worker --interval wins)", '"30s"')
-    watch: float | None = key(2.0, _optional_duration, "between idle ticks, ask the remote this often whether the queue branch moved (its ref advertisement, no fetch) and tick at once when it did (\"none\": wait the whole interval)", '"2s"')
-    step_delay: float = key(0.0, _duration, "a pause after each step", '"0s"')
-    default_timeout: float | None = key(3600.0, _optional_duration, "a step with no `timeout:` runs at most this long (\"none\": no limit)", '"1h"')
-    grace_period: float = key(30.0, _duration, "after SIGTERM, time to finish the running step before it is released", '"30s"')
-    keep_worktree_on_failure: bool = key(False, _bool, "keep the worktree of a failed attempt for a person to look at")
-    min_free_memory: int = key(64 * 1024**2, parse_size, "ticks skip below this much free memory", '"64MiB"')
-    min_free_disk: int = key(256 * 1024**2, parse_size, "ticks skip below this much free disk", '"256MiB"')
-    live_log: float | None = key(5.0, _optional_duration, "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail (`runner logs`; \"none\": only every lease/3)", '"5s"')
+    interval: float = key(30.0, v.duration, "the daemon's poll interval when idle (runner worker --interval wins)",
+                          '"30s"')
+    watch: float | None = key(
+        2.0, v.optional_duration,
+        "between idle ticks, ask the remote this often whether the queue branch moved (its ref advertisement, no "
+        "fetch) and tick at once when it did (\"none\": wait the whole interval)",
+        '"2s"')
+    step_delay: float = key(0.0, v.duration, "a pause after each step", '"0s"')
+    default_timeout: float | None = key(3600.0, v.optional_duration,
+                                        "a step with no `timeout:` runs at most this long (\"none\": no limit)", '"1h"')
+    grace_period: float = key(30.0, v.duration, "after SIGTERM, time to finish the running step before it is released",
+                              '"30s"')
+    keep_worktree_on_failure: bool = key(False, v.as_bool,
+                                         "keep the worktree of a failed attempt for a person to look at")
+    min_free_memory: int = key(64 * 1024**2, v.parse_size, "ticks skip below this much free memory", '"64MiB"')
+    min_free_disk: int = key(256 * 1024**2, v.parse_size, "ticks skip below this much free disk", '"256MiB"')
+    live_log: float | None = key(
+        5.0, v.optional_duration,
+        "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "
+        "(`runner logs`; \"none\": only every lease/3)",
+        '"5s"')
 
 
 @dataclass(frozen=True)
 class Hooks:
-    pusher_env: str | None = key(None, _optional_text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
-    people: tuple[str, ...] = key((), _strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
-    admins: tuple[str, ...] = key((), _strings, "people who may also change [hooks] and the branch names", "[]")
-    identities: dict[str, tuple[str, ...]] = key({}, _identities,  # noqa: RUF009 (key() is a field with a default factory)
+    pusher_env: str | None = key(None, v.optional_text,
+                                 "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
+    people: Words = key((), v.strings,
+                        "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
+    admins: Words = key((), v.strings, "people who may also change [hooks] and the branch names", "[]")
+    identities: dict[str, Words] = key({}, v.identities,
                                                   "pusher -> the worker ids they may act as", "{}")
 
 
 NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone")
 
 
-def _notice_events(value: Any) -> tuple[str, ...]:
-    events = _strings(value)
+def _notice_events(value: Any) -> Words:
+    events = v.strings(value)
     if unknown := [e for e in events if e not in NOTICE_EVENTS]:
         raise ValueError(f"unknown event {unknown[0]!r} (events: {', '.join(NOTICE_EVENTS)})")
     return events
@@ -220,10 +146,23 @@ def _notice_events(value: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Notify:
-    command: tuple[str, ...] = key((), _argv, "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} {message} {queue}", "[]")
-    urls: tuple[str, ...] = key((), _strings, "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on the host that records", "[]")
-    events: tuple[str, ...] = key(NOTICE_EVENTS, _notice_events, "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim taken over)")
-    timeout: float = key(30.0, _duration, "a notice still running after this long is killed and logged; it never holds up a tick", '"30s"')
+    command: Words = key(
+        (), v.argv,
+        "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} "
+        "{message} {queue}",
+        "[]")
+    urls: Words = key(
+        (), v.strings,
+        "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on "
+        "the host that records",
+        "[]")
+    events: Words = key(
+        NOTICE_EVENTS, _notice_events,
+        "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its "
+        "claim taken over)")
+    timeout: float = key(30.0, v.duration,
+                         "a notice still running after this long is killed and logged; it never holds up a tick",
+                         '"30s"')
 
 
 TABLES: dict[str, type] = {
@@ -266,7 +205,9 @@ class Config:
         agents = (["[harness]"] if self.harness.command else []) + [f"[roles.{name}]" for name in self.roles]
         if not agents:
             return None
-        return (f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, so "
+        return (
+            f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, "
+            "so "
                 "their results are merged with no person (set it to true, or requires_approval: true in each step)")
 
     def for_step(self, meta: dict[str, Any]) -> Config:
@@ -308,7 +249,9 @@ def _parse_roles(table: Any, where: str, problems: list[str], base: dict[str, Ro
             for review_only in ("min_files", "boundaries"):
                 if review_only in role_table:
                     problems.append(f"{where}: {name}.{review_only}: only [roles.review] takes {review_only}")
-        roles[name] = _parse_table(Role, role_table, where.replace("[roles]", f"[roles.{name}]") if "[roles]" in where else f"{where}.{name}", problems, roles.get(name))
+        roles[name] = _parse_table(
+            Role, role_table, where.replace("[roles]", f"[roles.{name}]") if "[roles]" in where else f"{where}.{name}",
+            problems, roles.get(name))
     return {name: role for name, role in roles.items() if role.command}
 
 
@@ -316,7 +259,8 @@ def _overlaid(config: Config, data: dict[str, Any], source: str, problems: list[
     changes: dict[str, Any] = {}
     for name, value in data.items():
         if name == "roles" and (source != "step" or isinstance(value, dict)):
-            changes["roles"] = _parse_roles(value, f"{source}: [roles]" if source != "step" else "roles", problems, config.roles)
+            changes["roles"] = _parse_roles(value, f"{source}: [roles]" if source != "step" else "roles", problems,
+                                            config.roles)
         elif name in TABLES and (source != "step" or name in STEP_OVERRIDES):
             if source == "step" and not isinstance(value, dict):
                 continue
@@ -344,9 +288,12 @@ def parse_config(text: str | None, source: str = "runner.toml") -> Config:
     config = _overlaid(Config(text=text), data, source, problems)
     hooks = config.hooks
     if both := sorted(set(hooks.identities) & (set(hooks.people) | set(hooks.admins))):
-        problems.append(f"{source}: [hooks] {', '.join(both)}: a pusher is a worker key (identities) or a person (people, admins), never both")
+        problems.append(
+            f"{source}: [hooks] {', '.join(both)}: a pusher is a worker key (identities) or a person (people, admins), "
+            "never both")
     if hooks.identities and not hooks.pusher_env:
-        problems.append(f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name")
+        problems.append(
+            f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name")
     if problems:
         raise BadInput(problems)
     return config
@@ -378,7 +325,8 @@ def _table_text(title: str, cls: type, skip: tuple[str, ...] = ()) -> list[str]:
 
 def default_toml() -> str:
     """The commented runner.toml `runner init` writes, generated from the schema."""
-    lines = ["# runner configuration. Lives on the queue branch: edit, commit, push.", "# Every key, its default and its meaning: docs/protocol.md.", ""]
+    lines = ["# runner configuration. Lives on the queue branch: edit, commit, push.",
+             "# Every key, its default and its meaning: docs/protocol.md.", ""]
     for name, cls in TABLES.items():
         if name == "hooks":
             continue  # an empty [hooks] table would read as "hooks configured"

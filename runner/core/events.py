@@ -50,7 +50,8 @@ def notes_after(notes: bytes | None, event: Event) -> bytes | None:
     return rolled(text).encode("utf-8")
 
 
-TRIMMED = "(Older notes were trimmed to keep this file under {kib} KiB: `git log -p plans/NOTES.md` on the queue branch has them.)\n"
+TRIMMED = ("(Older notes were trimmed to keep this file under {kib} KiB: `git log -p plans/NOTES.md` on the queue "
+           "branch has them.)\n")
 
 
 def rolled(text: str) -> str:

@@ -46,7 +46,8 @@ FANOUT_FROM = 256  # steps
 def handoff_path(step_path: str) -> str:
     """Where a step's handoff goes: beside it under plans/handoffs, in the same folders (so a
     fanned-out plan's handoffs are fanned out too, and no tree a record rewrites grows large)."""
-    return HANDOFFS_DIR + step_path[len(STEPS_DIR):] if step_path.startswith(STEPS_DIR + "/") else f"{HANDOFFS_DIR}/{step_id_of(step_path)}.md"
+    return (HANDOFFS_DIR + step_path[len(STEPS_DIR):] if step_path.startswith(STEPS_DIR + "/")
+            else f"{HANDOFFS_DIR}/{step_id_of(step_path)}.md")
 
 
 def new_step_path(step_id: str, fanned: bool) -> str:

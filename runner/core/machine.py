@@ -190,7 +190,8 @@ def holds(meta: dict[str, Any], actor: str, attempt: int | None, incarnation: st
     if meta.get("assignee") != actor:
         return f"the step is held by {meta.get('assignee')!r}, not {actor!r}"
     if attempt is not None and attempt != attempt_of(meta):
-        return f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record anything"
+        return (f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record "
+                "anything")
     held_by = (meta.get("holder") or {}).get("incarnation") if isinstance(meta.get("holder"), dict) else None
     if incarnation and held_by and incarnation != held_by:
         return f"the step is held by another incarnation of {actor} ({held_by})"
@@ -205,7 +206,8 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
     targets = TABLE.get((status, event.kind))
     if targets is None:
         allowed = " or ".join(s for (s, k) in TABLE if k == event.kind)
-        raise TransitionError(f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
+        raise TransitionError(
+            f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
     if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
         raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
     if event.fault and event.kind != Kind.RELEASE:
@@ -266,13 +268,15 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
     if context.halted:
         raise TransitionError("the queue is halted (runner resume to continue)")
     if event.replaces != attempt_of(meta):
-        raise TransitionError(f"a takeover must name the attempt it replaces ({attempt_of(meta)}), not {event.replaces}")
+        raise TransitionError(
+            f"a takeover must name the attempt it replaces ({attempt_of(meta)}), not {event.replaces}")
     # A holder that vanished (a crash, a lost host) counts as a failure: a step that kills
     # its worker ends failed instead of looping.
     failures = failures_of(meta) + 1
     lost = f"attempt {attempt_of(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
     if failures >= max_attempts_of(meta, context):
-        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "resolve": None, "last_error": lost + "; attempts spent"}
+        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "resolve": None,
+                "last_error": lost + "; attempts spent"}
     return {**_new_claim(meta, event, context), "failures": failures, "last_error": lost}
 
 
@@ -298,7 +302,8 @@ def _fail(meta, event: Event, context: Context) -> dict[str, Any]:
     if event.permanent:
         return {"status": Status.FAILED, **common, "last_error": reason}
     if failures >= limit:
-        return {"status": Status.FAILED, **common, "last_error": f"{reason} (failure {failures} of {limit}: attempts spent)"}
+        return {"status": Status.FAILED, **common,
+                "last_error": f"{reason} (failure {failures} of {limit}: attempts spent)"}
     return {
         "status": Status.READY,
         **common,
@@ -320,9 +325,11 @@ def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
     common = {**_cleared_claim(), "result": event.result, "approved": None, "resolve": None}
     if needs_person(meta, event, context):
         # Nothing is merged yet: the result waits on its step branch for a person.
-        return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT, "last_error": event.reason if event.hold else None}
+        return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT,
+                "last_error": event.reason if event.hold else None}
     if (event.result or {}).get("commit") and not (event.result or {}).get("merge"):
-        raise TransitionError(f"a complete of {event.step} that needs no approval must name its merge into the integration branch")
+        raise TransitionError(
+            f"a complete of {event.step} that needs no approval must name its merge into the integration branch")
     return {"status": Status.DONE, **common, "last_error": None}
 
 
@@ -343,9 +350,11 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     waiting = meta.get("review") or REVIEW_RESULT
     if waiting != REVIEW_RESULT:
         # A deviation or a blocked run: go ahead, for the next attempt only.
-        return {"status": Status.READY, "review": None, "approved": True, "last_error": f"approved by {event.actor}: go ahead"}
+        return {"status": Status.READY, "review": None, "approved": True,
+                "last_error": f"approved by {event.actor}: go ahead"}
     if event.reason:  # the merge into the integration branch conflicted: a worker resolves it onto the new tip
-        return {"status": Status.READY, "review": None, "resolve": True, "last_error": f"approved by {event.actor}, but {event.reason}"}
+        return {"status": Status.READY, "review": None, "resolve": True,
+                "last_error": f"approved by {event.actor}, but {event.reason}"}
     result = meta.get("result") if isinstance(meta.get("result"), dict) else {}
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
@@ -363,7 +372,8 @@ def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
         return {"status": Status.FAILED, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
     if (meta.get("review") or REVIEW_RESULT) != REVIEW_RESULT:
         # The person decided the deviation: their words guide the next implement run.
-        return {"status": Status.READY, "review": None, "approved": True, "last_error": f"decided by {event.actor}: {event.reason}"}
+        return {"status": Status.READY, "review": None, "approved": True,
+                "last_error": f"decided by {event.actor}: {event.reason}"}
     return {"status": Status.READY, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
 
 

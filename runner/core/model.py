@@ -199,7 +199,8 @@ class Step:
             value = self._meta.get(key)
         elif key in INDEX_KEYS:
             position = self._shape.get(key)
-            value = None if position is None else cast(tuple, self._meta)[position]  # a lean step's meta is the index's tuple
+            # a lean step's meta is the index's tuple
+            value = None if position is None else cast(tuple, self._meta)[position]
             if type(value) is tuple:
                 value = list(value)
         else:

@@ -20,7 +20,8 @@ class IdSet:
     __slots__ = ("_added", "_base", "_removed")
     FOLD = 64  # changes kept beside the base before they are folded into a new one
 
-    def __init__(self, base: Iterable[str] = (), added: frozenset[str] = frozenset(), removed: frozenset[str] = frozenset()):
+    def __init__(self, base: Iterable[str] = (), added: frozenset[str] = frozenset(),
+                 removed: frozenset[str] = frozenset()):
         self._base = base if isinstance(base, frozenset) else frozenset(base)
         self._added = added  # not in the base
         self._removed = removed  # in the base
@@ -78,7 +79,8 @@ class Plan:
         moves: dict[str, tuple[set[str], set[str]]] = {}  # status -> (ids in, ids out)
         for new in changed:
             old = steps.get(new.id)
-            if old is None or new.problems or old.path != new.path or old.depends_on != new.depends_on or old.priority != new.priority:
+            if (old is None or new.problems or old.path != new.path or old.depends_on != new.depends_on
+                    or old.priority != new.priority):
                 return None
             moves.setdefault(old.status, (set(), set()))[1].add(old.id)
             moves.setdefault(new.status, (set(), set()))[0].add(new.id)
@@ -91,7 +93,8 @@ class Plan:
                 joined.add(status)
         # A step leaving a status keeps that status's bound true; one joining it may sit before it.
         first_at = {status: at for status, at in self.first_at.items() if status not in joined}
-        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status, dependent=self.dependent,
+        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status,
+                    dependent=self.dependent,
                     first_at=first_at)
 
     def with_halt(self, halted: str | None) -> Plan:
@@ -218,7 +221,8 @@ class Plan:
         """Steps a worker with `tags` may claim now, best first (priority, then id)."""
         return list(self.iter_ready(now, tags, include_backoff))
 
-    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False, max_backoff: float | None = None):
+    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False,
+                   max_backoff: float | None = None):
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())

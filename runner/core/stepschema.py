@@ -73,7 +73,8 @@ def _title(key: str, value: Any) -> list[str]:
 def _ids(key: str, value: Any) -> list[str]:
     if not (isinstance(value, str) or _is_str_list(value)):
         return [f"{key} must be a list of step ids"]
-    return [f"{key}: {problem}" for dep in ([value] if isinstance(value, str) else value) if (problem := step_id_problem(dep))]
+    return [f"{key}: {problem}" for dep in ([value] if isinstance(value, str) else value)
+            if (problem := step_id_problem(dep))]
 
 
 def _outputs(key: str, value: Any) -> list[str]:
@@ -116,7 +117,8 @@ _TABLE = _must(lambda v: isinstance(v, dict), "a table")
 
 STEP_KEYS: tuple[StepKey, ...] = (
     # --- written by people -------------------------------------------------------------------
-    StepKey("step", PEOPLE, "a step id", "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a "
+    StepKey("step", PEOPLE, "a step id",
+            "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a "
             "letter or digit, no `..`, not ending in `.` or `.lock`", lambda k, v: [], alias="id"),
     StepKey("title", PEOPLE, "text", "what it does (no control characters)", _title, alias="name"),
     StepKey("depends_on", PEOPLE, "a list of step ids", "ids that must be `done` first", _ids),
@@ -125,40 +127,50 @@ STEP_KEYS: tuple[StepKey, ...] = (
             _must(lambda v: isinstance(v, str) or _is_str_list(v), "a list of strings")),
     StepKey("run", PEOPLE, "an argv", "the implement argv (never run through a shell); absent: `[harness] command`",
             _must(lambda v: _is_str_list(v) and bool(v), "a non-empty list of strings (an argv; no shell is used)")),
-    StepKey("timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`", _timeout),
+    StepKey("timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`",
+            _timeout),
     StepKey("max_attempts", PEOPLE, "a whole number, 1 or more", "failures before it fails for good; absent: "
             "`[leases] max_attempts`", _must(lambda v: _is_int(v) and v >= 1, "a whole number, 1 or more")),
-    StepKey("required_outputs", PEOPLE, "a list of paths", "paths that must exist in the worktree (relative, inside it)", _outputs),
+    StepKey("required_outputs", PEOPLE, "a list of paths",
+            "paths that must exist in the worktree (relative, inside it)", _outputs),
     StepKey("requires_approval", PEOPLE, "true or false", "true: the result waits for `runner approve` before it is "
             "merged; absent: `[queue] requires_approval`", _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64): with `[queue] "
-            "touches_exclusive`, it is not claimed while a claimed step's globs overlap its own; `runner validate` warns when "
+            "touches_exclusive`, it is not claimed while a claimed step's globs overlap its own; `runner validate` "
+            "warns when "
             "its last result changed a file outside them", glob_problems),
     StepKey("roles", PEOPLE, "a table", "this step's own `[roles.*]` values (runner.toml's schema)", _override),
     StepKey("brakes", PEOPLE, "a table", "this step's own `[brakes]` values", _override),
     StepKey("pipeline", PEOPLE, "a table", "this step's own `[pipeline]` values", _override),
     # --- written by runner only ----------------------------------------------------------------
     StepKey("status", RUNNER, " / ".join(STORED_STATUSES), "where the step is in the state machine (absent: ready)",
-            lambda k, v: [] if v in STORED_STATUSES else [f"{k} {shown(v)} is not one of {', '.join(STORED_STATUSES)}"]),
+            lambda k,
+            v: [] if v in STORED_STATUSES else [f"{k} {shown(v)} is not one of {', '.join(STORED_STATUSES)}"]),
     StepKey("assignee", RUNNER, "a worker id", "the claim's worker", lambda k, v: [] if worker_id_problem(v) is None
             else [f"{k} must be a worker id, not {shown(v)}"]),
     StepKey("claimed_at", RUNNER, "a time", "when the claim was made", _time),
     StepKey("lease", RUNNER, "a duration", "the lease the claim was made under", _duration),
     StepKey("attempt", RUNNER, "a whole number", "the fencing token: +1 with every claim, never goes back", _COUNT),
-    StepKey("failures", RUNNER, "a whole number", "failures that spend the budget (a crash counts, a hand-back does not)", _COUNT),
+    StepKey("failures", RUNNER, "a whole number",
+            "failures that spend the budget (a crash counts, a hand-back does not)", _COUNT),
     StepKey("holder", RUNNER, "a table", "the claim's process: `{host, pid, started, incarnation}`",
             _must(lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)")),
-    StepKey("faults_in_a_row", RUNNER, "a whole number", "faults of runner itself in a row on this step (released, nothing "
+    StepKey("faults_in_a_row", RUNNER, "a whole number",
+            "faults of runner itself in a row on this step (released, nothing "
             "spent, backing off); a few hold it for a person", _COUNT),
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
-    StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback", _TEXT),
+    StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback",
+            _TEXT),
     StepKey("review", RUNNER, "result / deviation / blocked", "in review: `result` (a change to approve), `deviation` "
-            "(orient), `blocked` (implement)", _must(lambda v: v in ("result", "deviation", "blocked"), "result, deviation or blocked")),
+            "(orient), `blocked` (implement)",
+            _must(lambda v: v in ("result", "deviation", "blocked"), "result, deviation or blocked")),
     StepKey("approved", RUNNER, "true or false", "a person decided a deviation or block: the next attempt goes ahead",
             _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("result", RUNNER, "a table", "`{branch, commit, merge}` of the step's change", _TABLE),
-    StepKey("resolve", RUNNER, "true", "a person approved the result but its merge conflicted: the worker that claims it "
-            "brings that result onto the new tip (a resolve pass), not a run from scratch", _must(lambda v: v is True, "true")),
+    StepKey("resolve", RUNNER, "true",
+            "a person approved the result but its merge conflicted: the worker that claims it "
+            "brings that result onto the new tip (a resolve pass), not a run from scratch",
+            _must(lambda v: v is True, "true")),
     StepKey("scores", RUNNER, "a list of numbers", "the verifier's last scores (the plateau brake)",
             _must(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers")),
     StepKey("spent", RUNNER, "seconds", "wall time spent across attempts (the step budget)",
@@ -171,7 +183,8 @@ STEP_KEYS: tuple[StepKey, ...] = (
 BY_NAME: dict[str, StepKey] = {k.name: k for k in STEP_KEYS}
 ALIASES: dict[str, str] = {k.alias: k.name for k in STEP_KEYS if k.alias}
 KNOWN: frozenset[str] = frozenset(BY_NAME) | frozenset(ALIASES)
-MANAGED_KEYS: tuple[str, ...] = tuple(k.name for k in STEP_KEYS if k.writer == RUNNER)  # in the order runner appends them
+# in the order runner appends them
+MANAGED_KEYS: tuple[str, ...] = tuple(k.name for k in STEP_KEYS if k.writer == RUNNER)
 
 
 def key_doc(name: str) -> str:

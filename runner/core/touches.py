@@ -84,7 +84,8 @@ def _segment_overlap(a: str, b: str) -> bool:
         return fnmatch.fnmatchcase(a, b) if not wild_a else fnmatch.fnmatchcase(b, a)
     head_a, head_b = a[: wild_a.start()], b[: wild_b.start()]
     tail_a, tail_b = re.split(r"[*?\]]", a)[-1], re.split(r"[*?\]]", b)[-1]
-    return (head_a.startswith(head_b) or head_b.startswith(head_a)) and (tail_a.endswith(tail_b) or tail_b.endswith(tail_a))
+    return (head_a.startswith(head_b)
+            or head_b.startswith(head_a)) and (tail_a.endswith(tail_b) or tail_b.endswith(tail_a))
 
 
 def overlapping(mine: Iterable[str], theirs: Iterable[str]) -> tuple[str, str] | None:

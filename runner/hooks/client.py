@@ -30,7 +30,8 @@ def staged_problems(repo_path: str | Path = ".") -> list[str]:
     if not any(is_step_file(name) for name in changed):
         return problems
     steps = [
-        Step(step_id_of(e.path), e.path, {}, "", ["is a symlink (step files must be regular files)"]) if e.link else parse_step(e.path, store.read(e.oid))
+        Step(step_id_of(e.path), e.path, {}, "", ["is a symlink (step files must be regular files)"]) if e.link
+        else parse_step(e.path, store.read(e.oid))
         for e in entries
         if is_step_file(e.path)
     ]

@@ -44,7 +44,8 @@ class CommitCheck:
         headers = raw.split(b"\n\n", 1)[0]
         for line in headers.split(b"\n"):
             if line.startswith(b"encoding ") and line[9:].strip().lower().replace(b"-", b"") != b"utf8":
-                return f"the commit declares encoding {line[9:49].decode('ascii', 'replace')!r}: runner's commits are UTF-8"
+                return (f"the commit declares encoding {line[9:49].decode('ascii', 'replace')!r}: runner's commits are "
+                        "UTF-8")
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -63,7 +64,8 @@ class CommitCheck:
         changes = self.store.diff_trees(self.store.commit(parent).tree if parent else EMPTY_TREE, commit.tree)
         if names := [c.path for c in changes if not is_utf8(c.path)]:
             return [f"a file name is not UTF-8: {names[0]!a}"]
-        if links := [c.path for c in changes if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
+        if links := [c.path for c in changes
+                     if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
             return [f"a gitlink (submodule) has no place on the queue branch: {', '.join(links[:5])}"]
         if len(commit.message.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:
             return [f"the commit message is over {MAX_EVENT_BYTES // 1024} KiB (runner clips what it carries)"]
@@ -96,7 +98,8 @@ class CommitCheck:
             problems.append(f"plans/HALT is not what a {event.kind} writes")
         return problems
 
-    def check_step_event(self, event: Event, status: str | None, parent: str | None, commit: CommitInfo, changes) -> list[str]:
+    def check_step_event(self, event: Event, status: str | None, parent: str | None, commit: CommitInfo,
+                         changes) -> list[str]:
         if parent is None or not event.step:
             return [f"a {event.kind} changes a step that exists: it needs a parent and a Runner-Step"]
         paths = self.plans.index(parent).get(event.step, [])
@@ -108,9 +111,12 @@ class CommitCheck:
             return [f"{path} was invalid before this commit and cannot change state"]
         problems = [p for p in [self.pushers.may_record(event)] if p]
         if outside := sorted(c.path for c in changes if c.path not in allowed_paths(event, path)):
-            problems.append(f"a {event.kind} may change only {', '.join(sorted(allowed_paths(event, path)))}, not {', '.join(outside)}")
+            problems.append(
+                f"a {event.kind} may change only {', '.join(sorted(allowed_paths(event, path)))}, not "
+                f"{', '.join(outside)}")
         config = self.plans.config(parent)
-        context = context_for(config, self.plans.deps_done(parent, before), self.store.file_at(parent, HALT_FILE) is not None)
+        context = context_for(config, self.plans.deps_done(parent, before),
+                              self.store.file_at(parent, HALT_FILE) is not None)
         try:
             written = write_step_event(before, event, context)
         except TransitionError as exc:
@@ -119,8 +125,10 @@ class CommitCheck:
             problems.append(f"Runner-Status {status} is not the status a {event.kind} leads to ({written.status})")
         pushed = self.store.file_at(commit.id, path)
         if pushed != written.text.encode("utf-8"):
-            problems.append(f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}")
-        if event.notes and self.store.file_at(commit.id, NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
+            problems.append(
+                f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}")
+        if event.notes and self.store.file_at(commit.id,
+                                              NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
@@ -140,16 +148,20 @@ class CommitCheck:
         holder = step.assignee or ""
         if self.pushers.configured and not self.pushers.is_person() and self.pushers.may_act_as(holder) is None:
             return None
-        if not self.pushers.configured and event.actor == holder and (event.holder or {}).get("host") == step.holder.get("host"):
+        if (not self.pushers.configured and event.actor == holder
+                and (event.holder or {}).get("host") == step.holder.get("host")):
             return None
         try:
             lease = parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default_lease
         except ValueError:
             lease = default_lease
         since = self.now - lease
-        for what, when in (("heartbeat", self._last_beat(step, holder, since)), ("claim", self._claim_arrived(step, path, since))):
+        for what, when in (("heartbeat", self._last_beat(step, holder, since)),
+                           ("claim", self._claim_arrived(step, path, since))):
             if when is not None:
-                return (f"{holder}'s {what} for {step.id} attempt {step.attempt} reached this server {self.now - when:.0f}s ago, "
+                return (
+                    f"{holder}'s {what} for {step.id} attempt {step.attempt} reached this server "
+                    f"{self.now - when:.0f}s ago, "
                         f"within its lease ({lease:.0f}s): a live claim is not taken over")
         return None
 
@@ -198,7 +210,8 @@ class CommitCheck:
                 continue
             if touched := [k for k in MANAGED_KEYS if before.meta.get(k) != after.meta.get(k)]:
                 problems.append(f"{change.path}: changes runner-managed {', '.join(touched)} without a runner event"
-                                " (use runner claim/complete/approve/retry...; people edit titles, bodies and other fields)")
+                                " (use runner claim/complete/approve/retry...; people edit titles, bodies and other "
+                                "fields)")
         if sound:
             problems += self.plans.plan_problems(commit.id, sound)
         if deleted:
@@ -218,7 +231,8 @@ class CommitCheck:
         if any(guarded) and (problem := self.pushers.may_administer()):
             problems.append(problem)
         if old.harness.command and not new.harness.command:
-            steps = [self.plans.parse(p, self.plans.blob(commit, p)) for paths in self.plans.index(commit).values() for p in paths]
+            steps = [self.plans.parse(p, self.plans.blob(commit, p)) for paths in self.plans.index(commit).values()
+                     for p in paths]
             problems += Plan.build(steps).unrunnable(False)
         return problems
 

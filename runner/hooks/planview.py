@@ -58,7 +58,8 @@ class PlanView:
             for path in paths:
                 step = self.parse(path, self.blob(commit, path))
                 if missing := sorted(set(step.depends_on) & gone) if not step.problems else []:
-                    problems.append(f"deleting {', '.join(missing)} leaves {path} depending on a step that does not exist")
+                    problems.append(
+                        f"deleting {', '.join(missing)} leaves {path} depending on a step that does not exist")
         return problems
 
     def config(self, commit: str | None, strict: bool = False) -> Config:
@@ -120,7 +121,8 @@ class PlanView:
         key = (path, blob)
         if key not in self._steps:
             if link:
-                self._steps[key] = Step(step_id_of(path), path, {}, "", ["is a symlink (step files must be regular files)"])
+                self._steps[key] = Step(step_id_of(path), path, {}, "",
+                                        ["is a symlink (step files must be regular files)"])
             else:
                 self._steps[key] = parse_step(path, self.store.read(blob))
         return self._steps[key]

@@ -47,7 +47,8 @@ def label(commit: CommitInfo) -> str:
 class PushCheck:
     """Checks the ref updates of one push. Caches parsed step files across its commits."""
 
-    def __init__(self, repo_path: str | Path, pusher: str | None = None, queue_branch: str | None = None, now: float | None = None):
+    def __init__(self, repo_path: str | Path, pusher: str | None = None, queue_branch: str | None = None,
+                 now: float | None = None):
         self.store = open_store(repo_path, receiving=True)
         self.queue_ref = branch_ref(queue_branch or queue_branch_from_env())
         self.pusher_override = pusher
@@ -70,14 +71,16 @@ class PushCheck:
             config = self.plans.config(before, strict=True)
         except BadInput as exc:
             # Never fall back to defaults here: that would switch identities and protections off.
-            return [(f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), "
+            return [(
+                f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), "
                      "so nothing can be judged: an admin fixes it with the hook off "
                      "(uninstall-hooks --server, push the fix, install-hooks --server)")]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
         self.commits = CommitCheck(self.store, self.plans, self.pushers, self.queue_ref, self.now)
         self.lease = config.leases.lease
         queue_after = next((new for old, new, ref in updates if ref == self.queue_ref), before)
-        after = self.plans.config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit" else config
+        after = (self.plans.config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit"
+                 else config)
         integration = {branch_ref(config.queue.integration_branch), branch_ref(after.queue.integration_branch)}
         prefixes = {branch_ref(config.queue.step_branch_prefix), branch_ref(after.queue.step_branch_prefix)}
         problems: list[str] = []
@@ -115,8 +118,10 @@ class PushCheck:
         never a step recorded done whose change the integration branch does not hold."""
         moved = {ref: new for old, new, ref in updates}
         tips = [moved[ref] if ref in moved else self.store.ref(ref) for ref in integration]
-        return [f"{self.queue_ref}: records merge {merge[:10]}, which the integration branch does not hold after this push"
-                for merge in sorted(self.commits.merges) if not any(tip and tip != ZERO and self.store.is_ancestor(merge, tip) for tip in tips)]
+        return [f"{self.queue_ref}: records merge {merge[:10]}, which the integration branch does not hold after this "
+                "push"
+                for merge in sorted(self.commits.merges)
+                if not any(tip and tip != ZERO and self.store.is_ancestor(merge, tip) for tip in tips)]
 
     def _must_be(self, what: str, oid: str, kind: str) -> list[str]:
         found = self.store.object_type(oid)
@@ -172,7 +177,9 @@ class PushCheck:
             return ["a heartbeat commit's parent is the heartbeat it replaces (or none for a new one)"]
         info = decode_beat(commit.message)
         if info is None or info.get("worker") != worker or commit.tree != EMPTY_TREE:
-            problems.append(f"{new[:10]} is not a heartbeat of {worker} (runner writes an empty tree and a JSON body naming the worker)")
+            problems.append(
+                f"{new[:10]} is not a heartbeat of {worker} (runner writes an empty tree and a JSON body naming the "
+                "worker)")
         if problem := self.pushers.may_act_as(worker):
             problems.append(problem)
         return problems
@@ -194,7 +201,8 @@ def _clash(ref: str, names: list[str]) -> str | None:
     git refuse runner's updates for good."""
     for name in names:
         if name.startswith(ref + "/"):
-            return f"named like a folder of runner's refs ({name.rstrip('/')}...): git could not keep both; runner's would be blocked"
+            return (f"named like a folder of runner's refs ({name.rstrip('/')}...): git could not keep both; runner's "
+                    "would be blocked")
         if not name.endswith("/") and ref.startswith(name + "/"):
             return f"under runner's {name}: git could not keep both; runner's would be blocked"
     return None

@@ -38,7 +38,8 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             expired[step.id] = "abandoned by an earlier tick of this worker"
     takeovers = sorted(
         ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
-         if (step_id is None or sid == step_id) and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
+         if (step_id is None or sid == step_id)
+         and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
         key=lambda item: sort_key(item[0]),
     )
     if step_id is not None:
@@ -68,7 +69,8 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
         if status == "ready" and (why := held_back(snap, step)):
             return f"{step_id} is held back: {why}"
         if status == "waiting":
-            return f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a person may run it anyway: --ignore-deps --by NAME)"
+            return (f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a "
+                    "person may run it anyway: --ignore-deps --by NAME)")
         return f"{step_id} is {status}"
     counts: dict[str, int] = {}
     for step in [*plan.steps.values(), *plan.invalid]:

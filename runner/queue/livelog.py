@@ -22,12 +22,14 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
     found = {"step": step.id, "status": snap.plan.derived_status(step), "attempt": step.attempt if step.valid else None,
-             "worker": step.assignee, "running": step.status == "claimed", "run": None, "output": None, "output_bytes": None, "at": None}
+             "worker": step.assignee, "running": step.status == "claimed", "run": None, "output": None,
+             "output_bytes": None, "at": None}
     if step.status == "claimed":
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
         if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):
-            found.update(run=info.get("run"), output=info["output"], output_bytes=info.get("output_bytes"), at=info.get("at"))
+            found.update(run=info.get("run"), output=info["output"], output_bytes=info.get("output_bytes"),
+                         at=info.get("at"))
         return found
     if read_file is not None:
         data = read_file(handoff_path(step.path))

@@ -25,7 +25,8 @@ from runner.core.layout import without_repository_env
 from runner.core.machine import Kind
 
 if TYPE_CHECKING:
-    from runner.queue.queue import Published, Queue
+    from runner.queue.change import Published
+    from runner.queue.queue import Queue
 
 WHY_REVIEW = {
     "result": "its result waits for your approval",
@@ -44,7 +45,8 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     wanted = before.config.notify.events
     step = before.plan.find(event.step) if event.step else None
     reason = " ".join((event.reason or change.updates.get("last_error") or "").split())
-    base = {"step": event.step or "", "title": step.title if step else "", "status": change.status or "", "actor": event.actor,
+    base = {"step": event.step or "", "title": step.title if step else "", "status": change.status or "",
+            "actor": event.actor,
             "reason": reason, "queue": queue.branch, "commit": published.commit}
     found = []
 
@@ -55,13 +57,15 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     if event.kind == Kind.HALT:
         add("halted", f"the queue halted by {event.actor}: {reason}")
     if event.kind == Kind.TAKEOVER and step is not None:
-        add("worker-gone", f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over")
+        add("worker-gone",
+            f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over")
     if change.status == "review":
         why = WHY_REVIEW.get(str(change.updates.get("review") or "result"), "a person must decide")
         add("needs-you", f"{event.step} needs you: {why}" + (f" ({reason})" if reason else ""))
     if change.status == "failed" and not event.spec.person:
         add("failed", f"{event.step} failed for good" + (f": {reason}" if reason else ""))
-    if event.step and change.status in ("done", "failed", "review") and "drained" in wanted and (counts := drained(queue, published)):
+    if (event.step and change.status in ("done", "failed", "review") and "drained" in wanted
+            and (counts := drained(queue, published))):
         add("drained", "the plan drained: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
     return found
 
@@ -92,7 +96,8 @@ def notify(queue: Queue, published: Published) -> None:
     except Exception as exc:  # noqa: BLE001 - logged; the event itself is published
         from runner.queue.notifier import write
 
-        write(queue.store.state_dir / "logs" / "notify.log", f"could not send the notices of {published.commit[:10]}: {exc}")
+        write(queue.store.state_dir / "logs" / "notify.log",
+              f"could not send the notices of {published.commit[:10]}: {exc}")
 
 
 def send(store, settings, notices: list[dict[str, Any]]) -> None:
@@ -107,8 +112,11 @@ def send(store, settings, notices: list[dict[str, Any]]) -> None:
     env = without_repository_env(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
     for notice in notices:
-        payload = json.dumps({"notice": notice, "log": str(log), "command": list(settings.command), "urls": list(settings.urls),
+        payload = json.dumps({"notice": notice, "log": str(log), "command": list(settings.command),
+                              "urls": list(settings.urls),
                               "timeout": settings.timeout})
-        _started.append(subprocess.Popen([sys.executable, "-m", "runner.queue.notifier", payload], cwd=str(getattr(store, "workdir", log.parent)),
-                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        _started.append(subprocess.Popen([sys.executable, "-m", "runner.queue.notifier", payload],
+                                         cwd=str(getattr(store, "workdir", log.parent)),
+                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL,
                                          start_new_session=True))

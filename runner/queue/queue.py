@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
-from runner.core.errors import EXIT_NOTHING, BadInput, RunnerError
+from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import (
     CONFIG_FILE,
@@ -32,6 +31,7 @@ from runner.core.layout import (
 from runner.core.machine import Context, Event, Kind
 from runner.core.model import Step, format_duration, format_time, utc_now
 from runner.queue.backoff import Deferral, RefPace, race_backoff
+from runner.queue.change import Change, LostRace, Published, PushRefused, Skip
 from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
@@ -39,66 +39,6 @@ from runner.store import Failed, RefUpdate, Refused, Store, StoreError, Won
 from runner.store.choice import open_store
 
 OUTCOME_TRIES = 200  # with backoff capped at 1 s: minutes of contention before an outcome gives up
-
-
-class Skip(RunnerError):
-    """Nothing to do this time, with the reason (a tick exits 0; `runner claim` exits 3)."""
-
-    exit_code = EXIT_NOTHING
-
-
-class LostRace(RunnerError):
-    """Every compare-and-swap attempt lost to another writer."""
-
-
-class ClaimLost(RunnerError):
-    """The claim went away (taken over, aborted): the holder may not record anything."""
-
-
-class PushRefused(RunnerError):
-    """The remote's hook refused the push: a protocol violation, never retried."""
-
-
-@dataclass
-class Change:
-    """What one publish writes: a queue commit (files + message) and the other refs it moves."""
-
-    files: dict[str, bytes | None]
-    message: str
-    event: Event | None = None
-    status: str | None = None
-    updates: dict[str, Any] = field(default_factory=dict)
-    refs: list[RefUpdate] = field(default_factory=list)
-    note: Any = None  # what the builder wants to hand back to its caller (a merge conflict, say)
-
-
-@dataclass
-class Published:
-    commit: str
-    change: Change
-    snapshot: Snapshot  # the snapshot the change was built on
-    then: Published | None = None  # the change published after it in the same push (a worker's next claim)
-
-    @property
-    def event(self) -> Event:
-        """The step event it recorded (a step's transition always records one)."""
-        if self.change.event is None:
-            raise LookupError(f"{self.commit[:10]} recorded no event")
-        return self.change.event
-
-    @property
-    def step(self) -> str:
-        return _given(self.event.step, "step", self)
-
-    @property
-    def attempt(self) -> int:
-        return _given(self.event.attempt, "attempt", self)
-
-
-def _given(value: Any, what: str, published: Published) -> Any:
-    if value is None:
-        raise LookupError(f"the event of {published.commit[:10]} names no {what}")
-    return value
 
 
 class Queue:
@@ -163,7 +103,8 @@ class Queue:
         wait, lost, waited, deferral = 0.5, False, 0, Deferral()
         for attempt in range(tries):
             if lost:
-                time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote), outpaced=defer and self.pace.outpaced()))
+                time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote),
+                                        outpaced=defer and self.pace.outpaced()))
                 snap = _fresh(self, snap, branches)
             began = time.monotonic()
             change = build(snap)  # Skip when nothing is left to claim, however busy the ref
@@ -194,9 +135,11 @@ class Queue:
                 self.races_lost += 1
                 lost = True
         waits = f" (and {waited} more tries waited while it moved faster than a claim takes)" if waited else ""
-        raise LostRace(f"lost {tries - waited} compare-and-swap races in a row on {self.branch}{waits}; giving up this time")
+        raise LostRace(
+            f"lost {tries - waited} compare-and-swap races in a row on {self.branch}{waits}; giving up this time")
 
-    def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None, refs: Iterable[RefUpdate] = ()) -> Change:
+    def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None,
+                    refs: Iterable[RefUpdate] = ()) -> Change:
         """The commit of one step event on this snapshot (TransitionError when refused)."""
         step = snap.plan.find(event.step or "")
         if step is None:
@@ -233,7 +176,8 @@ class Queue:
 
     # --- claiming ------------------------------------------------------------------------
 
-    def claim(self, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (), step_id: str | None = None,
+    def claim(self, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
+              step_id: str | None = None,
               snapshot: Snapshot | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
               ignore_deps: bool = False) -> Published:
         """Claim the best step this worker may take (or `step_id`); Skip when there is none.
@@ -250,7 +194,8 @@ class Queue:
         branches = list(snapshot.tips) if snapshot is not None else self.branches()
         return self.publish(build, by or worker, snapshot, branches=branches, defer=True)
 
-    def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
+    def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any],
+                     tags: Iterable[str] = (),
                      step_id: str | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
                      ignore_deps: bool = False, spread: bool = False) -> Change:
         """The claim of the best step on this snapshot (Skip when there is none)."""
@@ -260,13 +205,16 @@ class Queue:
         if snap.plan.halted:
             raise Skip(f"queue halted: {snap.plan.halted}")
         now = utc_now()
-        for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread):
+        for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps,
+                                             spread):
             lease = format_duration(snap.config.leases.lease)
             event = Event(
-                kind, worker, now, step=step.id, attempt=step.attempt + 1, replaces=step.attempt if kind == Kind.TAKEOVER else None,
+                kind, worker, now, step=step.id, attempt=step.attempt + 1,
+                replaces=step.attempt if kind == Kind.TAKEOVER else None,
                 incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
             )
-            refs = [self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})] if beat is not None else []
+            refs = ([self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})]
+                    if beat is not None else [])
             return self.step_change(snap, event, refs=refs)
         raise Skip(why_nothing(snap, tags, step_id))
 
@@ -276,7 +224,8 @@ class Queue:
         """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
         previous = self.store.heartbeat(worker)
         body = {"host": host_name(), "at": format_time(utc_now()), **info}
-        commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body), author_for(worker), base_tree=EMPTY_TREE)
+        commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body),
+                                        author_for(worker), base_tree=EMPTY_TREE)
         return RefUpdate(heartbeat_ref(worker), commit, previous)
 
     def beat(self, worker: str, info: dict[str, Any]) -> str:
@@ -311,7 +260,8 @@ class Queue:
             commit = self.store.make_commit([], files, message, author_for(actor))
             outcome = self.store.publish([RefUpdate(self.ref, commit, None)])
             if not isinstance(outcome, Won):
-                raise LostRace(f"could not create {self.branch}: {outcome or 'another process created it at the same time'}")
+                raise LostRace(
+                    f"could not create {self.branch}: {outcome or 'another process created it at the same time'}")
             self.published = commit
             messages.append(f"created queue branch {self.branch}")
         else:
@@ -319,21 +269,8 @@ class Queue:
         tip_now = self.store.tip(self.branch) or self.published
         assert tip_now is not None  # created above, or there already
         config = self.reader.config_at(tip_now)
-        messages.append(self.ensure_integration(config, actor))
+        messages.append(ensure_integration(self, config, actor))
         return tip is None, "; ".join(messages)
-
-    def ensure_integration(self, config: Config, actor: str) -> str:
-        branch = config.queue.integration_branch
-        self.store.fetch([branch])
-        if self.store.tip(branch):
-            return f"integration branch {branch} exists"
-        head = self.store.local_head()
-        if head is None:
-            head = self.store.make_commit([], {}, "start of integration\n", author_for(actor), base_tree=EMPTY_TREE)
-        outcome = self.store.publish([RefUpdate(branch_ref(branch), head, None)])
-        if isinstance(outcome, Refused):
-            raise PushRefused(str(outcome))
-        return f"created integration branch {branch} at {head[:10]}"
 
     def edit(self, files: Callable[[Snapshot], dict[str, bytes | None]], summary: str, actor: str) -> Published:
         """A person's plan edit (new steps, an import, runner.toml): `files(snapshot)` builds and
@@ -364,6 +301,22 @@ class Queue:
         return log(self.store, self.snapshot().tip, step_id, limit)
 
 
+def ensure_integration(queue: Queue, config: Config, actor: str) -> str:
+    """The integration branch `config` names, created at this repository's HEAD (or an empty
+    start) when it does not exist yet."""
+    branch = config.queue.integration_branch
+    queue.store.fetch([branch])
+    if queue.store.tip(branch):
+        return f"integration branch {branch} exists"
+    head = queue.store.local_head()
+    if head is None:
+        head = queue.store.make_commit([], {}, "start of integration\n", author_for(actor), base_tree=EMPTY_TREE)
+    outcome = queue.store.publish([RefUpdate(branch_ref(branch), head, None)])
+    if isinstance(outcome, Refused):
+        raise PushRefused(str(outcome))
+    return f"created integration branch {branch} at {head[:10]}"
+
+
 def _notified(queue: Queue, published: Published) -> Published:
     """The process that published an event tells people of it, once ([notify] in runner.toml)."""
     settings = published.snapshot.config.notify
@@ -385,11 +338,13 @@ def _moves(queue_ref: str, tip: str, commit: str, change: Change, following: Pub
     """Every ref a publish moves, once each: the queue branch to its last new commit."""
     refs = {update.ref: update for update in [RefUpdate(queue_ref, commit, tip), *change.refs]}
     if following is not None:
-        refs.update({update.ref: update for update in [RefUpdate(queue_ref, following.commit, tip), *following.change.refs]})
+        refs.update({update.ref: update
+                     for update in [RefUpdate(queue_ref, following.commit, tip), *following.change.refs]})
     return list(refs.values())
 
 
-def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Snapshot, commit: str, change: Change, author,
+def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Snapshot, commit: str, change: Change,
+               author,
                after_lost_race: bool) -> Published | None:
     """The change `then` builds on the queue as `commit` (built on `snap`) leaves it, committed
     after it; None when it builds none."""

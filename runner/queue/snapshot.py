@@ -46,7 +46,8 @@ class Snapshot:
     remote), so other workers' heartbeats are as fresh as they can be (leases are judged only
     on such a view)."""
 
-    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None], read_beats: Callable[[], dict[str, Beat]],
+    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None],
+                 read_beats: Callable[[], dict[str, Beat]],
                  fetched: bool = True):
         self.tip = tip
         self.fetched = fetched
@@ -105,7 +106,8 @@ class Reader:
         if data not in self._configs:
             if len(self._configs) > 16:
                 self._configs.clear()
-            self._configs[data] = parse_config(data.decode("utf-8", errors="replace"), f"{CONFIG_FILE} on {self.branch}")
+            self._configs[data] = parse_config(data.decode("utf-8", errors="replace"),
+                                               f"{CONFIG_FILE} on {self.branch}")
         return self._configs[data]
 
     def beats(self) -> dict[str, Beat]:
@@ -157,7 +159,8 @@ class Reader:
             changes = self.store.diff_trees(last_tree, steps_tree)
         if any(c.kind != "M" or c.link or not is_step_path(c.path) for c in changes):
             return None
-        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes if c.oid is not None], halted)
+        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes if c.oid is not None],
+                                 halted)
 
     def _written_changes(self, tip: str, last_tree: str) -> list[Change] | None:
         """The step files `tip` changed, when this process made it on the commit the last
@@ -201,7 +204,8 @@ class Reader:
             self._parsed_new += 1
             if link:
                 stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-                cached = Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
+                cached = Step(id=stem, path=path, meta={}, text="",
+                              problems=["is a symlink (step files must be regular files)"])
             else:
                 cached = self.read_step(path, oid)
                 if cached.valid:
@@ -256,7 +260,8 @@ class Reader:
         step = self._cached(path, oid)
         if step is None or (not step.is_lean and len(step.text) >= 65536):
             return None
-        row: list[Any] = [path, oid, step.id, step.index, None, []] if step.is_lean else [path, oid, step.id, step.meta, step.text, step.problems]
+        row: list[Any] = ([path, oid, step.id, step.index, None, []] if step.is_lean
+                          else [path, oid, step.id, step.meta, step.text, step.problems])
         try:
             return json.dumps(row) + "\n"
         except (TypeError, ValueError):

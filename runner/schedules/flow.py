@@ -172,7 +172,8 @@ def _remove_empty_dirs(folder: Path, *, stop: Path, outcome: Outcome) -> None:
 # --- install / uninstall ----------------------------------------------------------
 
 
-def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_run: bool = False, activate: bool = True) -> Outcome:
+def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_run: bool = False,
+            activate: bool = True) -> Outcome:
     """Write the schedule's files where its OS looks for them (or into output_dir) and start it."""
     spec, scheduler = target.spec, registry.get(target.spec.scheduler)
     outcome = Outcome(dry_run=dry_run, warnings=list(target.assumed))
@@ -182,7 +183,8 @@ def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_
         outcome.notes.append("nothing was installed: the files were only written")
         return outcome
     if not target.here and not dry_run:
-        raise BadInput("this schedule is for another computer: pass --output DIR to write its files, or --dry-run to print them")
+        raise BadInput(
+            "this schedule is for another computer: pass --output DIR to write its files, or --dry-run to print them")
     blocker = None if dry_run else activation_blocker(scheduler, activate)
     if blocker is not None and blocker == os_blocker(scheduler):
         outcome.not_activated = blocker  # it was asked for and could not be done
@@ -270,10 +272,12 @@ def status(scheduler_name: str | None, worker_id: str) -> dict:
     folder = scheduler.install_dir()
     spec = read_record(scheduler, worker_id)
     if spec is None:
-        leftovers = [folder / rel for m in MODES for rel in scheduler.own_files(worker_id, m) if (folder / rel).exists()]
+        leftovers = [folder / rel for m in MODES for rel in scheduler.own_files(worker_id, m)
+                     if (folder / rel).exists()]
         report["files"] = [{"path": str(p), "state": "unrecorded"} for p in leftovers]
         report["problems"].append(
-            "files of this worker exist without a record of their install: run uninstall-schedule, then install-schedule"
+            "files of this worker exist without a record of their install: run uninstall-schedule, then "
+            "install-schedule"
             if leftovers
             else f"no {scheduler.name} schedule is installed for worker {worker_id}: run install-schedule"
         )
@@ -287,14 +291,16 @@ def status(scheduler_name: str | None, worker_id: str) -> dict:
         except (OSError, subprocess.TimeoutExpired) as exc:
             reason = f"{scheduler.tool} did not answer ({exc})"
         else:
-            report.update(os_asked=True, enabled=state.enabled, running=state.running, failing=state.failing, os_answers=state.answers)
+            report.update(os_asked=True, enabled=state.enabled, running=state.running, failing=state.failing,
+                          os_answers=state.answers)
             report["drifted"] = report["drifted"] or state.drifted
             report["problems"] += state.problems
     if reason is not None:
         report["os_not_asked_because"] = reason
         report["problems"].append(f"{reason}, so whether the schedule is enabled, running or failing is unknown")
     report["healthy"] = (
-        report["os_asked"] and not report["drifted"] and report["enabled"] is True and report["running"] is True and report["failing"] is False
+        report["os_asked"] and not report["drifted"] and report["enabled"] is True and report["running"] is True
+        and report["failing"] is False
     )
     return report
 
@@ -320,4 +326,5 @@ def _check_files(scheduler: Scheduler, spec: ScheduleSpec, report: dict) -> None
             report["problems"].append(f"{path} {state}: re-run install-schedule to rewrite it")
     if not os.path.exists(spec.python):
         report["drifted"] = True
-        report["problems"].append(f"the interpreter {spec.python} no longer exists: re-run install-schedule with --python")
+        report["problems"].append(
+            f"the interpreter {spec.python} no longer exists: re-run install-schedule with --python")

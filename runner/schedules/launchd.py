@@ -70,7 +70,8 @@ def read_env_file(path: str) -> dict[str, str]:
         if not equals or not _ENV_NAME.fullmatch(name):
             problems.append(f"{path}:{number}: expected NAME=value, where NAME is letters, digits and _")
         elif has_control_char(value.replace("\t", " ")):
-            problems.append(f"{path}:{number}: the value of {name} contains a control character, which a plist cannot carry")
+            problems.append(
+                f"{path}:{number}: the value of {name} contains a control character, which a plist cannot carry")
         else:
             values[name] = value
     if problems:
@@ -139,7 +140,8 @@ class Launchd(Scheduler):
         values = {
             "LABEL": escape(name),
             "PROGRAM_ARGUMENTS": _lines([_string(arg) for arg in worker_argv(spec)]),
-            "ENVIRONMENT_VARIABLES": _lines([f"<key>{escape(k)}</key>\n\t\t{_string(v)}" for k, v in sorted(environment.items())]),
+            "ENVIRONMENT_VARIABLES": _lines([f"<key>{escape(k)}</key>\n\t\t{_string(v)}"
+                                             for k, v in sorted(environment.items())]),
             "EXIT_TIMEOUT": str(stop_timeout(spec)),
             "LOG_FILE": escape(posixpath.join(log_dir(spec.home), name + ".log")),
             "INTERVAL": str(spec.interval),
@@ -168,7 +170,9 @@ class Launchd(Scheduler):
         if done.returncode != 0:
             state.answers[f"print {target}"] = "not loaded"
             state.enabled = state.running = False
-            state.problems.append(f"{target} is not loaded: run launchctl bootstrap {gui_domain()} {self.install_dir() / self.own_files(spec.worker_id, spec.mode)[0]}")
+            state.problems.append(
+                f"{target} is not loaded: run launchctl bootstrap {gui_domain()} "
+                f"{self.install_dir() / self.own_files(spec.worker_id, spec.mode)[0]}")
             return state
         fields = parse_print(done.stdout)
         status, last_exit = fields.get("state", "unknown"), fields.get("last exit code", "(never exited)")

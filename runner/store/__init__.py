@@ -145,11 +145,13 @@ class Store(Protocol):
     def raw_commit(self, oid: str) -> bytes: ...  # headers, a blank line, the message, as git stores it
     def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
     def log(self, tip: str) -> Iterator[CommitInfo]: ...  # first parents, newest first
-    def commits_between(self, old: str | None, new: str) -> list[CommitInfo]: ...  # reachable from new, not old; oldest first
+    # reachable from new, not old; oldest first
+    def commits_between(self, old: str | None, new: str) -> list[CommitInfo]: ...
     def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
 
     # -- writing objects --
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str: ...
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
+                    base_tree: str | None = None) -> str: ...
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
 
     # -- moving refs, all or none; the queue's home --
@@ -163,10 +165,12 @@ class Store(Protocol):
     def remove_worktree(self, path: Path) -> None: ...
     def prune_worktrees(self) -> None: ...
     def snapshot_worktree(self, path: Path, base: str) -> tuple[str, list[str]]: ...  # (tree, changed paths)
-    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]: ...  # the paths left in conflict
+    # the paths left in conflict
+    def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]: ...
     def reset_worktree(self, path: Path, commit: str) -> None: ...  # a fresh checkout of commit, in place
     def diff_text(self, path: Path, base: str) -> bytes: ...  # a worktree's change from base, as a patch
-    def staged_files(self) -> tuple[list[FileEntry], set[str]]: ...  # (the index being committed, the paths it adds or changes)
+    # (the index being committed, the paths it adds or changes)
+    def staged_files(self) -> tuple[list[FileEntry], set[str]]: ...
 
     # -- housekeeping --
     def private(self) -> Store: ...  # another handle for another thread

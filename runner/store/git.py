@@ -79,7 +79,9 @@ class GitStore:
         if remote == "auto":
             remote = "origin" if "origin" in names else None
         elif remote is not None and remote not in names:
-            raise NoSuchPlace(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for local only)")
+            raise NoSuchPlace(
+                f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for "
+                "local only)")
         self.remote = remote
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
@@ -90,7 +92,8 @@ class GitStore:
         """The server's repository during pre-receive: the pushed objects sit in a quarantine
         folder that git names in the environment, and libgit2 does not read it by itself."""
         store = cls(path, remote=None)
-        folders = [os.environ.get("GIT_OBJECT_DIRECTORY", ""), *os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)]
+        folders = [os.environ.get("GIT_OBJECT_DIRECTORY", ""),
+                   *os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)]
         for folder in folders:
             if folder and os.path.isdir(folder):
                 store.repo.odb.add_disk_alternate(os.path.abspath(folder))
@@ -260,7 +263,8 @@ class GitStore:
         for commit in walker:
             yield self.commit(str(commit.id))
 
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
+                    base_tree: str | None = None) -> str:
         """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
         if base_tree is None and parents:
             base_tree = str(self._commit(parents[0]).tree_id)
@@ -328,7 +332,8 @@ class RefNames:
         key = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns)
         if self._packed[0] != key:
             lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-            self._packed = (key, [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
+            self._packed = (key,
+                            [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
         return self._packed[1]
 
 
@@ -353,7 +358,8 @@ def write_tree(repo: pygit2.Repository, base: str | None, files: Mapping[str, by
         else:
             builder.insert(name, repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
     for name, sub in below.items():
-        sub_base = str(base_tree[name].id) if base_tree is not None and name in base_tree and base_tree[name].type_str == "tree" else None
+        sub_base = (str(base_tree[name].id) if base_tree is not None and name in base_tree
+                    and base_tree[name].type_str == "tree" else None)
         sub_tree = write_tree(repo, sub_base, sub)
         if len(trees.tree_of(repo, sub_tree)) == 0:
             if base_tree is not None and name in base_tree:

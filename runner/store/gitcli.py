@@ -10,7 +10,8 @@ from pathlib import Path
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from, without_repository_env
 from runner.store import StoreError
 
-QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c", "credential.interactive=false")
+QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c",
+             "credential.interactive=false")
 
 
 def _git_env(inherit_repository: bool) -> dict[str, str]:
@@ -47,4 +48,5 @@ def fetch_args(remote_url: str, remote: str, branches: list[str], heartbeats: bo
     specs = [f"+refs/heads/{b}*:refs/remotes/{remote}/{b}*" for b in dict.fromkeys(branches)]
     if heartbeats:
         specs.append(f"+{HEARTBEAT_PREFIX}*:{heartbeats_seen_from(remote)}*")
-    return ["fetch", "--quiet", *(["--prune"] if heartbeats else []), "--no-write-fetch-head", "--no-tags", remote_url, *specs]
+    return ["fetch", "--quiet", *(["--prune"] if heartbeats else []), "--no-write-fetch-head", "--no-tags", remote_url,
+            *specs]

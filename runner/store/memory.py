@@ -46,6 +46,9 @@ class MemoryStore:
     reset_worktree = memoryfolders.reset_worktree
     staged_files = memoryfolders.staged_files
 
+    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
+        return three_way_merge(self, ours, theirs, message, author)
+
     remote = None
     remote_url = None
     view_lags = False  # there is no remote to lag behind
@@ -81,7 +84,8 @@ class MemoryStore:
     def _put_tree(self, tree: Tree) -> str:
         """Named as git names a tree: its entries in git's order (a folder sorts as 'name/')."""
         order = sorted(tree, key=lambda name: name + "/" if tree[name][0] == "tree" else name)
-        data = b"".join(b"%s %s\0" % (b"40000" if tree[n][0] == "tree" else b"100644", n.encode()) + bytes.fromhex(tree[n][1]) for n in order)
+        data = b"".join(b"%s %s\0" % (b"40000" if tree[n][0] == "tree" else b"100644",
+                                      n.encode()) + bytes.fromhex(tree[n][1]) for n in order)
         oid = self._id("tree", data)
         self.trees[oid] = dict(tree)
         return oid
@@ -191,7 +195,8 @@ class MemoryStore:
                 tree.pop(name, None)
         return self._put_tree(tree)
 
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author, base_tree: str | None = None) -> str:
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
+                    base_tree: str | None = None) -> str:
         if base_tree is None and parents:
             base_tree = self.commit(parents[0]).tree
         tree = self._write(base_tree, files)
@@ -203,46 +208,6 @@ class MemoryStore:
         self.commits[oid] = CommitInfo(oid, tuple(parents), tree, message, author.name, self.clock)
         self.raw[oid] = raw
         return oid
-
-    def _merge_base(self, a: str, b: str) -> str | None:
-        ancestors, todo = set(), [a]
-        while todo:
-            oid = todo.pop()
-            if oid not in ancestors:
-                ancestors.add(oid)
-                todo += self.commit(oid).parents
-        todo = [b]
-        seen = set()
-        while todo:
-            oid = todo.pop(0)
-            if oid in ancestors:
-                return oid
-            if oid not in seen:
-                seen.add(oid)
-                todo += self.commit(oid).parents
-        return None
-
-    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
-        if self.is_ancestor(ours, theirs):
-            return Merged(theirs)
-        base = self._merge_base(ours, theirs)
-        files = {t: self._files(self.commit(c).tree) if c else {} for t, c in (("base", base), ("ours", ours), ("theirs", theirs))}
-        merged, conflicts = dict(files["ours"]), []
-        for path in set(files["theirs"]) | set(files["base"]):
-            b, o, t = files["base"].get(path), files["ours"].get(path), files["theirs"].get(path)
-            if t == b or t == o:
-                continue
-            if o != b:
-                conflicts.append(path)
-            elif t is None:
-                merged.pop(path, None)  # theirs deleted it
-            else:
-                merged[path] = t
-        if conflicts:
-            return Conflict(tuple(sorted(conflicts)))
-        changes: dict[str, bytes | None] = {p: self.blobs[oid] for p, oid in merged.items() if files["ours"].get(p) != oid}
-        changes.update({p: None for p in files["ours"] if p not in merged})
-        return Merged(self.make_commit([ours, theirs], changes, message, author))
 
     # --- refs ---
 
@@ -318,3 +283,47 @@ def parents_first(parents_of, old: str | None, new: str) -> list[str]:
             stack.append((oid, True))
             stack += [(p, False) for p in reversed(parents_of(oid))]
     return found
+
+
+def _merge_base(store: MemoryStore, a: str, b: str) -> str | None:
+    ancestors, todo = set(), [a]
+    while todo:
+        oid = todo.pop()
+        if oid not in ancestors:
+            ancestors.add(oid)
+            todo += store.commit(oid).parents
+    todo = [b]
+    seen = set()
+    while todo:
+        oid = todo.pop(0)
+        if oid in ancestors:
+            return oid
+        if oid not in seen:
+            seen.add(oid)
+            todo += store.commit(oid).parents
+    return None
+
+def three_way_merge(store: MemoryStore, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
+    """MemoryStore.merge: git's three-way merge, a whole file the unit of a conflict."""
+    if store.is_ancestor(ours, theirs):
+        return Merged(theirs)
+    base = _merge_base(store, ours, theirs)
+    files = {t: store._files(store.commit(c).tree) if c else {}
+             for t, c in (("base", base), ("ours", ours), ("theirs", theirs))}
+    merged, conflicts = dict(files["ours"]), []
+    for path in set(files["theirs"]) | set(files["base"]):
+        b, o, t = files["base"].get(path), files["ours"].get(path), files["theirs"].get(path)
+        if t == b or t == o:
+            continue
+        if o != b:
+            conflicts.append(path)
+        elif t is None:
+            merged.pop(path, None)  # theirs deleted it
+        else:
+            merged[path] = t
+    if conflicts:
+        return Conflict(tuple(sorted(conflicts)))
+    changes: dict[str, bytes | None] = {p: store.blobs[oid] for p, oid in merged.items()
+                                        if files["ours"].get(p) != oid}
+    changes.update({p: None for p in files["ours"] if p not in merged})
+    return Merged(store.make_commit([ours, theirs], changes, message, author))

@@ -40,7 +40,8 @@ def clash_failure(ref: str, other: str) -> Refused:
     """A ref runner needs is blocked by a name someone else gave a ref: not a lost race (it
     would be lost for ever) nor a failure to try again, a refusal that says what to remove."""
     branch = other.removeprefix("refs/heads/")
-    return Refused(((f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
+    return Refused(((
+        f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
                      f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} "
                      f"(and git branch -D {branch})"),))
 

@@ -30,7 +30,8 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
     if len(old) + len(new) > DIFF_IN_C or not (_may_hold_trees(old) or _may_hold_trees(new)):
         for delta in old.diff_to_tree(new).deltas:
             kind = delta.status_char()
-            out.append(Change(base + (delta.new_file.path or delta.old_file.path), None if kind == "D" else str(delta.new_file.id),
+            out.append(Change(base + (delta.new_file.path or delta.old_file.path),
+                              None if kind == "D" else str(delta.new_file.id),
                               kind, delta.new_file.mode == pygit2.GIT_FILEMODE_LINK))
         return
     before = {entry.name: entry for entry in old}
@@ -38,8 +39,11 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
         was = before.pop(entry.name, None)
         if was is None:
             _all_files(repo, entry, base, "A", out)
-        elif was.id == entry.id and was.type == entry.type and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode):
-            continue  # an entry's type follows from its mode, and only a blob's mode varies: its mode (an enum, slow) is read last
+        elif (was.id == entry.id and was.type == entry.type
+                and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode)):
+            # An entry's type follows from its mode, and only a blob's mode varies: its mode (an
+            # enum, slow) is read last.
+            continue
         elif was.filemode == entry.filemode == pygit2.GIT_FILEMODE_TREE:
             _diff(repo, tree_of(repo, was.id), tree_of(repo, entry.id), f"{base}{entry.name}/", out)
         elif _FILE_TYPES.get(was.filemode) == _FILE_TYPES.get(entry.filemode):  # same kind (two trees went above)

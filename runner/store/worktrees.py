@@ -131,7 +131,8 @@ def merge_in_worktree(store: GitStore, path: Path, ours: str, theirs: str) -> tu
     unmerged = run_git(path, "diff", "--name-only", "-z", "--diff-filter=U").stdout.decode("utf-8", "surrogateescape")
     conflicted = tuple(sorted(name for name in unmerged.split("\0") if name))
     if done.returncode != 0 and not conflicted:
-        raise StoreError(f"git merge of {theirs[:10]} in {path} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
+        raise StoreError(
+            f"git merge of {theirs[:10]} in {path} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
     return conflicted
 
 

@@ -47,7 +47,8 @@ class AnyEvent:
 class WorktreeActions:
     def __init__(self, store: Store, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
                  read_queue_file: Callable[[str], bytes | None], plan, cancel: threading.Event, lost: threading.Event,
-                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None, live: LiveOutput | None = None):
+                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None,
+                 live: LiveOutput | None = None):
         self.store = store
         self.worker = worker
         self.worktree = worktree
@@ -151,7 +152,8 @@ class WorktreeActions:
         step: Step = state.step
         scenario = self.scenario if role == "qa" else ""
         tokens: dict[str, Any]
-        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario)
+        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context,
+                                     scenario)
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
             "prompt": lambda: as_argument(prompt(), self.files / f"{role}.prompt.md"),
@@ -208,11 +210,13 @@ class WorktreeActions:
             timeout = left if timeout is None else min(timeout, left)
         return timeout
 
-    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None, role: str | None = None) -> RunResult:
+    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None,
+                role: str | None = None) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(name, stdout)
         try:
-            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role), self.cancel, stdout,
+            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role),
+                                  self.cancel, stdout,
                                   session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
         finally:
             self.live.running(None)

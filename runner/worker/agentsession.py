@@ -54,7 +54,8 @@ class Session:
         self.passes += 1
 
     def restore_runs(self) -> list[Run]:
-        return [Run(r.get("name", "?"), r.get("result", "not run"), r.get("seconds"), r.get("detail", "")) for r in self.runs]
+        return [Run(r.get("name", "?"), r.get("result", "not run"), r.get("seconds"), r.get("detail", ""))
+                for r in self.runs]
 
 
 class Sessions:
@@ -104,7 +105,8 @@ def state_of(session: Session, step, config) -> State:
     """The pipeline's state of the attempt a session holds, with what earlier hand-ins spent."""
     config = config.for_step(step.meta)
     scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
-    return State(step=step, attempt=session.attempt, config=config, feedback=session.feedback or str(step.meta.get("last_error") or ""),
+    return State(step=step, attempt=session.attempt, config=config,
+                 feedback=session.feedback or str(step.meta.get("last_error") or ""),
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
                  implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
                  resolves=session.resolves, context=session.context)
@@ -124,7 +126,8 @@ def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts
 # --- what an agent reads ------------------------------------------------------------------------
 
 
-def context(read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None, caller: str = "") -> str:
+def context(read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None,
+            caller: str = "") -> str:
     """root.md, NOTES.md, the step, what its dependencies left (clipped) and the feedback;
     after `header` (its {tokens} filled) when one is given."""
 
@@ -160,7 +163,8 @@ def shown(store, snap, step_id: str) -> str:
     if not step.valid:
         return head
     step = step.full()
-    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step, str(step.meta.get("last_error") or ""))
+    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step,
+                                 str(step.meta.get("last_error") or ""))
 
 
 # --- the keeper: a shell agent's heartbeat --------------------------------------------------------
@@ -171,13 +175,17 @@ def start_keeper(repo: Path, remote: str | None, branch: str, agent: str, step: 
     it, and ends when the claim does); its pid and start time."""
     from runner.queue.leases import process_start_time
 
-    argv = [sys.executable, "-m", "runner", "keep-claim", step, "--id", agent, "--repo", str(repo), "--queue-branch", branch]
+    argv = [sys.executable, "-m", "runner", "keep-claim", step, "--id", agent, "--repo", str(repo), "--queue-branch",
+            branch]
     if remote != "auto":
         argv += ["--remote", remote or "none"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")]))})
+                                env={
+                                    **os.environ,
+                                    "PYTHONPATH": os.pathsep.join(filter(
+                                        None, [_package_root(), os.environ.get("PYTHONPATH")]))})
     return {"pid": proc.pid, "started": process_start_time(proc.pid)}
 
 

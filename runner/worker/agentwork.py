@@ -29,8 +29,9 @@ from runner.core.errors import BadInput, RunnerError
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, clip
 from runner.core.machine import Kind, holds
 from runner.core.model import format_time, utc_now
+from runner.queue.change import ClaimLost
 from runner.queue.leases import holder_info, local_holder_gone, new_incarnation
-from runner.queue.queue import ClaimLost, Queue
+from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 from runner.worker import worktrees
 from runner.worker.actions import WorktreeActions
@@ -63,7 +64,8 @@ class AgentWork:
     heartbeat in this process while it lives (`runner mcp`, whose pid the claim names), or a
     callable(session) -> keeper facts that starts a process to keep it (`runner work`)."""
 
-    def __init__(self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread", header: str = ""):
+    def __init__(self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread",
+                 header: str = ""):
         self.queue = queue
         self.header = header  # the start of a claimed step's prompt (runner.agents.prime; plans/prompts/agent.md wins)
         self.store = queue.store
@@ -76,7 +78,8 @@ class AgentWork:
         self.holder = holder_info(with_pid=self.in_process)
         self.incarnation = new_incarnation(agent) if self.in_process else None
         self.sessions = Sessions(self.store.state_dir, agent)
-        self.sessions_dir = self.store.state_dir / "sessions"  # shared with workers: a takeover here kills what our checks left
+        # shared with workers: a takeover here kills what our checks left
+        self.sessions_dir = self.store.state_dir / "sessions"
         self.started = format_time(utc_now())
         self.beating: dict[str, Heartbeat] = {}
         self.mutex = threading.Lock()
@@ -95,9 +98,11 @@ class AgentWork:
         from runner.queue.claims import why_nothing
 
         snap = self.snapshot()
-        steps = [] if snap.plan.halted else [{"step": s.id, "title": s.title, "priority": s.priority, "depends_on": s.depends_on}
+        steps = [] if snap.plan.halted else [{"step": s.id, "title": s.title, "priority": s.priority,
+                                              "depends_on": s.depends_on}
                                                for s in snap.plan.ready(utc_now(), self.tags)]
-        why = None if steps else (f"queue halted: {snap.plan.halted}" if snap.plan.halted else why_nothing(snap, self.tags, None))
+        why = (None if steps
+               else (f"queue halted: {snap.plan.halted}" if snap.plan.halted else why_nothing(snap, self.tags, None)))
         return {"steps": steps, "why": why}
 
     def show(self, step_id: str) -> str:
@@ -123,10 +128,13 @@ class AgentWork:
             facts = self.facts("running", incarnation=incarnation)
             if not self.in_process:
                 facts.pop("pid"), facts.pop("process_started")  # the keeper's beats name the keeper
-            published = self.queue.claim(self.agent, incarnation, self.holder, self.tags, step_id=step_id, snapshot=snap, beat=facts)
+            published = self.queue.claim(self.agent, incarnation, self.holder, self.tags, step_id=step_id,
+                                         snapshot=snap, beat=facts)
             change = published.change
             if change.status == "failed":
-                raise RunnerError(f"{published.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry it)")
+                raise RunnerError(
+                    f"{published.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry "
+                    "it)")
             return self.start(published.commit, published.snapshot, published.event, incarnation, context)
 
     def start(self, claim: str, before: Snapshot, event, incarnation: str, caller: str = "") -> dict[str, Any]:
@@ -138,13 +146,15 @@ class AgentWork:
         path = worktree_folder(self.store.workdir, self.store.state_dir, self.agent) / f"{step.id}-a{event.attempt}"
         try:
             if event.kind == Kind.TAKEOVER:
-                worktrees.kill_leftovers(self.sessions_dir, step.id, event.replaces or 0, before, lambda kind, line: None)
+                worktrees.kill_leftovers(self.sessions_dir, step.id, event.replaces or 0, before, lambda kind,
+                                         line: None)
             if (dead := self.sessions.load(step.id)) is not None:
                 self.end(dead, None)  # a session of ours that died holding this step: its worktree goes
             base = worktrees.base_with_dependencies(self.store, snap, step, integration)
             worktrees.remove(self.store, path)
             self.store.add_worktree(path, base)
-            session = Session(step.id, event.attempt, incarnation, str(path), base, wall_clock(), wall_clock(), context=caller)
+            session = Session(step.id, event.attempt, incarnation, str(path), base, wall_clock(), wall_clock(),
+                              context=caller)
             self.sessions.save(session)  # the keeper reads it
             if self.start_keeper is not None:
                 session.keeper = self.start_keeper(session)
@@ -152,10 +162,11 @@ class AgentWork:
         except Exception as exc:
             with suppress(RunnerError):  # else its lease gives it back
                 self.queue.event(step.id, Kind.RELEASE, self.agent, incarnation=incarnation,
-                                 reason=clip(f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"))
+                                 reason=clip(
+                                     f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"))
             worktrees.remove(self.store, path)
             raise
-        self.beat_for(session, snap)
+        start_heartbeat(self, session, snap)
         return self.claimed(session, snap)
 
     def claimed(self, session: Session, snap: Snapshot) -> dict[str, Any]:
@@ -163,7 +174,8 @@ class AgentWork:
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
         feedback = session.feedback or str(step.meta.get("last_error") or "")
-        prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header, tokens, session.context)
+        prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header,
+                         tokens, session.context)
         return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,
                 "lease": snap.config.leases.lease, "prompt": prompt}
 
@@ -173,14 +185,15 @@ class AgentWork:
         """Run the step's checks in the agent's worktree; record the outcome, or (a check failed,
         fixes left) keep the claim and say what to fix."""
         with self.locked():
-            session, step, snap = self.held(step_id)
+            session, step, snap = held(self, step_id)
             if session is None or not Path(session.worktree).is_dir():
                 raise NotHeld(f"{self.agent} holds {step_id}, but no worktree of it is on this host: "
                               f"release it (`runner release {step_id} --id {self.agent}`) and take it again")
             state = state_of(session, step, snap.config)
             now = wall_clock()
-            state.runs.append(Run("implement", PASS, max(now - session.since, 0.0), f"handed in by {self.agent} from its own session"))
-            checked = run_checks(state, self.actions(session, state, snap))
+            state.runs.append(Run("implement", PASS, max(now - session.since, 0.0),
+                                  f"handed in by {self.agent} from its own session"))
+            checked = run_checks(state, worktree_actions(self, session, state, snap))
             if isinstance(checked, Outcome):
                 return self.finish(session, state, checked, notes)
             session.keep(state)
@@ -196,9 +209,10 @@ class AgentWork:
 
     def give_back(self, step_id: str, outcome: Outcome) -> TickResult:
         with self.locked():
-            session, step, snap = self.held(step_id)
+            session, step, snap = held(self, step_id)
             if session is None:  # claimed by hand (`runner claim`): no worktree, nothing to keep
-                session = Session(step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "", wall_clock(), wall_clock())
+                session = Session(step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "",
+                                  wall_clock(), wall_clock())
             return self.finish(session, state_of(session, step, snap.config), outcome, None)
 
     def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> TickResult:
@@ -215,10 +229,13 @@ class AgentWork:
             return self.facts("idle", last={"step": step, "attempt": attempt, "outcome": status})
 
         recorder = Recorder(self.queue, self.agent, session.incarnation or None, beat)
-        passes_left = outcome.kind == Kind.COMPLETE and worktree is not None and state.resolves < state.config.brakes.max_resolve_attempts
+        passes_left = (outcome.kind == Kind.COMPLETE and worktree is not None
+                       and state.resolves < state.config.brakes.max_resolve_attempts)
         try:
-            published, sentinel = recorder.record(state, outcome, result, files, clip(notes, MAX_NOTES_APPEND_BYTES) if notes else None,
-                                                  log_path, max(wall_clock() - session.claimed, 0.0), snap, resolve=passes_left)
+            published, sentinel = recorder.record(state, outcome, result, files,
+                                                  clip(notes, MAX_NOTES_APPEND_BYTES) if notes else None,
+                                                  log_path, max(wall_clock() - session.claimed, 0.0), snap,
+                                                  resolve=passes_left)
         except MergeConflict as conflict:
             assert worktree is not None and result is not None
             return onto_new_tip(self, session, state, snap, result, conflict, notes)
@@ -232,17 +249,6 @@ class AgentWork:
 
     # --- the pieces a worker's tick uses ------------------------------------------------------
 
-    def actions(self, session: Session, state: State, snap: Snapshot) -> WorktreeActions:
-        files = self.sessions.folder / f"{session.step}-a{session.attempt}"
-        files.mkdir(parents=True, exist_ok=True)
-        beating = self.beating.get(session.step)
-        lost = beating.lost if beating is not None else threading.Event()
-        actions = WorktreeActions(self.store, self.agent, Path(session.worktree), session.base, files, self.log_path(session),
-                                  lambda path: self.store.file_at(snap.tip, path), snap.plan, threading.Event(), lost,
-                                  threading.Event(), self.sessions_dir, state.config.worker.default_timeout)
-        actions.started = time.monotonic() - max(wall_clock() - session.claimed, 0.0)  # the budget counts from the claim
-        return actions
-
     def log_path(self, session: Session) -> Path:
         return self.store.state_dir / "logs" / "steps" / f"{session.step}-a{session.attempt}.log"
 
@@ -250,25 +256,9 @@ class AgentWork:
 
     def mine(self, session: Session | None, step) -> TypeGuard[Session]:
         """`session` is this process's (or, for a shell agent, this host's) claim of `step`."""
-        return (session is not None and session.attempt == step.attempt and session.incarnation == step.holder.get("incarnation")
+        return (session is not None and session.attempt == step.attempt
+                and session.incarnation == step.holder.get("incarnation")
                 and (self.incarnation is None or session.incarnation == self.incarnation))
-
-    def held(self, step_id: str):
-        """(this host's session or None, the step in full, the snapshot) of a step the agent holds."""
-        snap = self.snapshot()
-        step = snap.plan.find(step_id)
-        if step is None:
-            raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
-        session = self.sessions.load(step_id)
-        if session is not None and (not step.valid or holds(step.meta, self.agent, session.attempt, session.incarnation)):
-            self.end(session, None)  # its claim is gone: taken over, aborted, recorded elsewhere
-            session = None
-        why = holds(step.meta, self.agent, None) if step.valid else "the step is invalid"
-        if why is None and self.incarnation is not None and step.holder.get("incarnation") != self.incarnation:
-            why = f"it was claimed in another session of {self.agent}"
-        if why:
-            raise NotHeld(f"{self.agent} does not hold {step_id}: {why}")
-        return session, step.full(), snap
 
     def prune(self, snap: Snapshot) -> None:
         """End the sessions whose claim is gone (recorded elsewhere, taken over, aborted)."""
@@ -289,23 +279,18 @@ class AgentWork:
                 worktrees.clean_up(self.store, path, state, lambda kind, line: None)
             else:
                 worktrees.remove(self.store, path)
-        shutil.rmtree(self.sessions.folder / f"{session.step}-a{session.attempt}", ignore_errors=True)  # its prompt and output files
+        # its prompt and output files
+        shutil.rmtree(self.sessions.folder / f"{session.step}-a{session.attempt}", ignore_errors=True)
         self.sessions.forget(session.step)
-
-    def beat_for(self, session: Session, snap: Snapshot) -> None:
-        if not self.in_process:
-            return
-        beating = Heartbeat(self.queue, self.agent, session.step, session.attempt, session.incarnation, snap.config.heartbeat_interval,
-                            lambda: self.facts("running", session.step, session.attempt, session.incarnation), lambda kind, line: None)
-        self.beating[session.step] = beating
-        beating.start()
 
     def facts(self, state: str, step: str | None = None, attempt: int | None = None, incarnation: str | None = None,
               last: dict | None = None) -> dict[str, Any]:
         import os
 
-        return {"state": state, "step": step, "attempt": attempt, "incarnation": incarnation or self.incarnation, "agent": True,
-                "pid": os.getpid(), "started": self.started, "process_started": self.holder.get("started"), "last": last}
+        return {"state": state, "step": step, "attempt": attempt, "incarnation": incarnation or self.incarnation,
+                "agent": True,
+                "pid": os.getpid(), "started": self.started, "process_started": self.holder.get("started"),
+                "last": last}
 
     @contextmanager
     def locked(self):
@@ -315,12 +300,56 @@ class AgentWork:
             try:
                 lock.acquire(timeout=0)
             except Timeout:
-                raise RunnerError(f"another runner command of {self.agent} is working on this repository; try again when it ends") from None
+                raise RunnerError(f"another runner command of {self.agent} is working on this repository; "
+                                  "try again when it ends") from None
             try:
                 yield
             finally:
                 lock.release()
 
+
+def worktree_actions(work: AgentWork, session: Session, state: State, snap: Snapshot) -> WorktreeActions:
+    files = work.sessions.folder / f"{session.step}-a{session.attempt}"
+    files.mkdir(parents=True, exist_ok=True)
+    beating = work.beating.get(session.step)
+    lost = beating.lost if beating is not None else threading.Event()
+    actions = WorktreeActions(work.store, work.agent, Path(session.worktree), session.base, files,
+                              work.log_path(session),
+                              lambda path: work.store.file_at(snap.tip, path), snap.plan, threading.Event(), lost,
+                              threading.Event(), work.sessions_dir, state.config.worker.default_timeout)
+    # the budget counts from the claim
+    actions.started = time.monotonic() - max(wall_clock() - session.claimed, 0.0)
+    return actions
+
+
+def held(work: AgentWork, step_id: str):
+    """(this host's session or None, the step in full, the snapshot) of a step the agent holds."""
+    snap = work.snapshot()
+    step = snap.plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
+    session = work.sessions.load(step_id)
+    if (session is not None
+            and (not step.valid or holds(step.meta, work.agent, session.attempt, session.incarnation))):
+        work.end(session, None)  # its claim is gone: taken over, aborted, recorded elsewhere
+        session = None
+    why = holds(step.meta, work.agent, None) if step.valid else "the step is invalid"
+    if why is None and work.incarnation is not None and step.holder.get("incarnation") != work.incarnation:
+        why = f"it was claimed in another session of {work.agent}"
+    if why:
+        raise NotHeld(f"{work.agent} does not hold {step_id}: {why}")
+    return session, step.full(), snap
+
+
+def start_heartbeat(work: AgentWork, session: Session, snap: Snapshot) -> None:
+    if not work.in_process:
+        return
+    beating = Heartbeat(work.queue, work.agent, session.step, session.attempt, session.incarnation,
+                        snap.config.heartbeat_interval,
+                        lambda: work.facts("running", session.step, session.attempt, session.incarnation),
+                        lambda kind, line: None)
+    work.beating[session.step] = beating
+    beating.start()
 
 
 def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
@@ -336,12 +365,13 @@ def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot
     where = f"onto {conflict.onto[:10]}"
     if not conflicted:
         state.runs.append(Run("resolve", PASS, None, f"git merged the change {where} cleanly"))
-        checked = run_checks(state, work.actions(session, state, snap))
+        checked = run_checks(state, worktree_actions(work, session, state, snap))
         if isinstance(checked, Outcome):
             return work.finish(session, state, checked, notes)
         feedback = checked
     else:
-        state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
+        state.runs.append(Run("resolve", "not run", None,
+                              f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
                                                           f"left to {work.agent}"))
         feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
         state.feedback = feedback
@@ -365,10 +395,13 @@ def keep_claim(queue: Queue, agent: str, step_id: str) -> None:
     holder, started = holder_info(), format_time(utc_now())
 
     def facts() -> dict[str, Any]:
-        return {"state": "running", "step": session.step, "attempt": session.attempt, "incarnation": session.incarnation,
-                "agent": True, "pid": os.getpid(), "started": started, "process_started": holder.get("started"), "last": None}
+        return {"state": "running", "step": session.step, "attempt": session.attempt,
+                "incarnation": session.incarnation,
+                "agent": True, "pid": os.getpid(), "started": started, "process_started": holder.get("started"),
+                "last": None}
 
-    beating = Heartbeat(queue, agent, session.step, session.attempt, session.incarnation, snap.config.heartbeat_interval, facts,
+    beating = Heartbeat(queue, agent, session.step, session.attempt, session.incarnation,
+                        snap.config.heartbeat_interval, facts,
                         lambda kind, line: print(f"{format_time(utc_now())} {kind} {line}", flush=True))
     beating.start()
     # Also ends with its session file (ended by this host, or its clone deleted): a keeper

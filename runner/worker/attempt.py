@@ -16,7 +16,8 @@ from runner.worker.gates import GateResult
 from runner.worker.roles import Verdict
 
 FAULT = "PIPELINE-FAULT"
-WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate", "verify": "verifier",
+WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate",
+        "verify": "verifier",
         "resolve": "resolve", "context_floor": "context floor detector", "qa": "QA"}
 def named(paths, shown: int = 20) -> str:
     """Paths for a message: the first few, and how many more (a merge may conflict in thousands)."""
@@ -71,7 +72,8 @@ class State:
     reviews: int = 0  # review rounds spent this attempt
     swept: bool = False
     context: str = ""  # the caller's context (`runner tick --context`): in every prompt and the handoff
-    holds: list[str] = field(default_factory=list)  # faults of the sweep and the review: a person must look at the result
+    # faults of the sweep and the review: a person must look at the result
+    holds: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +96,8 @@ class Actions(Protocol):
     def stopping(self) -> bool: ...  # the worker was asked to stop: give the step back
     def lost(self) -> bool: ...  # the claim went away
     # A resolve pass only (run_resolve):
-    def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]: ...  # git's merge of onto into ours' files: the paths left in conflict
+    # git's merge of onto into ours' files: the paths left in conflict
+    def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]: ...
     def restart_at(self, onto: str) -> None: ...  # the worktree as a fresh checkout of onto
-    def conflicts_left(self, paths: tuple[str, ...]) -> list[str]: ...  # those of the paths that still hold conflict markers
+    # those of the paths that still hold conflict markers
+    def conflicts_left(self, paths: tuple[str, ...]) -> list[str]: ...

@@ -13,7 +13,7 @@ import time
 
 from filelock import Timeout
 
-from runner.queue.queue import LostRace, PushRefused
+from runner.queue.change import LostRace, PushRefused
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
@@ -24,7 +24,8 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 
 class Daemon:
-    def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False, json_out: bool = False):
+    def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
+                 json_out: bool = False):
         self.w = worker
         self.interval = interval
         self.max_ticks = max_ticks
@@ -38,7 +39,10 @@ class Daemon:
         try:
             w.lock.acquire(timeout=0)
         except Timeout:
-            print(f"error: another `runner worker --id {w.id}` is already running on this repository (lock {w.lock.lock_file})", file=sys.stderr)
+            print(
+                f"error: another `runner worker --id {w.id}` is already running on this repository (lock "
+                f"{w.lock.lock_file})",
+                file=sys.stderr)
             return 2
         try:
             return self._loop()
@@ -59,7 +63,8 @@ class Daemon:
         ticks = errors = faults = 0
         while not w.stopping.is_set():
             # The next step is claimed with this one's record only when the next tick follows at once.
-            w.claim_ahead = not (self.max_ticks and ticks + 1 >= self.max_ticks) and not (config and config.worker.step_delay)
+            w.claim_ahead = (not (self.max_ticks and ticks + 1 >= self.max_ticks)
+                             and not (config and config.worker.step_delay))
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
             if self.once and not self.json_out and result.step is not None:
@@ -69,11 +74,13 @@ class Daemon:
             faults = faults + 1 if result.outcome == "fault" else 0
             if self.once and errors >= MAX_ERRORS_ONCE:
                 w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.reason}")
-                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})", file=sys.stderr)
+                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})",
+                      file=sys.stderr)
                 return 1
             if faults >= MAX_FAULTS_IN_A_ROW:
                 w.log("STOP", f"{faults} faults of runner in a row; the last: {result.reason}")
-                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.reason})", file=sys.stderr)
+                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.reason})",
+                      file=sys.stderr)
                 return 1
             if self.max_ticks and ticks >= self.max_ticks:
                 break
@@ -92,7 +99,8 @@ class Daemon:
     def wait_idle(self, pause: float, watch: float | None) -> None:
         """Wait `pause` before the next idle tick, or less: every `watch` seconds ask the queue's
         home where the queue branch is (a remote's ref advertisement, no fetch; without a remote,
-        the ref itself) and return as soon as it moved (a step added, approved or given back). Expired claims are still looked for at the
+        the ref itself) and return as soon as it moved (a step added, approved or given back). Expired claims are still
+        looked for at the
         interval: they show in heartbeats, which only a fetch reads."""
         w = self.w
         if not watch or watch >= pause:

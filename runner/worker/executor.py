@@ -155,8 +155,10 @@ def run(
             if problem:
                 raise OSError(0, problem)
             proc = subprocess.Popen(
-                [*DIE_WITH_PARENT, *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log, start_new_session=True,
-                preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509 (one prctl call, no lock taken)
+                [*DIE_WITH_PARENT, *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
+                start_new_session=True,
+                # one prctl call, no lock taken:
+                preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509
             )
         except (OSError, ValueError) as exc:
             if stdout_path:
@@ -200,7 +202,8 @@ def kill_recorded_session(path: Path) -> int:
     return killed
 
 
-def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: Cancel | None) -> RunResult:
+def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None,
+          cancel: Cancel | None) -> RunResult:
     deadline = started + timeout if timeout else None
     with _exit_watch(proc) as exited:
         while not exited(0.05):

@@ -52,7 +52,8 @@ def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:
     lines.append("---")
     lines.append(f"# Handoff: {checked.step} (attempt {checked.attempt})")
     lines.append("")
-    lines.append(f"**{checked.sentinel}** by {checked.worker}: {checked.outcome}" + (f" ({checked.reason})" if checked.reason else ""))
+    lines.append(f"**{checked.sentinel}** by {checked.worker}: {checked.outcome}"
+                 + (f" ({checked.reason})" if checked.reason else ""))
     lines.append("")
     lines.append("| gate | result | detail |")
     lines.append("|---|---|---|")
@@ -61,7 +62,8 @@ def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:
         lines.append(f"| {gate.name.replace('|', '/')} | {gate.result} | {detail} |")
     for title, text in sections.items():
         if text and text.strip():
-            lines += ["", f"## {title}", "", clip(text.rstrip(), MAX_SECTION_BYTES)]  # an agent's output may be megabytes
+            # an agent's output may be megabytes
+            lines += ["", f"## {title}", "", clip(text.rstrip(), MAX_SECTION_BYTES)]
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

@@ -40,8 +40,10 @@ from runner.worker.roles import (
 )
 
 RESOLVE_FEEDBACK = (
-    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts in "
-    "{paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that both this "
+    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts "
+    "in "
+    "{paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that both "
+    "this "
     "step's change and the work on the new tip are kept, remove every marker, and change nothing else."
 )
 RERUN_FEEDBACK = (
@@ -61,7 +63,7 @@ def run_resolve(state: State, actions: Actions, onto: str, ours: str) -> Outcome
     """A resolve pass: bring the change committed as `ours` onto the integration tip `onto`
     (docs/protocol.md, section 9), then the gates and the verifier again."""
     try:
-        return _Pipeline(state, actions).resolve(onto, ours)
+        return _resolve_pass(_Pipeline(state, actions), onto, ours)
     except _Stop as stop:
         return stop.outcome
 
@@ -99,7 +101,8 @@ class _Pipeline:
             return None
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
-            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no attempt spent)"))
+            raise _Stop(Outcome(
+                Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no attempt spent)"))
         self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe()))
         return result
 
@@ -113,7 +116,9 @@ class _Pipeline:
         budget = self.brakes.step_budget
         spent = self.s.spent_before + self.a.elapsed()
         if budget is not None and spent >= budget:
-            raise _Stop(Outcome(Kind.FAIL, reason=f"budget: {spent:.0f}s spent of the step's {budget:.0f}s budget across attempts", permanent=True))
+            raise _Stop(Outcome(Kind.FAIL,
+                                reason=f"budget: {spent:.0f}s spent of the step's {budget:.0f}s budget across attempts",
+                                permanent=True))
 
     # -- the flow --
 
@@ -152,14 +157,19 @@ class _Pipeline:
         if not critical:
             return self.completed()
         if self.s.reviews >= self.brakes.max_review_attempts:
-            return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): " + "; ".join(critical)[:1000])
+            return Outcome(
+                Kind.FAIL,
+                reason=f"review found critical issues after {self.s.reviews} review round(s): "
+                + "; ".join(critical)[:1000])
         self.s.reviews += 1
-        self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES)
+        self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical),
+                               MAX_FEEDBACK_BYTES)
         return self.s.feedback
 
     def completed(self) -> Outcome:
         """The result, held for a person when a role or QA scenario that should have looked at it did not."""
-        unjudged = [f"{g.detail}; not passed" for g in self.s.gates if g.result == NOT_RUN and g.detail.startswith(FAULT)]
+        unjudged = [f"{g.detail}; not passed" for g in self.s.gates
+                    if g.result == NOT_RUN and g.detail.startswith(FAULT)]
         if holds := self.s.holds + unjudged:
             return Outcome(Kind.COMPLETE, hold=clip("awaiting a person: " + "; ".join(holds), MAX_TEXT_BYTES))
         return Outcome(Kind.COMPLETE)
@@ -168,40 +178,6 @@ class _Pipeline:
         """The seed's context floor, before any agent runs (docs/protocol.md, section 9)."""
         if self.s.config.brakes.context_floor and (halt := below_floor(self.s, self.role("context_floor"))):
             raise _Stop(halt)
-
-    def resolve(self, onto: str, ours: str) -> Outcome:
-        self.s.resolves += 1
-        self.budget()
-        where = f"onto {onto[:10]}"
-        conflicted = self.a.merge_onto(ours, onto)
-        paths = named(conflicted)
-        if not conflicted:
-            how = f"git merged the change {where} cleanly"
-            self.s.runs.append(Run("resolve", PASS, None, how))
-        elif self.s.config.roles.get("resolve"):
-            self.s.feedback = RESOLVE_FEEDBACK.format(where=where, paths=paths)
-            result = self.role("resolve", f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) {where}: ")
-            if result is None or not result.ok:
-                raise _Stop(Outcome(Kind.FAIL, reason=self.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
-            if left := self.a.conflicts_left(conflicted):
-                self.s.runs[-1].result = FAIL
-                raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))
-            how = f"[roles.resolve] resolved {paths} {where}"
-        else:  # no resolver: the step's own command makes its change again, on the new tip
-            self.a.restart_at(onto)
-            how = f"{paths} conflicted {where}: implement ran again on it"
-            self.s.runs.append(Run("resolve", PASS, None, f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) conflicted {where}: implement runs again on it"))
-            self.s.feedback = RERUN_FEEDBACK.format(where=where, paths=paths)
-            self.implement()
-        self.s.roles.append(GateResult("resolve", PASS, how))
-        self.s.roles = [r for r in self.s.roles if r.name != "verify"]  # the verdict that counts is this pass's
-        self.s.gates = self.a.gates(self.s)
-        self.s.runs += [Run(g.name, g.result, g.seconds, g.detail) for g in self.s.gates if g.result != NOT_RUN]
-        failure = gate_failure_feedback(self.s.gates) or self.verify()
-        self.budget()
-        if failure:
-            return Outcome(Kind.FAIL, reason=f"after the resolve pass {where}: {failure}")
-        return self.completed()
 
     def orient(self) -> None:
         result = self.role("orient")
@@ -223,16 +199,20 @@ class _Pipeline:
             why = f"skipped by {variable}=1"
             self.s.overrides.append(f"{variable}=1 skipped the deviation gate: {deviation}")
         if why:
-            self.s.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv, result.duration))
+            self.s.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv,
+                                           result.duration))
             return
         self.s.roles.append(GateResult("orient", FAIL, f"major deviation: {deviation}", result.argv, result.duration))
-        raise _Stop(Outcome(Kind.BLOCK, reason=f"orient reported a major deviation: {deviation}", review=REVIEW_DEVIATION))
+        raise _Stop(Outcome(Kind.BLOCK, reason=f"orient reported a major deviation: {deviation}",
+                            review=REVIEW_DEVIATION))
 
     def implement(self) -> None:
         self.s.implement_runs += 1
         result = self.role("implement")
         if result is None:
-            raise _Stop(Outcome(Kind.FAIL, reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command", permanent=True))
+            raise _Stop(Outcome(Kind.FAIL,
+                                reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command",
+                                permanent=True))
         self.s.notes["Implement output"] = result.output
         if not result.ok:
             self.budget()  # a run cut short by the step's budget is the budget's failure
@@ -245,7 +225,8 @@ class _Pipeline:
         if said in ("STEP_FAILED", "CODER_FAILED"):
             raise _Stop(Outcome(Kind.FAIL, reason=f"implement failed: {why or 'the coder said FAILED'}"))
         if said == "CODER_REJECTED":  # the coder (or the person at its own gate) refused the step: no attempt will do
-            raise _Stop(Outcome(Kind.FAIL, reason=f"rejected by the coder: {why or 'it said REJECTED'}", permanent=True, rejected=True))
+            raise _Stop(Outcome(Kind.FAIL, reason=f"rejected by the coder: {why or 'it said REJECTED'}", permanent=True,
+                                rejected=True))
         if said == "CODER_COMPLETE":
             self.s.runs[-1].detail += ", CODER_COMPLETE"
 
@@ -263,20 +244,28 @@ class _Pipeline:
         verdict = self.s.verdict if why is None else None
         # The record's run says what the verdict said, not only that the command exited 0.
         self.s.runs[-1] = Run("verify", PASS if verdict and verdict.passed else FAIL, result.duration,
-                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict else why or "")
+                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict else why
+                              or "")
         if why is not None:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
             if self.s.config.pipeline.halt_on_verifier_fault:
-                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)", halt=f"{VERIFIER_HALT}{why}"))
+                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)",
+                                    halt=f"{VERIFIER_HALT}{why}"))
             raise _Stop(Outcome(Kind.FAIL, reason=f"verifier fault: {why}"))
         assert verdict is not None
         self.s.scores.append(verdict.score)
         window = self.brakes.score_plateau_window
         self.s.scores = self.s.scores[-(window + 1) * 4:]
-        self.s.roles.append(GateResult("verify", PASS if verdict.passed else FAIL, f"score {verdict.score}: " + "; ".join(verdict.reasons), result.argv, result.duration))
+        self.s.roles.append(GateResult("verify", PASS if verdict.passed else FAIL,
+                                       f"score {verdict.score}: " + "; ".join(verdict.reasons), result.argv,
+                                       result.duration))
         if plateaued(self.s.scores, window):
-            raise _Stop(Outcome(Kind.FAIL, reason=f"plateau: the verifier's score has not improved over the last {window} runs ({self.s.scores[-window - 1:]})", permanent=True))
+            raise _Stop(Outcome(
+                Kind.FAIL,
+                reason=f"plateau: the verifier's score has not improved over the last {window} runs "
+                       f"({self.s.scores[-window - 1:]})",
+                permanent=True))
         return None if verdict.passed else verdict.feedback()
 
     def orchestrate(self) -> None:
@@ -292,11 +281,13 @@ class _Pipeline:
         result = self.role("sweep")
         if result is None:
             return
-        if not result.ok:  # the result goes on, to be held for a person: never passed as swept, never a reason to implement again
+        # the result goes on, to be held for a person: never passed as swept, never a reason to implement again
+        if not result.ok:
             self.s.holds.append(f"{self.fault('sweep', result)}; not passed as swept")
             return
         self.s.notes["Sweep findings"] = result.output
-        self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings", result.argv, result.duration))
+        self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings",
+                                       result.argv, result.duration))
 
     def review(self) -> list[str]:
         """The independent review when due (run again once if it faults): its critical findings;
@@ -311,7 +302,8 @@ class _Pipeline:
             return []
         due = review_due(role, self.a.changed_files())
         if not due:
-            self.s.roles.append(GateResult("review", NOT_RUN, f"not due (fewer than {role.min_files} files changed, no boundary crossed)"))
+            self.s.roles.append(GateResult("review", NOT_RUN,
+                                           f"not due (fewer than {role.min_files} files changed, no boundary crossed)"))
             return []
         result = self.role("review")
         if result is not None and not result.ok:
@@ -324,7 +316,9 @@ class _Pipeline:
         critical = critical_findings(result.output)
         self.s.findings = clip("\n".join(critical) or result.output, MAX_FEEDBACK_BYTES)
         self.s.roles = [r for r in self.s.roles if r.name != "review"]
-        self.s.roles.append(GateResult("review", FAIL if critical else PASS, f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})", result.argv, result.duration))
+        self.s.roles.append(GateResult("review", FAIL if critical else PASS,
+                                       f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})",
+                                       result.argv, result.duration))
         return critical
 
 
@@ -338,7 +332,8 @@ def below_floor(state: State, result: RunResult | None) -> Outcome | None:
     except ValueError as exc:
         line = f"{FAULT}: {WHAT['context_floor']}: {exc}"
         state.faults.append(line)
-        state.roles.append(GateResult("context_floor", FAIL, line, result.argv if result else None, result.duration if result else None))
+        state.roles.append(GateResult("context_floor", FAIL, line, result.argv if result else None,
+                                      result.duration if result else None))
         return Outcome(Kind.RELEASE, reason=f"context floor: the detector gave no answer, the queue is halted ({exc})",
                        halt=f"{CONTEXT_HALT}: the detector gave no answer ({exc})")
     detail = f"loop_mode_eligible={str(eligible).lower()}" + (f" ({said})" if said else "")
@@ -346,5 +341,49 @@ def below_floor(state: State, result: RunResult | None) -> Outcome | None:
     if eligible:
         return None
     state.runs[-1].result = FAIL
-    return Outcome(Kind.RELEASE, reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
+    return Outcome(
+        Kind.RELEASE,
+        reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
                    halt=CONTEXT_HALT + (f": {said}" if said else ""))
+
+
+def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
+    """Bring the attempt onto the moved integration tip: git's merge, else [roles.resolve] on
+    the conflicts, else the step's own command again on the new tip; then its checks again."""
+    p.s.resolves += 1
+    p.budget()
+    where = f"onto {onto[:10]}"
+    conflicted = p.a.merge_onto(ours, onto)
+    paths = named(conflicted)
+    if not conflicted:
+        how = f"git merged the change {where} cleanly"
+        p.s.runs.append(Run("resolve", PASS, None, how))
+    elif p.s.config.roles.get("resolve"):
+        p.s.feedback = RESOLVE_FEEDBACK.format(where=where, paths=paths)
+        result = p.role("resolve",
+                           f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) {where}: ")
+        if result is None or not result.ok:
+            raise _Stop(Outcome(
+                Kind.FAIL, reason=p.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
+        if left := p.a.conflicts_left(conflicted):
+            p.s.runs[-1].result = FAIL
+            raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))
+        how = f"[roles.resolve] resolved {paths} {where}"
+    else:  # no resolver: the step's own command makes its change again, on the new tip
+        p.a.restart_at(onto)
+        how = f"{paths} conflicted {where}: implement ran again on it"
+        p.s.runs.append(Run(
+            "resolve", PASS, None,
+            f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) conflicted {where}: implement "
+            "runs again on it"))
+        p.s.feedback = RERUN_FEEDBACK.format(where=where, paths=paths)
+        p.implement()
+    p.s.roles.append(GateResult("resolve", PASS, how))
+    p.s.roles = [r for r in p.s.roles if r.name != "verify"]  # the verdict that counts is this pass's
+    p.s.gates = p.a.gates(p.s)
+    p.s.runs += [Run(g.name, g.result, g.seconds, g.detail) for g in p.s.gates if g.result != NOT_RUN]
+    failure = gate_failure_feedback(p.s.gates) or p.verify()
+    p.budget()
+    if failure:
+        return Outcome(Kind.FAIL, reason=f"after the resolve pass {where}: {failure}")
+    return p.completed()

@@ -52,7 +52,8 @@ def dependency_layers(plan: Plan) -> dict[str, int]:
         while stack:
             sid = stack[-1]
             step = plan.steps.get(sid)
-            pending = [d for d in (step.depends_on if step else []) if d in plan.steps and d not in layers and d not in on_path]
+            pending = [d for d in (step.depends_on if step else [])
+                       if d in plan.steps and d not in layers and d not in on_path]
             if pending:
                 stack.append(pending[0])
                 on_path.add(pending[0])

@@ -31,7 +31,8 @@ def judge(name: str, label: str, result: RunResult | None, changed: list[str]) -
         return fault(f"did not run ({exc})")
     if changed:
         return fault(f"changed the step's files ({named(changed)}): its verdict is not taken")
-    detail = f"[roles.qa] verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" + "".join(f"; {r}" for r in verdict.reasons)
+    reasons = "".join(f"; {r}" for r in verdict.reasons)
+    detail = f"[roles.qa] verdict: pass={str(verdict.passed).lower()}, score {verdict.score}{reasons}"
     if not verdict.passed and verdict.next_hint:
         detail += f"; next: {verdict.next_hint}"
     return GateResult(name, PASS if verdict.passed else FAIL, detail, result.argv, result.duration, "qa", label)

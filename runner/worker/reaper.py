@@ -1,6 +1,7 @@
 """A step's whole process tree dies with its worker, however the worker ends.
 
-Every command runner runs carries RUNNER_RUN=<this process's prefix><n>/ in its environment, and so does everything it starts (a grandchild, a daemon that double-forked, a
+Every command runner runs carries RUNNER_RUN=<this process's prefix><n>/ in its environment, and so does everything it
+starts (a grandchild, a daemon that double-forked, a
 child that left the session with setsid): the environment is inherited, and the kernel keeps
 the one a process started with. That tag finds them all, on Linux (/proc) and macOS (psutil)
 alike, with or without systemd:
@@ -83,7 +84,8 @@ def new_tag() -> str:
             env = {k: v for k, v in os.environ.items() if k != TAG}
             # Its own session: a signal to the worker's process group does not reach it.
             _watcher = subprocess.Popen([sys.executable, "-m", "runner.worker.reaper", PREFIX], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
         return f"{PREFIX}{next(_runs)}/"
 
 

@@ -14,8 +14,9 @@ from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_perso
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
 from runner.queue.backoff import retry_at
+from runner.queue.change import ClaimLost, Published
 from runner.queue.merging import merge_update, step_branch_update
-from runner.queue.queue import OUTCOME_TRIES, ClaimLost, Published, Queue
+from runner.queue.queue import OUTCOME_TRIES, Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Conflict
 from runner.worker import executor
@@ -64,16 +65,19 @@ class Recorder:
         self.incarnation = incarnation
         self.beat = beat  # (last step, attempt, status) -> the heartbeat facts after this record
 
-    def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None, elapsed: float) -> Event:
+    def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None,
+              elapsed: float) -> Event:
         metrics: dict[str, Any] = {}
         if state.scores:
-            metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window:]  # the plateau window, as the loop-runner keeps it
+            # the plateau window, as the loop-runner keeps it
+            metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window:]
         if state.config.brakes.step_budget is not None:
             metrics["spent"] = round(state.spent_before + elapsed, 1)
         if state.verdict is not None:
             metrics["last_verdict"] = state.verdict.as_dict()
         failures = int(state.step.meta.get("failures") or 0)
-        backoff = failures + 1 if outcome.kind == Kind.FAIL else faults_in_a_row(state.step.meta) + 1 if outcome.fault else None
+        backoff = (failures + 1 if outcome.kind == Kind.FAIL else faults_in_a_row(state.step.meta) + 1 if outcome.fault
+                   else None)
         return Event(
             outcome.kind,
             self.worker,
@@ -87,7 +91,8 @@ class Recorder:
             hold=bool(outcome.hold),
             fault=outcome.fault,
             review=outcome.review,
-            result={"branch": snap.config.queue.step_branch_prefix + state.step.id, "commit": result} if result and outcome.kind == Kind.COMPLETE else None,
+            result={"branch": snap.config.queue.step_branch_prefix + state.step.id,
+                    "commit": result} if result and outcome.kind == Kind.COMPLETE else None,
             metrics=metrics or None,
             ticked=tuple(_checked_commands(state)) if outcome.kind == Kind.COMPLETE else (),
             notes=notes if outcome.kind == Kind.COMPLETE else None,
@@ -106,17 +111,20 @@ class Recorder:
             step = snap.plan.steps.get(state.step.id)
             step = step and step.full()
             if step is None or (why := holds(step.meta, self.worker, state.attempt, self.incarnation)):
-                raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
+                raise ClaimLost(
+                    f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
             event = self.event(state, outcome, snap, result, notes, elapsed)
             context = queue.context(snap, step)
             refs = []
-            if event.kind == Kind.COMPLETE and result and not needs_person(step.meta, event, context):  # no result: nothing to merge
+            # no result: nothing to merge
+            if event.kind == Kind.COMPLETE and result and not needs_person(step.meta, event, context):
                 update = merge_update(queue.store, snap, result, step.id, state.attempt, self.worker)
                 if isinstance(update, Conflict) and resolve:
                     raise MergeConflict(update.paths, str(snap.tips[integration]))
                 if isinstance(update, Conflict):
                     passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
-                    why = f"merge conflict with {integration} in: {named(update.paths)}{passes} (the next attempt starts from its new tip)"
+                    why = (f"merge conflict with {integration} in: {named(update.paths)}{passes} (the next attempt "
+                           "starts from its new tip)")
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))
@@ -131,17 +139,20 @@ class Recorder:
             return queue.step_change(snap, event, handoff, refs)
 
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
-        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration], patience=patience,
+        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration],
+                                  patience=patience,
                                   then=then)
         return published, sentinel_for(published.event.kind, published.change.status or "", outcome.rejected)
 
-    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float, rejected: bool = False) -> bytes:
+    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float,
+                rejected: bool = False) -> bytes:
         meta = HandoffMeta.model_validate({  # pydantic checks the outcome and each gate's result
             "step": state.step.id,
             "attempt": state.attempt,
             "worker": self.worker,
             "outcome": status,
-            "gates": [{"name": g.name, "result": g.result, "detail": g.detail[:500]} for g in [*state.gates, *state.roles]],
+            "gates": [{"name": g.name, "result": g.result, "detail": g.detail[:500]}
+                      for g in [*state.gates, *state.roles]],
             "files_changed": files,
             "duration_s": round(max(elapsed, 0.0), 2),
             "result_commit": (event.result or {}).get("commit"),
@@ -156,7 +167,8 @@ class Recorder:
             "Pipeline faults": "\n".join(state.faults),
             "Overrides": "\n".join(f"- {item}" for item in state.overrides),
             "Context from the caller": fence(state.context) if state.context.strip() else "",
-            "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "") for r in event.runs),
+            "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "")
+                              for r in event.runs),
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
             "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",
@@ -165,12 +177,15 @@ class Recorder:
         return render_handoff(meta, sections)
 
 
-def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path) -> TickResult:
-    """The result of a recorded attempt, with its step report (Automated Verification N/M, QA, manual checks left, final status)."""
+def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str],
+                   log_path) -> TickResult:
+    """The result of a recorded attempt, with its step report (Automated Verification N/M, QA, manual checks left, final
+    status)."""
     event, status = published.event, str(published.change.status)
     return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
                       will_retry=(status == "ready") if event.kind == Kind.FAIL else None, commit=published.commit,
-                      report=StepReport.of(state, status, files, list(event.runs), str(log_path), qa_doc(state.step.text)))
+                      report=StepReport.of(state, status, files, list(event.runs), str(log_path),
+                                           qa_doc(state.step.text)))
 
 
 def _checked_commands(state: State) -> list[str]:

@@ -11,7 +11,8 @@ from runner.core.stepfile import checklist, manual_checks
 from runner.store import StoreError
 from runner.worker.gates import PASS
 
-STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_REJECTED": "failed", "STEP_FAILED": "failed"}
+STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_REJECTED": "failed",
+               "STEP_FAILED": "failed"}
 # Outcomes of a tick that did not go wrong: the daemon waits its interval after them.
 IDLE_OUTCOMES = ("skip", "no-queue", "blocked", "error", "lost", "fault")
 FAILED_INSIDE = ("error", "fault")  # a fault of the tick itself (exit 1), not of the step
@@ -27,7 +28,8 @@ class Checklist:
         return sum(1 for _, ok in self.items if ok)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "total": len(self.items), "items": [{"label": label, "passed": ok} for label, ok in self.items]}
+        return {"passed": self.passed, "total": len(self.items),
+                "items": [{"label": label, "passed": ok} for label, ok in self.items]}
 
 
 def checklist_summary(step_text: str, gates, section: str, kind: str) -> Checklist:
@@ -53,17 +55,21 @@ class StepReport:
     log: str | None = None
 
     @classmethod
-    def of(cls, state, final_status: str, files: list[str], runs: list, log: str | None, qa_doc: str | None) -> StepReport:
+    def of(cls, state, final_status: str, files: list[str], runs: list, log: str | None,
+           qa_doc: str | None) -> StepReport:
         step = state.step
-        return cls(step.title, final_status, files, checklist_summary(step.text, state.gates, "Automated Verification", "check"),
+        return cls(step.title, final_status, files,
+                   checklist_summary(step.text, state.gates, "Automated Verification", "check"),
                    checklist_summary(step.text, state.gates, "Automated QA", "qa"), qa_doc, manual_checks(step.text),
                    [g.as_dict() for g in state.gates], [r.as_dict() for r in state.roles], runs, list(state.faults),
                    list(state.overrides), log)
 
     def as_dict(self) -> dict[str, Any]:
         return {"title": self.title, "final_status": self.final_status, "files_changed": self.files_changed,
-                "automated_verification": self.automated_verification.as_dict(), "automated_qa": self.automated_qa.as_dict(),
-                "qa_doc": self.qa_doc, "manual_checks_left": self.manual_checks_left, "gates": self.gates, "roles": self.roles,
+                "automated_verification": self.automated_verification.as_dict(),
+                "automated_qa": self.automated_qa.as_dict(),
+                "qa_doc": self.qa_doc, "manual_checks_left": self.manual_checks_left, "gates": self.gates,
+                "roles": self.roles,
                 "runs": self.runs, "faults": self.faults, "overrides": self.overrides, "log": self.log}
 
 
@@ -108,9 +114,12 @@ class TickResult:
         return self.outcome in IDLE_OUTCOMES
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome, "reason": self.reason,
+        data: dict[
+            str,
+            Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome, "reason": self.reason,
                                 "worker": self.worker}
-        optional = {"step": self.step, "attempt": self.attempt, "commit": self.commit, "steps": list(self.blocked) or None}
+        optional = {"step": self.step, "attempt": self.attempt, "commit": self.commit,
+                    "steps": list(self.blocked) or None}
         data.update({key: value for key, value in optional.items() if value is not None})
         if self.report is not None:
             data.update(self.report.as_dict(), will_retry=self.will_retry, commit=self.commit)
@@ -125,7 +134,8 @@ class TickResult:
         return data
 
 
-def skip(worker: str, reason: str, outcome: str = "skip", step: str | None = None, attempt: int | None = None) -> TickResult:
+def skip(worker: str, reason: str, outcome: str = "skip", step: str | None = None,
+         attempt: int | None = None) -> TickResult:
     return TickResult("SKIP", outcome, worker, reason, step, attempt)
 
 
@@ -155,9 +165,11 @@ def render_text(result: TickResult) -> str:
         lines = [f"Status: not recorded: {_not_yet_status(result)}", f"Step: {result.step} - {report.title}",
                  "Final frontmatter status: claimed (still yours)"]
     else:
-        lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}", f"Final frontmatter status: {report.final_status}",
+        lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}",
+                 f"Final frontmatter status: {report.final_status}",
                  "Files changed: " + (", ".join(report.files_changed) or "none")]
-    for title, summary in (("Automated Verification", report.automated_verification), ("Automated QA", report.automated_qa)):
+    for title, summary in (("Automated Verification", report.automated_verification),
+                           ("Automated QA", report.automated_qa)):
         if summary.items:
             lines.append(f"{title}: {summary.passed}/{len(summary.items)} passed")
             lines += [f"  - [{'x' if ok else ' '}] {label}" for label, ok in summary.items]
@@ -167,10 +179,12 @@ def render_text(result: TickResult) -> str:
         lines.append("Manual verification needed:")
         lines += [f"  - [ ] {item}" for item in report.manual_checks_left]
     if result.hand_in is not None:
-        return "\n".join([*lines, f"Worktree: {result.hand_in.worktree}", "What to fix:", result.hand_in.feedback.rstrip()])
+        return "\n".join([*lines, f"Worktree: {result.hand_in.worktree}", "What to fix:",
+                          result.hand_in.feedback.rstrip()])
     reason = result.reason if result.reason and result.sentinel != "STEP_COMPLETE" else ""
     if reason:
-        retry = "" if result.will_retry is None else " (it will be retried)" if result.will_retry else " (it will not be retried)"
+        retry = ("" if result.will_retry is None else " (it will be retried)" if result.will_retry
+                 else " (it will not be retried)")
         lines.append(f"Reason: {reason[:500]}{retry}")
     lines.append(f"{result.sentinel}" + (f": {reason[:200]}" if reason else ""))
     return "\n".join(lines)
@@ -179,9 +193,14 @@ def render_text(result: TickResult) -> str:
 def _not_yet_status(result: TickResult) -> str:
     assert result.hand_in is not None
     if result.outcome == "resolve":
-        return (f"the integration branch moved and its new tip conflicts with your change in {', '.join(result.hand_in.conflicts)}: "
-                "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is spent)")
-    return (f"the checks did not pass. Fix it and hand it in again (if the checks fail {result.hand_in.fixes_left + 1} more time(s), "
+        return (
+            "the integration branch moved and its new tip conflicts with your change in "
+            f"{', '.join(result.hand_in.conflicts)}: "
+                "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is "
+                "spent)")
+    return (
+        f"the checks did not pass. Fix it and hand it in again (if the checks fail {result.hand_in.fixes_left + 1} "
+        "more time(s), "
             "it is recorded as failed)")
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from runner.core.machine import Kind
 from runner.core.model import Step
-from runner.queue.queue import Published, Queue
+from runner.queue.change import Published
+from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 from runner.worker.actions import WorktreeActions
@@ -45,7 +46,8 @@ def first_pass(state: State, actions: WorktreeActions, base: str, approved: str)
     return outcome
 
 
-def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, result: str | None, files: list[str], notes: str | None,
+def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, result: str | None, files: list[str],
+           notes: str | None,
            log_path: Any, elapsed: float, snapshot: Snapshot, then: Any, actions: WorktreeActions | None,
            ) -> tuple[Published, str, Outcome, list[str]]:
     """Publish the attempt's outcome; while its merge conflicts and passes are left, bring it onto
@@ -55,7 +57,8 @@ def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, res
     while True:
         passes_left = actions is not None and state.resolves < state.config.brakes.max_resolve_attempts
         try:
-            published, sentinel = recorder.record(state, outcome, result, files, notes, log_path, elapsed + time.monotonic() - started,
+            published, sentinel = recorder.record(state, outcome, result, files, notes, log_path,
+                                                  elapsed + time.monotonic() - started,
                                                   snapshot, then=then, resolve=passes_left)
             return published, sentinel, outcome, files
         except MergeConflict as conflict:

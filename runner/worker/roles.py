@@ -18,7 +18,8 @@ from runner.core.limits import MAX_TEXT_BYTES, clip
 
 CRITICAL_MARKERS = ("CRITICAL", "\N{LARGE RED CIRCLE}")
 # The switches step-runner users already know, and runner's own names for them.
-SWITCHES = {"autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"), "skip_review": ("RUNNER_SKIP_REVIEW", "STEP_SKIP_REVIEW")}
+SWITCHES = {"autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"),
+            "skip_review": ("RUNNER_SKIP_REVIEW", "STEP_SKIP_REVIEW")}
 
 
 def deviation_reported(output: str) -> str | None:
@@ -60,7 +61,8 @@ def final_sentinel(output: str) -> tuple[str, str] | None:
     if match := _SENTINEL_RE.fullmatch(lines[-1]):
         return match.group(1), match.group(2)
     match = _CODER_RE.fullmatch(lines[-1])
-    if match and (match.group(1) != "COMPLETE" or lines[-1].startswith("CODER_")):  # a bare COMPLETE is not the coder's word
+    # a bare COMPLETE is not the coder's word
+    if match and (match.group(1) != "COMPLETE" or lines[-1].startswith("CODER_")):
         return f"CODER_{match.group(1)}", clip((match.group(2) or "").strip(), MAX_TEXT_BYTES // 4)
     return None
 
@@ -77,7 +79,8 @@ def context_eligibility(output: str) -> tuple[bool, str]:
         if isinstance(data, dict) and isinstance(data.get("loop_mode_eligible"), bool):
             said = ", ".join(f"{k}={json.dumps(v)}" for k, v in data.items() if k != "loop_mode_eligible")
             return data["loop_mode_eligible"], clip(said, MAX_TEXT_BYTES // 4)
-    raise ValueError(f"no JSON with \"loop_mode_eligible\": true or false in its output ({clip(output.strip(), 120)!r})")
+    raise ValueError(
+        f"no JSON with \"loop_mode_eligible\": true or false in its output ({clip(output.strip(), 120)!r})")
 
 
 def critical_findings(output: str) -> list[str]:
@@ -173,5 +176,7 @@ def parse_verdict(stdout: str) -> Verdict:
     if hint is not None and not isinstance(hint, str):
         raise VerdictError('"next_hint" must be a string')
     # An agent's reasons are hostile input too: bounded here, whatever reads them later.
-    reasons = [clip(r, MAX_TEXT_BYTES // 4) for r in reasons[:20]] + ([f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else [])
-    return Verdict(passed=data["pass"], score=float(score), reasons=reasons, next_hint=clip(hint, MAX_TEXT_BYTES // 4) or None)
+    reasons = [clip(r, MAX_TEXT_BYTES // 4)
+               for r in reasons[:20]] + ([f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else [])
+    return Verdict(passed=data["pass"], score=float(score), reasons=reasons,
+                   next_hint=clip(hint, MAX_TEXT_BYTES // 4) or None)

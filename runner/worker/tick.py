@@ -23,8 +23,9 @@ from runner.core.errors import RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
 from runner.core.model import format_time, utc_now
+from runner.queue.change import ClaimLost, LostRace, Published, PushRefused, Skip
 from runner.queue.leases import holder_info, new_incarnation
-from runner.queue.queue import ClaimLost, LostRace, Published, PushRefused, Queue, Skip
+from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
 from runner.worker import report, resolving, worktrees
@@ -56,7 +57,8 @@ class Worker:
         self.holder = holder_info()
         self.stopping = threading.Event()  # first signal: claim nothing more
         self.cancel = threading.Event()  # grace spent or second signal: stop the running step
-        self.dirs = {name: self.store.state_dir / name for name in ("worktrees", "logs", "attempts", "locks", "sessions")}
+        self.dirs = {name: self.store.state_dir / name
+                     for name in ("worktrees", "logs", "attempts", "locks", "sessions")}
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
@@ -125,7 +127,8 @@ class Worker:
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
             # (or the claim's compare-and-swap says otherwise): the fetch is skipped.
-            fresh = self.view_is_fresh and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
+            fresh = (self.view_is_fresh
+                     and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY))
             snap = self.queue.snapshot(fetch=not fresh, branches=[self.integration_branch])
             self.view_is_fresh = False
             if snap.fetched:
@@ -161,9 +164,11 @@ class Worker:
             return self.skip(f"lost every race: {exc}")
         if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
-            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"), published.step,
+            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"),
+                              published.step,
                               published.attempt, will_retry=False)
-        return self.work(published.step, published.attempt, published.event.kind, published.event.replaces, published.commit,
+        return self.work(published.step, published.attempt, published.event.kind, published.event.replaces,
+                         published.commit,
                          published.snapshot)
 
     def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
@@ -180,7 +185,8 @@ class Worker:
             return TickResult("STEP_BLOCKED", "blocked", self.id, reason, blocked=tuple(blocked))
         return self.skip(why)
 
-    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str, before: Snapshot) -> TickResult:
+    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str,
+             before: Snapshot) -> TickResult:
         """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was claimed on)."""
         snap = self.queue.snapshot_at(claim, [self.integration_branch])
         snap.tips.update(before.tips)
@@ -192,7 +198,8 @@ class Worker:
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         live = LiveOutput(log_path)
         heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation, snap.config.heartbeat_interval,
-                              lambda: self.facts("running", step_id, attempt), self.log, snap.config.worker.live_log, live.facts)
+                              lambda: self.facts("running", step_id, attempt), self.log, snap.config.worker.live_log,
+                              live.facts)
         heartbeat.start()
         attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
         worktree = self.own_worktrees / f"{step_id}-a{attempt}"
@@ -205,10 +212,12 @@ class Worker:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
             worktrees.remove(self.store, worktree)
             attempt_dir.mkdir(parents=True, exist_ok=True)
-            approved = resolving.approved_result(self.store, step, state)  # a person's approved result whose merge conflicted
+            # a person's approved result whose merge conflicted
+            approved = resolving.approved_result(self.store, step, state)
             self.store.add_worktree(worktree, approved or base)
             actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
-                                      lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel, heartbeat.lost,
+                                      lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel,
+                                      heartbeat.lost,
                                       self.stopping, self.dirs["sessions"], config.worker.default_timeout, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
@@ -216,7 +225,8 @@ class Worker:
                 raise ClaimLost(heartbeat.error or "the claim was lost")
             # The heartbeat goes on while the outcome is published: under contention a record
             # can take longer than a lease, and a silent holder would be taken over.
-            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started, actions)
+            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started,
+                               actions)
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
             return report.lost(self.queue, self.id, step_id, attempt, str(exc))
@@ -236,10 +246,12 @@ class Worker:
 
         return Recorder(self.queue, self.id, self.incarnation, beat)
 
-    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path, elapsed: float, actions=None) -> TickResult:
+    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path,
+               elapsed: float, actions=None) -> TickResult:
         result, files = (None, [])
         if outcome.kind != Kind.RELEASE:
-            result, files = actions.commit(state) if actions else worktrees.commit(self.store, self.id, state, worktree, base)
+            result, files = (actions.commit(state) if actions
+                             else worktrees.commit(self.store, self.id, state, worktree, base))
         notes_file = attempt_dir / "notes.md"
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
@@ -249,20 +261,26 @@ class Worker:
         ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
                  and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
                  and not resource_floor(snap.config, self.store.state_dir))
-        published, sentinel, outcome, files = resolving.record(self.recorder(), self.queue, state, outcome, result, files, notes or None,
-                                                               log_path, elapsed, snap, self.next_claim if ahead else None, actions)
+        published, sentinel, outcome, files = resolving.record(
+            self.recorder(), self.queue, state, outcome, result, files, notes or None,
+                                                               log_path, elapsed, snap,
+                                                               self.next_claim if ahead else None, actions)
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         reason, status = published.event.reason, published.change.status
-        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}" + (f": {reason}" if reason else ""))
+        self.log(
+            "TICK",
+            f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
+            + (f": {reason}" if reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
 
     def next_claim(self, snap: Snapshot, after_lost_race: bool):
         """The claim of the next ready step, built on the queue as this tick's record leaves it."""
-        return self.queue.claim_change(snap, self.id, self.incarnation, self.holder, self.tags, beat=self.facts("running"),
+        return self.queue.claim_change(snap, self.id, self.incarnation, self.holder, self.tags,
+                                       beat=self.facts("running"),
                                        spread=after_lost_race)
 
     def release_held(self) -> None:
@@ -272,7 +290,8 @@ class Worker:
         held, self.held = self.held, None
         step = held.step
         try:
-            self.queue.event(step, Kind.RELEASE, self.id, incarnation=self.incarnation, reason="the worker stopped before starting it")
+            self.queue.event(step, Kind.RELEASE, self.id, incarnation=self.incarnation,
+                             reason="the worker stopped before starting it")
             self.log("TICK", f"released {step}: the worker stopped before starting it")
         except RunnerError as exc:  # the lease gives it back in the end
             self.log("ERROR", f"could not release {step}: {exc}")
@@ -293,7 +312,9 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     trace = worker.dirs["logs"] / "errors.log"
     try:
         with open(trace, "a") as handle:
-            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt {state.attempt}\n{traceback.format_exc()}\n")
+            handle.write(
+                f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt "
+                f"{state.attempt}\n{traceback.format_exc()}\n")
     except OSError:
         pass
     what = f"the record was {exc}" if isinstance(exc, PushRefused) else f"runner error: {type(exc).__name__}: {exc}"
@@ -303,7 +324,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     if isinstance(exc, StoreError):  # the queue could not be reached: nobody's fault, nothing counted
         outcome = Outcome(Kind.RELEASE, reason=f"the queue could not be reached: {exc}")
     elif faults >= MAX_FAULTS_IN_A_ROW:
-        outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED, reason=f"held for a person after {faults} faults of runner in a row on this "
+        outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED,
+                          reason=f"held for a person after {faults} faults of runner in a row on this "
                           f"step (runner approve to try again, runner reject --abort to give up); the last: {reason}")
     else:
         outcome = Outcome(Kind.RELEASE, reason=reason, fault=True)  # backing off as a failure would
@@ -314,7 +336,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     except Exception as again:  # noqa: BLE001 (the lease gives the step back in the end)
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
-    return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP", "error" if isinstance(exc, StoreError) else "fault",
+    return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP",
+                      "error" if isinstance(exc, StoreError) else "fault",
                       worker.id, outcome.reason, state.step.id, state.attempt, commit=commit)
 
 
@@ -350,8 +373,10 @@ def resource_floor(config: Config, folder: Path) -> str | None:
 
     free_memory = psutil.virtual_memory().available
     if free_memory < config.worker.min_free_memory:
-        return f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} MiB required"
+        return (f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} "
+                "MiB required")
     free_disk = shutil.disk_usage(folder).free
     if free_disk < config.worker.min_free_disk:
-        return f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB required"
+        return (f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB "
+                "required")
     return None

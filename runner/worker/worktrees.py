@@ -35,7 +35,8 @@ def base_with_dependencies(store: Store, snap: Snapshot, step, branch: str) -> s
     raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
 
-def commit(store: Store, worker: str, state: State, worktree: Path, base: str, parents: list[str] | None = None) -> tuple[str | None, list[str]]:
+def commit(store: Store, worker: str, state: State, worktree: Path, base: str,
+           parents: list[str] | None = None) -> tuple[str | None, list[str]]:
     """The attempt's change as one commit on top of its base (kept on runner/steps/<id>); after a
     resolve pass, a merge of the new tip and the earlier result (`parents`)."""
     if not worktree.exists():
@@ -52,7 +53,8 @@ def remove(store: Store, worktree: Path) -> None:
 
 
 def clean_up(store: Store, worktree: Path, state: State, log: Log) -> None:
-    if worktree.exists() and state.config.worker.keep_worktree_on_failure and any(g.result == "fail" for g in state.gates):
+    if (worktree.exists() and state.config.worker.keep_worktree_on_failure
+            and any(g.result == "fail" for g in state.gates)):
         log("KEEP", f"kept worktree {worktree}")
         return
     remove(store, worktree)
