@@ -22,15 +22,13 @@ def init(
             "--agent",
             help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or "
                  "none.")] = None,
-
-         by: By = None,
-         prime: Annotated[
-             bool,
-             typer.Option(
-                 "--prime",
-                 help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's "
-                      "project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).",
-             )] = False,
+    by: By = None,
+    prime: Annotated[
+        bool,
+        typer.Option(
+            "--prime",
+            help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's "
+                 "project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False,
 ) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 

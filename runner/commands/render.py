@@ -100,8 +100,7 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
             cell(row["title"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
             cell(row["assignee"]),
-            cell(row["attempt"] or ""),
-            age(moment),
+            cell(row["attempt"] or ""), age(moment),
             cell(note[:200]),
         )
     return table

@@ -208,7 +208,7 @@ class Config:
         return (
             f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, "
             "so "
-                "their results are merged with no person (set it to true, or requires_approval: true in each step)")
+            "their results are merged with no person (set it to true, or requires_approval: true in each step)")
 
     def for_step(self, meta: dict[str, Any]) -> Config:
         """This configuration with a step's own `roles:`, `brakes:` and `pipeline:` on top."""

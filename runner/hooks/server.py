@@ -73,8 +73,8 @@ class PushCheck:
             # Never fall back to defaults here: that would switch identities and protections off.
             return [(
                 f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), "
-                     "so nothing can be judged: an admin fixes it with the hook off "
-                     "(uninstall-hooks --server, push the fix, install-hooks --server)")]
+                "so nothing can be judged: an admin fixes it with the hook off "
+                "(uninstall-hooks --server, push the fix, install-hooks --server)")]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
         self.commits = CommitCheck(self.store, self.plans, self.pushers, self.queue_ref, self.now)
         self.lease = config.leases.lease

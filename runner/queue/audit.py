@@ -80,5 +80,5 @@ def touched_outside(store: Store, snap: Any) -> list[str]:
             shown = ", ".join(stray[:10]) + (f" and {len(stray) - 10} more" if len(stray) > 10 else "")
             warnings.append(
                 f"{step.path}: its last attempt (handoff of attempt {meta.get('attempt')}) changed files outside its "
-                            f"touches: {shown}")
+                f"touches: {shown}")
     return warnings

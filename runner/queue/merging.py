@@ -65,7 +65,7 @@ def approve(queue: Queue, step_id: str, person: str) -> Published:
         if isinstance(update, Conflict):
             conflict = (
                 f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(update.paths)}: "
-                        "a worker brings the result onto the new tip (a resolve pass)")
+                "a worker brings the result onto the new tip (a resolve pass)")
             return queue.step_change(snap, replace(base, reason=conflict))
         event = replace(base, result={"merge": update.new})
         prune = step_branch_update(snap.config, step_id, result["commit"], done=True)

@@ -42,8 +42,8 @@ def clash_failure(ref: str, other: str) -> Refused:
     branch = other.removeprefix("refs/heads/")
     return Refused(((
         f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
-                     f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} "
-                     f"(and git branch -D {branch})"),))
+        f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} "
+        f"(and git branch -D {branch})"),))
 
 
 def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:

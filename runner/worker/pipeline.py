@@ -344,7 +344,7 @@ def below_floor(state: State, result: RunResult | None) -> Outcome | None:
     return Outcome(
         Kind.RELEASE,
         reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
-                   halt=CONTEXT_HALT + (f": {said}" if said else ""))
+        halt=CONTEXT_HALT + (f": {said}" if said else ""))
 
 
 def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:

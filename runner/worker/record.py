@@ -79,9 +79,7 @@ class Recorder:
         backoff = (failures + 1 if outcome.kind == Kind.FAIL else faults_in_a_row(state.step.meta) + 1 if outcome.fault
                    else None)
         return Event(
-            outcome.kind,
-            self.worker,
-            utc_now(),
+            outcome.kind, self.worker, utc_now(),
             step=state.step.id,
             attempt=state.attempt,
             incarnation=self.incarnation,

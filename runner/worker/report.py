@@ -196,12 +196,12 @@ def _not_yet_status(result: TickResult) -> str:
         return (
             "the integration branch moved and its new tip conflicts with your change in "
             f"{', '.join(result.hand_in.conflicts)}: "
-                "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is "
-                "spent)")
+            "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is "
+            "spent)")
     return (
         f"the checks did not pass. Fix it and hand it in again (if the checks fail {result.hand_in.fixes_left + 1} "
         "more time(s), "
-            "it is recorded as failed)")
+        "it is recorded as failed)")
 
 
 def print_report(result: TickResult, json_out: bool, last_skip: list[str | None]) -> None:

@@ -263,8 +263,8 @@ class Worker:
                  and not resource_floor(snap.config, self.store.state_dir))
         published, sentinel, outcome, files = resolving.record(
             self.recorder(), self.queue, state, outcome, result, files, notes or None,
-                                                               log_path, elapsed, snap,
-                                                               self.next_claim if ahead else None, actions)
+            log_path, elapsed, snap,
+            self.next_claim if ahead else None, actions)
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
