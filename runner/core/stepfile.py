@@ -58,6 +58,13 @@ def _normalise(value: Any) -> Any:
     return value
 
 
+def symlinked_step(path: str) -> Step:
+    """What a symlink at a step file's path is: refused, never followed (its target is outside
+    the queue's history). Every reader of a tree's step files asks this."""
+    stem = path.rsplit("/", 1)[-1].removesuffix(".md")
+    return Step(id=stem, path=path, meta={}, text="", problems=["is a symlink (step files must be regular files)"])
+
+
 def parse_step(path: str, data: bytes) -> Step:
     """Read one step file. Never raises: problems are listed on the Step."""
     stem = path.rsplit("/", 1)[-1].removesuffix(".md")

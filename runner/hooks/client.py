@@ -8,10 +8,9 @@ from pathlib import Path
 
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
-from runner.core.layout import CONFIG_FILE, is_step_file, step_id_of
-from runner.core.model import Step
+from runner.core.layout import CONFIG_FILE, is_step_file
 from runner.core.plan import Plan
-from runner.core.stepfile import parse_step
+from runner.core.stepfile import parse_step, symlinked_step
 
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:
@@ -29,12 +28,8 @@ def staged_problems(repo_path: str | Path = ".") -> list[str]:
             problems += exc.problems
     if not any(is_step_file(name) for name in changed):
         return problems
-    steps = [
-        Step(step_id_of(e.path), e.path, {}, "", ["is a symlink (step files must be regular files)"]) if e.link
-        else parse_step(e.path, store.read(e.oid))
-        for e in entries
-        if is_step_file(e.path)
-    ]
+    steps = [symlinked_step(e.path) if e.link else parse_step(e.path, store.read(e.oid))
+             for e in entries if is_step_file(e.path)]
     plan = Plan.build(steps)
     return problems + [f"{s.path}: {p}" for s in plan.invalid if s.path in changed for p in s.problems]
 

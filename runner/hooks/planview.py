@@ -9,7 +9,7 @@ from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
 from runner.core.plan import Plan, dependencies_done
-from runner.core.stepfile import parse_step
+from runner.core.stepfile import parse_step, symlinked_step
 from runner.store import Store, StoreError
 
 ZERO = "0" * 40
@@ -120,11 +120,7 @@ class PlanView:
         blob = blob.removesuffix("@link")
         key = (path, blob)
         if key not in self._steps:
-            if link:
-                self._steps[key] = Step(step_id_of(path), path, {}, "",
-                                        ["is a symlink (step files must be regular files)"])
-            else:
-                self._steps[key] = parse_step(path, self.store.read(blob))
+            self._steps[key] = symlinked_step(path) if link else parse_step(path, self.store.read(blob))
         return self._steps[key]
 
     def attempt_at(self, commit: str, path: str) -> int | None:

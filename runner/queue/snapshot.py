@@ -23,7 +23,7 @@ from runner.core.errors import EXIT_BAD_INPUT
 from runner.core.layout import CONFIG_FILE, HALT_FILE, STEPS_DIR, is_step_path
 from runner.core.model import Step
 from runner.core.plan import Plan
-from runner.core.stepfile import parse_step
+from runner.core.stepfile import parse_step, symlinked_step
 from runner.queue.leases import Beat
 from runner.store import Change, Store, StoreError
 
@@ -203,9 +203,7 @@ class Reader:
         if cached is None:
             self._parsed_new += 1
             if link:
-                stem = path.rsplit("/", 1)[-1].removesuffix(".md")
-                cached = Step(id=stem, path=path, meta={}, text="",
-                              problems=["is a symlink (step files must be regular files)"])
+                cached = symlinked_step(path)
             else:
                 cached = self.read_step(path, oid)
                 if cached.valid:
