@@ -91,8 +91,7 @@ def build(only: str | None = None) -> typer.Typer:
         name="runner",
         help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\n"
         "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding "
-        "agent), "
-        "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
+        "agent), add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

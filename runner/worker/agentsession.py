@@ -105,8 +105,8 @@ def state_of(session: Session, step, config) -> State:
     """The pipeline's state of the attempt a session holds, with what earlier hand-ins spent."""
     config = config.for_step(step.meta)
     scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
-    return State(step=step, attempt=session.attempt, config=config,
-                 feedback=session.feedback or str(step.meta.get("last_error") or ""),
+    feedback = session.feedback or str(step.meta.get("last_error") or "")
+    return State(step=step, attempt=session.attempt, config=config, feedback=feedback,
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
                  implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
                  resolves=session.resolves, context=session.context)
@@ -163,8 +163,8 @@ def shown(store, snap, step_id: str) -> str:
     if not step.valid:
         return head
     step = step.full()
-    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step,
-                                 str(step.meta.get("last_error") or ""))
+    feedback = str(step.meta.get("last_error") or "")
+    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step, feedback)
 
 
 # --- the keeper: a shell agent's heartbeat --------------------------------------------------------
@@ -175,17 +175,15 @@ def start_keeper(repo: Path, remote: str | None, branch: str, agent: str, step: 
     it, and ends when the claim does); its pid and start time."""
     from runner.queue.leases import process_start_time
 
-    argv = [sys.executable, "-m", "runner", "keep-claim", step, "--id", agent, "--repo", str(repo), "--queue-branch",
-            branch]
+    argv = [sys.executable, "-m", "runner", "keep-claim", step, "--id", agent, "--repo", str(repo),
+            "--queue-branch", branch]
     if remote != "auto":
         argv += ["--remote", remote or "none"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
+        path = os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")]))
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env={
-                                    **os.environ,
-                                    "PYTHONPATH": os.pathsep.join(filter(
-                                        None, [_package_root(), os.environ.get("PYTHONPATH")]))})
+                                env={**os.environ, "PYTHONPATH": path})
     return {"pid": proc.pid, "started": process_start_time(proc.pid)}
 
 

@@ -98,11 +98,11 @@ class AgentWork:
         from runner.queue.claims import why_nothing
 
         snap = self.snapshot()
-        steps = [] if snap.plan.halted else [{"step": s.id, "title": s.title, "priority": s.priority,
-                                              "depends_on": s.depends_on}
-                                               for s in snap.plan.ready(utc_now(), self.tags)]
-        why = (None if steps
-               else (f"queue halted: {snap.plan.halted}" if snap.plan.halted else why_nothing(snap, self.tags, None)))
+        steps = [] if snap.plan.halted else [
+            {"step": s.id, "title": s.title, "priority": s.priority, "depends_on": s.depends_on}
+            for s in snap.plan.ready(utc_now(), self.tags)]
+        why = None if steps else (f"queue halted: {snap.plan.halted}" if snap.plan.halted
+                                  else why_nothing(snap, self.tags, None))
         return {"steps": steps, "why": why}
 
     def show(self, step_id: str) -> str:
@@ -132,9 +132,8 @@ class AgentWork:
                                          snapshot=snap, beat=facts)
             change = published.change
             if change.status == "failed":
-                raise RunnerError(
-                    f"{published.step}: {change.updates.get('last_error')} (its attempts are spent; a person may retry "
-                    "it)")
+                raise RunnerError(f"{published.step}: {change.updates.get('last_error')} "
+                                  "(its attempts are spent; a person may retry it)")
             return self.start(published.commit, published.snapshot, published.event, incarnation, context)
 
     def start(self, claim: str, before: Snapshot, event, incarnation: str, caller: str = "") -> dict[str, Any]:
@@ -146,8 +145,8 @@ class AgentWork:
         path = worktree_folder(self.store.workdir, self.store.state_dir, self.agent) / f"{step.id}-a{event.attempt}"
         try:
             if event.kind == Kind.TAKEOVER:
-                worktrees.kill_leftovers(self.sessions_dir, step.id, event.replaces or 0, before, lambda kind,
-                                         line: None)
+                worktrees.kill_leftovers(self.sessions_dir, step.id, event.replaces or 0, before,
+                                         lambda kind, line: None)
             if (dead := self.sessions.load(step.id)) is not None:
                 self.end(dead, None)  # a session of ours that died holding this step: its worktree goes
             base = worktrees.base_with_dependencies(self.store, snap, step, integration)
@@ -162,8 +161,8 @@ class AgentWork:
         except Exception as exc:
             with suppress(RunnerError):  # else its lease gives it back
                 self.queue.event(step.id, Kind.RELEASE, self.agent, incarnation=incarnation,
-                                 reason=clip(
-                                     f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"))
+                                 reason=clip("runner error: could not make the worktree "
+                                             f"({type(exc).__name__}: {exc})"))
             worktrees.remove(self.store, path)
             raise
         start_heartbeat(self, session, snap)
@@ -288,9 +287,8 @@ class AgentWork:
         import os
 
         return {"state": state, "step": step, "attempt": attempt, "incarnation": incarnation or self.incarnation,
-                "agent": True,
-                "pid": os.getpid(), "started": self.started, "process_started": self.holder.get("started"),
-                "last": last}
+                "agent": True, "pid": os.getpid(), "started": self.started,
+                "process_started": self.holder.get("started"), "last": last}
 
     @contextmanager
     def locked(self):
@@ -314,9 +312,9 @@ def worktree_actions(work: AgentWork, session: Session, state: State, snap: Snap
     beating = work.beating.get(session.step)
     lost = beating.lost if beating is not None else threading.Event()
     actions = WorktreeActions(work.store, work.agent, Path(session.worktree), session.base, files,
-                              work.log_path(session),
-                              lambda path: work.store.file_at(snap.tip, path), snap.plan, threading.Event(), lost,
-                              threading.Event(), work.sessions_dir, state.config.worker.default_timeout)
+                              work.log_path(session), lambda path: work.store.file_at(snap.tip, path), snap.plan,
+                              threading.Event(), lost, threading.Event(), work.sessions_dir,
+                              state.config.worker.default_timeout)
     # the budget counts from the claim
     actions.started = time.monotonic() - max(wall_clock() - session.claimed, 0.0)
     return actions
@@ -329,8 +327,8 @@ def held(work: AgentWork, step_id: str):
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
     session = work.sessions.load(step_id)
-    if (session is not None
-            and (not step.valid or holds(step.meta, work.agent, session.attempt, session.incarnation))):
+    if session is not None and (not step.valid
+                                or holds(step.meta, work.agent, session.attempt, session.incarnation)):
         work.end(session, None)  # its claim is gone: taken over, aborted, recorded elsewhere
         session = None
     why = holds(step.meta, work.agent, None) if step.valid else "the step is invalid"
@@ -370,9 +368,8 @@ def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot
             return work.finish(session, state, checked, notes)
         feedback = checked
     else:
-        state.runs.append(Run("resolve", "not run", None,
-                              f"{len(conflicted)} file(s) ({named(conflicted)}) conflict {where}: "
-                                                          f"left to {work.agent}"))
+        state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) "
+                                                          f"conflict {where}: left to {work.agent}"))
         feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
         state.feedback = feedback
     session.keep(state)
@@ -396,9 +393,8 @@ def keep_claim(queue: Queue, agent: str, step_id: str) -> None:
 
     def facts() -> dict[str, Any]:
         return {"state": "running", "step": session.step, "attempt": session.attempt,
-                "incarnation": session.incarnation,
-                "agent": True, "pid": os.getpid(), "started": started, "process_started": holder.get("started"),
-                "last": None}
+                "incarnation": session.incarnation, "agent": True, "pid": os.getpid(), "started": started,
+                "process_started": holder.get("started"), "last": None}
 
     beating = Heartbeat(queue, agent, session.step, session.attempt, session.incarnation,
                         snap.config.heartbeat_interval, facts,

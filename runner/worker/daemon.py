@@ -39,10 +39,8 @@ class Daemon:
         try:
             w.lock.acquire(timeout=0)
         except Timeout:
-            print(
-                f"error: another `runner worker --id {w.id}` is already running on this repository (lock "
-                f"{w.lock.lock_file})",
-                file=sys.stderr)
+            print(f"error: another `runner worker --id {w.id}` is already running on this repository "
+                  f"(lock {w.lock.lock_file})", file=sys.stderr)
             return 2
         try:
             return self._loop()
@@ -63,8 +61,8 @@ class Daemon:
         ticks = errors = faults = 0
         while not w.stopping.is_set():
             # The next step is claimed with this one's record only when the next tick follows at once.
-            w.claim_ahead = (not (self.max_ticks and ticks + 1 >= self.max_ticks)
-                             and not (config and config.worker.step_delay))
+            last = bool(self.max_ticks) and ticks + 1 >= self.max_ticks
+            w.claim_ahead = not last and not (config and config.worker.step_delay)
             result = self.one_tick()
             report.print_report(result, self.json_out, self.last_skip)
             if self.once and not self.json_out and result.step is not None:
@@ -99,9 +97,9 @@ class Daemon:
     def wait_idle(self, pause: float, watch: float | None) -> None:
         """Wait `pause` before the next idle tick, or less: every `watch` seconds ask the queue's
         home where the queue branch is (a remote's ref advertisement, no fetch; without a remote,
-        the ref itself) and return as soon as it moved (a step added, approved or given back). Expired claims are still
-        looked for at the
-        interval: they show in heartbeats, which only a fetch reads."""
+        the ref itself) and return as soon as it moved (a step added, approved or given back).
+        Expired claims are still looked for at the interval: they show in heartbeats, which only a
+        fetch reads."""
         w = self.w
         if not watch or watch >= pause:
             w.stopping.wait(pause)

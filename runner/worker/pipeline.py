@@ -40,11 +40,10 @@ from runner.worker.roles import (
 )
 
 RESOLVE_FEEDBACK = (
-    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts "
-    "in "
-    "{paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that both "
-    "this "
-    "step's change and the work on the new tip are kept, remove every marker, and change nothing else."
+    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change "
+    "conflicts in {paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one "
+    "so that both this step's change and the work on the new tip are kept, remove every marker, and change nothing "
+    "else."
 )
 RERUN_FEEDBACK = (
     "The integration branch moved while this step ran, and this step's change conflicted with its new tip ({where}) in "
@@ -101,8 +100,8 @@ class _Pipeline:
             return None
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
-            raise _Stop(Outcome(
-                Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no attempt spent)"))
+            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished "
+                                                     "(no attempt spent)"))
         self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe()))
         return result
 
@@ -116,9 +115,8 @@ class _Pipeline:
         budget = self.brakes.step_budget
         spent = self.s.spent_before + self.a.elapsed()
         if budget is not None and spent >= budget:
-            raise _Stop(Outcome(Kind.FAIL,
-                                reason=f"budget: {spent:.0f}s spent of the step's {budget:.0f}s budget across attempts",
-                                permanent=True))
+            why = f"budget: {spent:.0f}s spent of the step's {budget:.0f}s budget across attempts"
+            raise _Stop(Outcome(Kind.FAIL, reason=why, permanent=True))
 
     # -- the flow --
 
@@ -157,10 +155,8 @@ class _Pipeline:
         if not critical:
             return self.completed()
         if self.s.reviews >= self.brakes.max_review_attempts:
-            return Outcome(
-                Kind.FAIL,
-                reason=f"review found critical issues after {self.s.reviews} review round(s): "
-                + "; ".join(critical)[:1000])
+            return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): "
+                                             + "; ".join(critical)[:1000])
         self.s.reviews += 1
         self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical),
                                MAX_FEEDBACK_BYTES)
@@ -210,9 +206,8 @@ class _Pipeline:
         self.s.implement_runs += 1
         result = self.role("implement")
         if result is None:
-            raise _Stop(Outcome(Kind.FAIL,
-                                reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command",
-                                permanent=True))
+            raise _Stop(Outcome(Kind.FAIL, permanent=True,
+                                reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command"))
         self.s.notes["Implement output"] = result.output
         if not result.ok:
             self.budget()  # a run cut short by the step's budget is the budget's failure
@@ -244,8 +239,8 @@ class _Pipeline:
         verdict = self.s.verdict if why is None else None
         # The record's run says what the verdict said, not only that the command exited 0.
         self.s.runs[-1] = Run("verify", PASS if verdict and verdict.passed else FAIL, result.duration,
-                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict else why
-                              or "")
+                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict
+                              else why or "")
         if why is not None:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
@@ -261,11 +256,9 @@ class _Pipeline:
                                        f"score {verdict.score}: " + "; ".join(verdict.reasons), result.argv,
                                        result.duration))
         if plateaued(self.s.scores, window):
-            raise _Stop(Outcome(
-                Kind.FAIL,
-                reason=f"plateau: the verifier's score has not improved over the last {window} runs "
-                       f"({self.s.scores[-window - 1:]})",
-                permanent=True))
+            raise _Stop(Outcome(Kind.FAIL, permanent=True,
+                                reason=f"plateau: the verifier's score has not improved over the last {window} runs "
+                                       f"({self.s.scores[-window - 1:]})"))
         return None if verdict.passed else verdict.feedback()
 
     def orchestrate(self) -> None:
@@ -341,10 +334,10 @@ def below_floor(state: State, result: RunResult | None) -> Outcome | None:
     if eligible:
         return None
     state.runs[-1].result = FAIL
-    return Outcome(
-        Kind.RELEASE,
-        reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
-        halt=CONTEXT_HALT + (f": {said}" if said else ""))
+    return Outcome(Kind.RELEASE,
+                   reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted "
+                          "for a person",
+                   halt=CONTEXT_HALT + (f": {said}" if said else ""))
 
 
 def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
@@ -355,16 +348,16 @@ def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
     where = f"onto {onto[:10]}"
     conflicted = p.a.merge_onto(ours, onto)
     paths = named(conflicted)
+    files = f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths})"
     if not conflicted:
         how = f"git merged the change {where} cleanly"
         p.s.runs.append(Run("resolve", PASS, None, how))
     elif p.s.config.roles.get("resolve"):
         p.s.feedback = RESOLVE_FEEDBACK.format(where=where, paths=paths)
-        result = p.role("resolve",
-                           f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) {where}: ")
+        result = p.role("resolve", f"{files} {where}: ")
         if result is None or not result.ok:
-            raise _Stop(Outcome(
-                Kind.FAIL, reason=p.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
+            raise _Stop(Outcome(Kind.FAIL,
+                                reason=p.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
         if left := p.a.conflicts_left(conflicted):
             p.s.runs[-1].result = FAIL
             raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))
@@ -372,10 +365,7 @@ def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
     else:  # no resolver: the step's own command makes its change again, on the new tip
         p.a.restart_at(onto)
         how = f"{paths} conflicted {where}: implement ran again on it"
-        p.s.runs.append(Run(
-            "resolve", PASS, None,
-            f"{len(conflicted)} file{'s' if len(conflicted) > 1 else ''} ({paths}) conflicted {where}: implement "
-            "runs again on it"))
+        p.s.runs.append(Run("resolve", PASS, None, f"{files} conflicted {where}: implement runs again on it"))
         p.s.feedback = RERUN_FEEDBACK.format(where=where, paths=paths)
         p.implement()
     p.s.roles.append(GateResult("resolve", PASS, how))

@@ -1,8 +1,8 @@
 """A step's whole process tree dies with its worker, however the worker ends.
 
-Every command runner runs carries RUNNER_RUN=<this process's prefix><n>/ in its environment, and so does everything it
-starts (a grandchild, a daemon that double-forked, a
-child that left the session with setsid): the environment is inherited, and the kernel keeps
+Every command runner runs carries RUNNER_RUN=<this process's prefix><n>/ in its environment,
+and so does everything it starts (a grandchild, a daemon that double-forked, a child that left
+the session with setsid): the environment is inherited, and the kernel keeps
 the one a process started with. That tag finds them all, on Linux (/proc) and macOS (psutil)
 alike, with or without systemd:
 - when a step's command ends (exit, timeout, a lost claim), the worker kills what is left of

@@ -68,16 +68,17 @@ class Recorder:
     def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None,
               elapsed: float) -> Event:
         metrics: dict[str, Any] = {}
-        if state.scores:
-            # the plateau window, as the loop-runner keeps it
+        if state.scores:  # the plateau window, as the loop-runner keeps it
             metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window:]
         if state.config.brakes.step_budget is not None:
             metrics["spent"] = round(state.spent_before + elapsed, 1)
         if state.verdict is not None:
             metrics["last_verdict"] = state.verdict.as_dict()
         failures = int(state.step.meta.get("failures") or 0)
-        backoff = (failures + 1 if outcome.kind == Kind.FAIL else faults_in_a_row(state.step.meta) + 1 if outcome.fault
-                   else None)
+        backoff = (failures + 1 if outcome.kind == Kind.FAIL
+                   else faults_in_a_row(state.step.meta) + 1 if outcome.fault else None)
+        complete = outcome.kind == Kind.COMPLETE
+        branch = snap.config.queue.step_branch_prefix + state.step.id
         return Event(
             outcome.kind, self.worker, utc_now(),
             step=state.step.id,
@@ -89,11 +90,10 @@ class Recorder:
             hold=bool(outcome.hold),
             fault=outcome.fault,
             review=outcome.review,
-            result={"branch": snap.config.queue.step_branch_prefix + state.step.id,
-                    "commit": result} if result and outcome.kind == Kind.COMPLETE else None,
+            result={"branch": branch, "commit": result} if result and complete else None,
             metrics=metrics or None,
-            ticked=tuple(_checked_commands(state)) if outcome.kind == Kind.COMPLETE else (),
-            notes=notes if outcome.kind == Kind.COMPLETE else None,
+            ticked=tuple(_checked_commands(state)) if complete else (),
+            notes=notes if complete else None,
             runs=tuple(run.as_dict() for run in state.runs),
         )
 
@@ -109,8 +109,8 @@ class Recorder:
             step = snap.plan.steps.get(state.step.id)
             step = step and step.full()
             if step is None or (why := holds(step.meta, self.worker, state.attempt, self.incarnation)):
-                raise ClaimLost(
-                    f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}")
+                raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: "
+                                f"{why if step else 'the step is gone'}")
             event = self.event(state, outcome, snap, result, notes, elapsed)
             context = queue.context(snap, step)
             refs = []
@@ -121,8 +121,8 @@ class Recorder:
                     raise MergeConflict(update.paths, str(snap.tips[integration]))
                 if isinstance(update, Conflict):
                     passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
-                    why = (f"merge conflict with {integration} in: {named(update.paths)}{passes} (the next attempt "
-                           "starts from its new tip)")
+                    why = (f"merge conflict with {integration} in: {named(update.paths)}{passes} "
+                           "(the next attempt starts from its new tip)")
                     event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
                                     retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))
@@ -138,8 +138,7 @@ class Recorder:
 
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
         published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration],
-                                  patience=patience,
-                                  then=then)
+                                  patience=patience, then=then)
         return published, sentinel_for(published.event.kind, published.change.status or "", outcome.rejected)
 
     def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float,
@@ -177,8 +176,8 @@ class Recorder:
 
 def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str],
                    log_path) -> TickResult:
-    """The result of a recorded attempt, with its step report (Automated Verification N/M, QA, manual checks left, final
-    status)."""
+    """The result of a recorded attempt, with its step report (Automated Verification N/M, QA,
+    manual checks left, final status)."""
     event, status = published.event, str(published.change.status)
     return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
                       will_retry=(status == "ready") if event.kind == Kind.FAIL else None, commit=published.commit,

@@ -67,9 +67,8 @@ class StepReport:
     def as_dict(self) -> dict[str, Any]:
         return {"title": self.title, "final_status": self.final_status, "files_changed": self.files_changed,
                 "automated_verification": self.automated_verification.as_dict(),
-                "automated_qa": self.automated_qa.as_dict(),
-                "qa_doc": self.qa_doc, "manual_checks_left": self.manual_checks_left, "gates": self.gates,
-                "roles": self.roles,
+                "automated_qa": self.automated_qa.as_dict(), "qa_doc": self.qa_doc,
+                "manual_checks_left": self.manual_checks_left, "gates": self.gates, "roles": self.roles,
                 "runs": self.runs, "faults": self.faults, "overrides": self.overrides, "log": self.log}
 
 
@@ -114,10 +113,8 @@ class TickResult:
         return self.outcome in IDLE_OUTCOMES
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[
-            str,
-            Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome, "reason": self.reason,
-                                "worker": self.worker}
+        data: dict[str, Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome,
+                                "reason": self.reason, "worker": self.worker}
         optional = {"step": self.step, "attempt": self.attempt, "commit": self.commit,
                     "steps": list(self.blocked) or None}
         data.update({key: value for key, value in optional.items() if value is not None})
@@ -168,8 +165,8 @@ def render_text(result: TickResult) -> str:
         lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}",
                  f"Final frontmatter status: {report.final_status}",
                  "Files changed: " + (", ".join(report.files_changed) or "none")]
-    for title, summary in (("Automated Verification", report.automated_verification),
-                           ("Automated QA", report.automated_qa)):
+    sections = (("Automated Verification", report.automated_verification), ("Automated QA", report.automated_qa))
+    for title, summary in sections:
         if summary.items:
             lines.append(f"{title}: {summary.passed}/{len(summary.items)} passed")
             lines += [f"  - [{'x' if ok else ' '}] {label}" for label, ok in summary.items]
@@ -179,12 +176,12 @@ def render_text(result: TickResult) -> str:
         lines.append("Manual verification needed:")
         lines += [f"  - [ ] {item}" for item in report.manual_checks_left]
     if result.hand_in is not None:
-        return "\n".join([*lines, f"Worktree: {result.hand_in.worktree}", "What to fix:",
-                          result.hand_in.feedback.rstrip()])
+        hand_in = result.hand_in
+        return "\n".join([*lines, f"Worktree: {hand_in.worktree}", "What to fix:", hand_in.feedback.rstrip()])
     reason = result.reason if result.reason and result.sentinel != "STEP_COMPLETE" else ""
     if reason:
-        retry = ("" if result.will_retry is None else " (it will be retried)" if result.will_retry
-                 else " (it will not be retried)")
+        retry = ("" if result.will_retry is None
+                 else " (it will be retried)" if result.will_retry else " (it will not be retried)")
         lines.append(f"Reason: {reason[:500]}{retry}")
     lines.append(f"{result.sentinel}" + (f": {reason[:200]}" if reason else ""))
     return "\n".join(lines)
@@ -193,15 +190,11 @@ def render_text(result: TickResult) -> str:
 def _not_yet_status(result: TickResult) -> str:
     assert result.hand_in is not None
     if result.outcome == "resolve":
-        return (
-            "the integration branch moved and its new tip conflicts with your change in "
-            f"{', '.join(result.hand_in.conflicts)}: "
-            "resolve the conflicts left between git's markers in your worktree and hand it in again (no attempt is "
-            "spent)")
-    return (
-        f"the checks did not pass. Fix it and hand it in again (if the checks fail {result.hand_in.fixes_left + 1} "
-        "more time(s), "
-        "it is recorded as failed)")
+        return ("the integration branch moved and its new tip conflicts with your change in "
+                f"{', '.join(result.hand_in.conflicts)}: resolve the conflicts left between git's markers in your "
+                "worktree and hand it in again (no attempt is spent)")
+    return ("the checks did not pass. Fix it and hand it in again (if the checks fail "
+            f"{result.hand_in.fixes_left + 1} more time(s), it is recorded as failed)")
 
 
 def print_report(result: TickResult, json_out: bool, last_skip: list[str | None]) -> None:

@@ -79,8 +79,8 @@ def context_eligibility(output: str) -> tuple[bool, str]:
         if isinstance(data, dict) and isinstance(data.get("loop_mode_eligible"), bool):
             said = ", ".join(f"{k}={json.dumps(v)}" for k, v in data.items() if k != "loop_mode_eligible")
             return data["loop_mode_eligible"], clip(said, MAX_TEXT_BYTES // 4)
-    raise ValueError(
-        f"no JSON with \"loop_mode_eligible\": true or false in its output ({clip(output.strip(), 120)!r})")
+    raise ValueError(f"no JSON with \"loop_mode_eligible\": true or false in its output "
+                     f"({clip(output.strip(), 120)!r})")
 
 
 def critical_findings(output: str) -> list[str]:
@@ -176,7 +176,7 @@ def parse_verdict(stdout: str) -> Verdict:
     if hint is not None and not isinstance(hint, str):
         raise VerdictError('"next_hint" must be a string')
     # An agent's reasons are hostile input too: bounded here, whatever reads them later.
-    reasons = [clip(r, MAX_TEXT_BYTES // 4)
-               for r in reasons[:20]] + ([f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else [])
+    more = [f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else []
+    reasons = [clip(r, MAX_TEXT_BYTES // 4) for r in reasons[:20]] + more
     return Verdict(passed=data["pass"], score=float(score), reasons=reasons,
                    next_hint=clip(hint, MAX_TEXT_BYTES // 4) or None)

@@ -52,7 +52,8 @@ class Worker:
         self.log_file = log_file
         self.grace = grace
         self.only_step = only_step  # `runner tick --step`: this step or nothing
-        self.context = context  # `runner tick --context`: the caller's words for the step's prompts and handoff
+        # `runner tick --context`: the caller's words for the step's prompts and handoff
+        self.context = context
         self.incarnation = new_incarnation(worker_id)
         self.holder = holder_info()
         self.stopping = threading.Event()  # first signal: claim nothing more
@@ -76,18 +77,9 @@ class Worker:
     # --- what the heartbeat says -----------------------------------------------------------
 
     def facts(self, state: str, step: str | None = None, attempt: int | None = None) -> dict[str, Any]:
-        return {
-            "state": state,
-            "step": step,
-            "attempt": attempt,
-            "incarnation": self.incarnation,
-            "pid": os.getpid(),
-            "started": self.started,
-            "process_started": self.holder.get("started"),
-            "lease": self.lease,
-            "ticks": self.ticks,
-            "last": self.last or None,
-        }
+        return {"state": state, "step": step, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(),
+                "started": self.started, "process_started": self.holder.get("started"), "lease": self.lease,
+                "ticks": self.ticks, "last": self.last or None}
 
     def log(self, kind: str, message: str) -> None:
         line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
@@ -127,8 +119,7 @@ class Worker:
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
             # (or the claim's compare-and-swap says otherwise): the fetch is skipped.
-            fresh = (self.view_is_fresh
-                     and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY))
+            fresh = self.view_is_fresh and self.fetched_lately()
             snap = self.queue.snapshot(fetch=not fresh, branches=[self.integration_branch])
             self.view_is_fresh = False
             if snap.fetched:
@@ -165,11 +156,13 @@ class Worker:
         if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
             return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"),
-                              published.step,
-                              published.attempt, will_retry=False)
+                              published.step, published.attempt, will_retry=False)
         return self.work(published.step, published.attempt, published.event.kind, published.event.replaces,
-                         published.commit,
-                         published.snapshot)
+                         published.commit, published.snapshot)
+
+    def fetched_lately(self) -> bool:
+        """Leases are judged only on fetched views: a view older than this is fetched again."""
+        return time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
 
     def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
         plan = snap.plan
@@ -187,7 +180,8 @@ class Worker:
 
     def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str,
              before: Snapshot) -> TickResult:
-        """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was claimed on)."""
+        """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was
+        claimed on)."""
         snap = self.queue.snapshot_at(claim, [self.integration_branch])
         snap.tips.update(before.tips)
         step = snap.plan.steps[step_id].full()
@@ -217,8 +211,8 @@ class Worker:
             self.store.add_worktree(worktree, approved or base)
             actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
                                       lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel,
-                                      heartbeat.lost,
-                                      self.stopping, self.dirs["sessions"], config.worker.default_timeout, live)
+                                      heartbeat.lost, self.stopping, self.dirs["sessions"],
+                                      config.worker.default_timeout, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
             if heartbeat.lost.is_set():
@@ -259,20 +253,16 @@ class Worker:
         # Claiming ahead builds on the record's own view, never a fetched one, so it never sees a
         # holder gone: a worker that last fetched a while ago claims its next step on a fresh view.
         ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
-                 and time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
-                 and not resource_floor(snap.config, self.store.state_dir))
+                 and self.fetched_lately() and not resource_floor(snap.config, self.store.state_dir))
         published, sentinel, outcome, files = resolving.record(
-            self.recorder(), self.queue, state, outcome, result, files, notes or None,
-            log_path, elapsed, snap,
+            self.recorder(), self.queue, state, outcome, result, files, notes or None, log_path, elapsed, snap,
             self.next_claim if ahead else None, actions)
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         reason, status = published.event.reason, published.change.status
-        self.log(
-            "TICK",
-            f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
-            + (f": {reason}" if reason else ""))
+        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
+                 + (f": {reason}" if reason else ""))
         if outcome.halt:
             self.halt(outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
@@ -280,8 +270,7 @@ class Worker:
     def next_claim(self, snap: Snapshot, after_lost_race: bool):
         """The claim of the next ready step, built on the queue as this tick's record leaves it."""
         return self.queue.claim_change(snap, self.id, self.incarnation, self.holder, self.tags,
-                                       beat=self.facts("running"),
-                                       spread=after_lost_race)
+                                       beat=self.facts("running"), spread=after_lost_race)
 
     def release_held(self) -> None:
         """Give back a claim published with the last record that this worker will not start."""
@@ -306,15 +295,14 @@ class Worker:
 
 def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> TickResult:
     """A fault of runner itself (or a record the remote refused, or a queue it could not reach):
-    log the traceback, give the step back with nothing spent, backing off; after MAX_FAULTS_IN_A_ROW on this step, hold
-    it for a person with the fault written down (an OS unit restarting the worker must not
-    loop through it for ever)."""
+    log the traceback, give the step back with nothing spent, backing off; after
+    MAX_FAULTS_IN_A_ROW on this step, hold it for a person with the fault written down (an OS
+    unit restarting the worker must not loop through it for ever)."""
     trace = worker.dirs["logs"] / "errors.log"
     try:
         with open(trace, "a") as handle:
-            handle.write(
-                f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt "
-                f"{state.attempt}\n{traceback.format_exc()}\n")
+            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt {state.attempt}\n"
+                         f"{traceback.format_exc()}\n")
     except OSError:
         pass
     what = f"the record was {exc}" if isinstance(exc, PushRefused) else f"runner error: {type(exc).__name__}: {exc}"
@@ -325,8 +313,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
         outcome = Outcome(Kind.RELEASE, reason=f"the queue could not be reached: {exc}")
     elif faults >= MAX_FAULTS_IN_A_ROW:
         outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED,
-                          reason=f"held for a person after {faults} faults of runner in a row on this "
-                          f"step (runner approve to try again, runner reject --abort to give up); the last: {reason}")
+                          reason=f"held for a person after {faults} faults of runner in a row on this step (runner "
+                                 f"approve to try again, runner reject --abort to give up); the last: {reason}")
     else:
         outcome = Outcome(Kind.RELEASE, reason=reason, fault=True)  # backing off as a failure would
     try:
@@ -337,8 +325,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
     return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP",
-                      "error" if isinstance(exc, StoreError) else "fault",
-                      worker.id, outcome.reason, state.step.id, state.attempt, commit=commit)
+                      "error" if isinstance(exc, StoreError) else "fault", worker.id, outcome.reason, state.step.id,
+                      state.attempt, commit=commit)
 
 
 def stop_on_signals(worker: Worker) -> None:
@@ -362,8 +350,10 @@ def stop_on_signals(worker: Worker) -> None:
 
 def loop_fields(state: State, outcome: Outcome) -> str:
     """pass=, score= and iter= of an attempt, as the loop-runner's log line has them: did it pass
-    (the verdict's word when a verifier ran), the verifier's last score, how many times implement ran."""
-    passed = state.verdict.passed if state.verdict is not None else outcome.kind == Kind.COMPLETE and not outcome.hold
+    (the verdict's word when a verifier ran), the verifier's last score, how many times implement
+    ran."""
+    passed = (state.verdict.passed if state.verdict is not None
+              else outcome.kind == Kind.COMPLETE and not outcome.hold)
     score = f"{state.verdict.score:g}" if state.verdict is not None else "none"
     return f"pass={str(passed).lower()} score={score} iter={state.implement_runs}"
 
@@ -373,10 +363,10 @@ def resource_floor(config: Config, folder: Path) -> str | None:
 
     free_memory = psutil.virtual_memory().available
     if free_memory < config.worker.min_free_memory:
-        return (f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} "
-                "MiB required")
+        return (f"resource floor not met: {free_memory >> 20} MiB memory free, "
+                f"{config.worker.min_free_memory >> 20} MiB required")
     free_disk = shutil.disk_usage(folder).free
     if free_disk < config.worker.min_free_disk:
-        return (f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB "
-                "required")
+        return (f"resource floor not met: {free_disk >> 20} MiB disk free, "
+                f"{config.worker.min_free_disk >> 20} MiB required")
     return None
