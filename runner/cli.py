@@ -89,9 +89,9 @@ def build(only: str | None = None) -> typer.Typer:
     other; anything else, `runner --help` and a mistyped name among them, gets them all)."""
     app = typer.Typer(
         name="runner",
-        help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\n"
-        "Start with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding "
-        "agent), add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
+        help="A git-native task queue: a plan of Markdown steps on a git branch, drained by worker daemons.\n\nStart "
+        "with `runner init` in a git repository (--agent claude|codex|opencode|gemini|aider to run a coding agent), "
+        "add steps with `runner add` or `runner import`, then run `runner worker --id NAME` on each machine.",
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,

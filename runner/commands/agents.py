@@ -10,8 +10,8 @@ from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, PROMPTS_DIR
 
 APPROVAL_ON = (
-    "plan-wide approval is on ([queue] requires_approval = true): every agent's result waits for `runner approve`; "
-    "set it to false in runner.toml to merge results with no person")
+    "plan-wide approval is on ([queue] requires_approval = true): every agent's result waits for `runner approve`; set "
+    "it to false in runner.toml to merge results with no person")
 _APPROVAL_RE = re.compile(r"^(\s*requires_approval\s*=\s*)(true|false)\b(.*)$", re.DOTALL)
 
 

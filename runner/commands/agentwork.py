@@ -65,9 +65,9 @@ def work(target: Target, agent: AgentId,
     from runner.commands.workers import caller_context
 
     claimed = _work(target, agent, tag, heartbeat="keeper").claim(step_id, caller_context(context))
-    text = (f"claimed {claimed['step']} (attempt {claimed['attempt']}) as {agent}\n"
-            f"worktree: {claimed['worktree']}\n"
-            f"next: work in that worktree, then `runner submit {claimed['step']} --id {agent}`\n\n{claimed['prompt']}")
+    text = (f"claimed {claimed['step']} (attempt {claimed['attempt']}) as {agent}\nworktree: "
+            f"{claimed['worktree']}\nnext: work in that worktree, then `runner submit {claimed['step']} --id "
+            f"{agent}`\n\n{claimed['prompt']}")
     emit(target, claimed, text.rstrip())
 
 

@@ -16,9 +16,9 @@ from runner.core.errors import BadInput, RunnerError
 from runner.core.limits import clip
 
 INSTRUCTIONS = (
-    "runner's plan: steps on a git branch. Take one with claim, work only in the worktree it returns, "
-    "hand it in with complete (runner runs the step's checks and records the outcome). "
-    "Never approve, reject, retry or abort: those are a person's. One step at a time."
+    "runner's plan: steps on a git branch. Take one with claim, work only in the worktree it returns, hand it in with "
+    "complete (runner runs the step's checks and records the outcome). Never approve, reject, retry or abort: those "
+    "are a person's. One step at a time."
 )
 Step = Annotated[str, Field(description="The step id.")]
 Reason = Annotated[str, Field(description="Why, in a sentence or two.")]
@@ -44,8 +44,8 @@ def build(work, target) -> MCPServer:
                     log.parent.mkdir(parents=True, exist_ok=True)
                     with open(log, "a") as handle:
                         handle.write(traceback.format_exc() + "\n")
-                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); "
-                                    f"the traceback is in {log}") from None
+                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
+                                    f"{log}") from None
 
             guarded.__name__, cast(Any, guarded).__signature__ = func.__name__, __import__("inspect").signature(func)
             app.tool(description=description, structured_output=False)(guarded)
@@ -66,8 +66,7 @@ def build(work, target) -> MCPServer:
 
     @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
           "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
-          "while "
-          "this session lives. One step at a time.")
+          "while this session lives. One step at a time.")
     def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> str:
         held = work.claim(step or None)
         return (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: "
@@ -75,10 +74,8 @@ def build(work, target) -> MCPServer:
 
     @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
           "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "
-          "report: "
-          "Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and fixes "
-          "are "
-          "left, nothing is recorded: fix it and call complete again.")
+          "report: Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and "
+          "fixes are left, nothing is recorded: fix it and call complete again.")
     def complete(
         step: Step,
         notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:

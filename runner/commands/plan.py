@@ -27,8 +27,8 @@ def init(
         bool,
         typer.Option(
             "--prime",
-            help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's "
-                 "project instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False,
+            help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project "
+                 "instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False,
 ) -> None:
     """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
 

@@ -39,8 +39,8 @@ NoActivateOption = Annotated[
     bool,
     typer.Option(
         "--no-activate",
-        help="Write or remove the files but run no systemctl/launchctl/schtasks; print the commands instead "
-        "(also when RUNNER_SCHEDULE_NO_ACTIVATE=1).",
+        help="Write or remove the files but run no systemctl/launchctl/schtasks; print the commands instead (also when "
+        "RUNNER_SCHEDULE_NO_ACTIVATE=1).",
     ),
 ]
 
@@ -118,11 +118,10 @@ def install_schedule(
     options given here, in the clone at --repo. Re-run it to change them; uninstall-schedule
     removes it; schedule-status asks the OS how it is doing.
 
-    Examples: `runner install-schedule --id host-a --tag gpu --repo ~/plan` ·
-    `runner install-schedule --id host-a --mode tick --interval 600` ·
-    `runner install-schedule --os launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo
-    /Users/me/plan`
-    """
+    Examples: `runner install-schedule --id host-a --tag gpu --repo ~/plan` · `runner
+    install-schedule --id host-a --mode tick --interval 600` · `runner install-schedule --os
+    launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo
+    /Users/me/plan` """
     from runner import schedules
 
     target = schedules.choose_target(

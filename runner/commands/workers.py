@@ -98,8 +98,8 @@ def workers(
         bool,
         typer.Option("--prune",
                      help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
-    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step and outcome, ticks,
-    uptime."""
+    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step
+    and outcome, ticks, uptime."""
     from runner.commands.render import age, console, print_json
     from runner.core.model import parse_time
     from runner.queue.workers import forget, prunable, worker_rows

@@ -86,8 +86,8 @@ class Brakes:
         "(0: the conflict fails the attempt)")
     context_floor: Words = key(
         (), v.argv,
-        "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or "
-        "no answer) halts the queue (human_intervention:context_below_floor)",
+        "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or no "
+        "answer) halts the queue (human_intervention:context_below_floor)",
         "[]")
 
 
@@ -148,18 +148,18 @@ def _notice_events(value: Any) -> Words:
 class Notify:
     command: Words = key(
         (), v.argv,
-        "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} "
-        "{message} {queue}",
+        "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} {message} "
+        "{queue}",
         "[]")
     urls: Words = key(
         (), v.strings,
-        "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on "
-        "the host that records",
+        "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on the "
+        "host that records",
         "[]")
     events: Words = key(
         NOTICE_EVENTS, _notice_events,
-        "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its "
-        "claim taken over)")
+        "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim "
+        "taken over)")
     timeout: float = key(30.0, v.duration,
                          "a notice still running after this long is killed and logged; it never holds up a tick",
                          '"30s"')

@@ -118,8 +118,8 @@ _TABLE = _must(lambda v: isinstance(v, dict), "a table")
 STEP_KEYS: tuple[StepKey, ...] = (
     # --- written by people -------------------------------------------------------------------
     StepKey("step", PEOPLE, "a step id",
-            "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a "
-            "letter or digit, no `..`, not ending in `.` or `.lock`", lambda k, v: [], alias="id"),
+            "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a letter or digit, no "
+            "`..`, not ending in `.` or `.lock`", lambda k, v: [], alias="id"),
     StepKey("title", PEOPLE, "text", "what it does (no control characters)", _title, alias="name"),
     StepKey("depends_on", PEOPLE, "a list of step ids", "ids that must be `done` first", _ids),
     StepKey("priority", PEOPLE, "a whole number", "higher first; ties by id", _must(_is_int, "an integer")),
@@ -129,23 +129,21 @@ STEP_KEYS: tuple[StepKey, ...] = (
             _must(lambda v: _is_str_list(v) and bool(v), "a non-empty list of strings (an argv; no shell is used)")),
     StepKey("timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`",
             _timeout),
-    StepKey("max_attempts", PEOPLE, "a whole number, 1 or more", "failures before it fails for good; absent: "
-            "`[leases] max_attempts`", _must(lambda v: _is_int(v) and v >= 1, "a whole number, 1 or more")),
+    StepKey("max_attempts", PEOPLE, "a whole number, 1 or more", "failures before it fails for good; absent: `[leases] "
+            "max_attempts`", _must(lambda v: _is_int(v) and v >= 1, "a whole number, 1 or more")),
     StepKey("required_outputs", PEOPLE, "a list of paths",
             "paths that must exist in the worktree (relative, inside it)", _outputs),
     StepKey("requires_approval", PEOPLE, "true or false", "true: the result waits for `runner approve` before it is "
             "merged; absent: `[queue] requires_approval`", _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64): with `[queue] "
             "touches_exclusive`, it is not claimed while a claimed step's globs overlap its own; `runner validate` "
-            "warns when "
-            "its last result changed a file outside them", glob_problems),
+            "warns when its last result changed a file outside them", glob_problems),
     StepKey("roles", PEOPLE, "a table", "this step's own `[roles.*]` values (runner.toml's schema)", _override),
     StepKey("brakes", PEOPLE, "a table", "this step's own `[brakes]` values", _override),
     StepKey("pipeline", PEOPLE, "a table", "this step's own `[pipeline]` values", _override),
     # --- written by runner only ----------------------------------------------------------------
     StepKey("status", RUNNER, " / ".join(STORED_STATUSES), "where the step is in the state machine (absent: ready)",
-            lambda k,
-            v: [] if v in STORED_STATUSES else [f"{k} {shown(v)} is not one of {', '.join(STORED_STATUSES)}"]),
+            _must(lambda v: v in STORED_STATUSES, f"one of {', '.join(STORED_STATUSES)}")),
     StepKey("assignee", RUNNER, "a worker id", "the claim's worker", lambda k, v: [] if worker_id_problem(v) is None
             else [f"{k} must be a worker id, not {shown(v)}"]),
     StepKey("claimed_at", RUNNER, "a time", "when the claim was made", _time),
@@ -156,8 +154,8 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("holder", RUNNER, "a table", "the claim's process: `{host, pid, started, incarnation}`",
             _must(lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)")),
     StepKey("faults_in_a_row", RUNNER, "a whole number",
-            "faults of runner itself in a row on this step (released, nothing "
-            "spent, backing off); a few hold it for a person", _COUNT),
+            "faults of runner itself in a row on this step (released, nothing spent, backing off); a few hold it for a "
+            "person", _COUNT),
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
     StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback",
             _TEXT),
@@ -168,8 +166,8 @@ STEP_KEYS: tuple[StepKey, ...] = (
             _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("result", RUNNER, "a table", "`{branch, commit, merge}` of the step's change", _TABLE),
     StepKey("resolve", RUNNER, "true",
-            "a person approved the result but its merge conflicted: the worker that claims it "
-            "brings that result onto the new tip (a resolve pass), not a run from scratch",
+            "a person approved the result but its merge conflicted: the worker that claims it brings that result onto "
+            "the new tip (a resolve pass), not a run from scratch",
             _must(lambda v: v is True, "true")),
     StepKey("scores", RUNNER, "a list of numbers", "the verifier's last scores (the plateau brake)",
             _must(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers")),

@@ -161,8 +161,7 @@ class CommitCheck:
             if when is not None:
                 return (
                     f"{holder}'s {what} for {step.id} attempt {step.attempt} reached this server "
-                    f"{self.now - when:.0f}s ago, "
-                    f"within its lease ({lease:.0f}s): a live claim is not taken over")
+                    f"{self.now - when:.0f}s ago, within its lease ({lease:.0f}s): a live claim is not taken over")
         return None
 
     def _last_beat(self, step: Step, holder: str, since: float) -> float | None:

@@ -56,8 +56,8 @@ def regular_file_problem(path: Path, inside: Path) -> str | None:
 def read_regular(path: Path, inside: Path, limit: int = MAX_STEP_BYTES) -> bytes:
     if problem := regular_file_problem(path, inside):
         raise BadInput(problem)
-    with open(path, "rb", opener=lambda p,
-              flags: os.open(p, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))) as handle:
+    no_follow = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    with open(path, "rb", opener=lambda p, flags: os.open(p, flags | no_follow)) as handle:
         data = handle.read(limit + 1)
     return data
 

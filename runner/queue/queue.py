@@ -91,10 +91,11 @@ class Queue:
         nothing was published, and a holder that lost its claim meanwhile is fenced off).
 
         `then(snapshot after the change, after a lost race)` builds a second change that rides
-        in the same push, as the commit after it: a worker's next claim. It is best effort:
-        when it builds nothing (Skip, or any error) or the server refuses the pair, the first
-        change is published alone. With `defer` (a claim), a lost race is tried again only once
-        the queue moves more slowly than one attempt takes (RefPace); until then a try is a fetch."""
+        in the same push, as the commit after it: a worker's next claim. It is best effort: when
+        it builds nothing (Skip, or any error) or the server refuses the pair, the first change
+        is published alone. With `defer` (a claim), a lost race is tried again only once the
+        queue moves more slowly than one attempt takes (RefPace); until then a try is a
+        fetch."""
         branches = list(branches)
         snap = snapshot or self.snapshot(branches=branches)
         author = author_for(actor)

@@ -84,8 +84,7 @@ class Schtasks(Scheduler):
         if spec.env_file is not None:
             problems.append(
                 "Task Scheduler cannot give a task environment variables, so --env-file does not work with --os "
-                "schtasks: "
-                "set them for your user instead (setx NAME value) and install without --env-file"
+                "schtasks: set them for your user instead (setx NAME value) and install without --env-file"
             )
         return problems
 

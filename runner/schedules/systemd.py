@@ -172,8 +172,8 @@ class Systemd(Scheduler):
         if not user or Path("/var/lib/systemd/linger", user).exists():
             return []
         return [
-            (f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. "
-             f"To run it from boot without a login, run: loginctl enable-linger {user}")
+            (f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. To run it "
+             f"from boot without a login, run: loginctl enable-linger {user}")
         ]
 
     def query(self, spec: ScheduleSpec) -> OsState:

@@ -338,8 +338,8 @@ class RefNames:
 
 
 def write_tree(repo: pygit2.Repository, base: str | None, files: Mapping[str, bytes | None]) -> pygit2.Oid:
-    """A tree: `base` with `files` (path -> content, None deletes) written in, only the
-    subtrees on their paths rebuilt (a claim rewrites a few small trees, whatever the plan's size)."""
+    """A tree: `base` with `files` (path -> content, None deletes) written in, only the subtrees
+    on their paths rebuilt (a claim rewrites a few small trees, whatever the plan's size)."""
     here: dict[str, bytes | None] = {}
     below: dict[str, dict[str, bytes | None]] = {}
     for path, data in files.items():

@@ -41,9 +41,9 @@ def clash_failure(ref: str, other: str) -> Refused:
     would be lost for ever) nor a failure to try again, a refusal that says what to remove."""
     branch = other.removeprefix("refs/heads/")
     return Refused(((
-        f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named "
-        f"like runner's own refs?); remove or rename it: git push <remote> --delete {branch} "
-        f"(and git branch -D {branch})"),))
+        f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named like "
+        f"runner's own refs?); remove or rename it: git push <remote> --delete {branch} (and git branch -D "
+        f"{branch})"),))
 
 
 def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:

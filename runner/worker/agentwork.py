@@ -121,8 +121,8 @@ class AgentWork:
                     return self.claimed(session, snap)  # the same claim again: its worktree and prompt
                 if not local_holder_gone(held.holder):
                     where = "" if self.mine(session, held) else " in another session"
-                    raise NotHeld(f"{self.agent} already holds {held.id} (attempt {held.attempt}){where}: "
-                                  f"complete, fail or release it first (one step at a time per id)")
+                    raise NotHeld(f"{self.agent} already holds {held.id} (attempt {held.attempt}){where}: complete, "
+                                  f"fail or release it first (one step at a time per id)")
                 step_id = step_id or held.id  # its session died on this host: take it over
             incarnation = self.incarnation or new_incarnation(self.agent)
             facts = self.facts("running", incarnation=incarnation)
@@ -186,8 +186,8 @@ class AgentWork:
         with self.locked():
             session, step, snap = held(self, step_id)
             if session is None or not Path(session.worktree).is_dir():
-                raise NotHeld(f"{self.agent} holds {step_id}, but no worktree of it is on this host: "
-                              f"release it (`runner release {step_id} --id {self.agent}`) and take it again")
+                raise NotHeld(f"{self.agent} holds {step_id}, but no worktree of it is on this host: release it "
+                              f"(`runner release {step_id} --id {self.agent}`) and take it again")
             state = state_of(session, step, snap.config)
             now = wall_clock()
             state.runs.append(Run("implement", PASS, max(now - session.since, 0.0),
@@ -368,8 +368,8 @@ def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot
             return work.finish(session, state, checked, notes)
         feedback = checked
     else:
-        state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) "
-                                                          f"conflict {where}: left to {work.agent}"))
+        state.runs.append(Run("resolve", "not run", None, f"{len(conflicted)} file(s) ({named(conflicted)}) conflict "
+                                                          f"{where}: left to {work.agent}"))
         feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
         state.feedback = feedback
     session.keep(state)

@@ -39,8 +39,8 @@ class Daemon:
         try:
             w.lock.acquire(timeout=0)
         except Timeout:
-            print(f"error: another `runner worker --id {w.id}` is already running on this repository "
-                  f"(lock {w.lock.lock_file})", file=sys.stderr)
+            print(f"error: another `runner worker --id {w.id}` is already running on this repository (lock "
+                  f"{w.lock.lock_file})", file=sys.stderr)
             return 2
         try:
             return self._loop()

@@ -80,8 +80,8 @@ def split_command(text: str) -> tuple[list[str] | None, str | None]:
     operators = [a for a in argv if a in SHELL_OPERATORS or a.startswith(("$(", "`"))]
     if operators:
         return None, (
-            f"{text!r} uses shell syntax ({' '.join(operators)}); runner runs argv without a shell: "
-            f"write `sh -c '...'` explicitly if you mean one"
+            f"{text!r} uses shell syntax ({' '.join(operators)}); runner runs argv without a shell: write `sh -c "
+            f"'...'` explicitly if you mean one"
         )
     return argv, None
 
@@ -157,8 +157,9 @@ def checklist_items(step_text: str) -> list[tuple[str, str, str | None]]:
 def run_gates(worktree: Path, step_text: str, required_outputs: list[str], config: Config,
               run_command: Callable[[str, list[str]], RunResult],
               walk_through: Callable[[str, str], GateResult] | None = None) -> list[GateResult]:
-    """Run every gate in order; after the first failure, later gates are recorded as not run.
-    An Automated QA item without a command goes to `walk_through(name, scenario)` ([roles.qa]) when given."""
+    """Run every gate in order; after the first failure, later gates are recorded as not run. An
+    Automated QA item without a command goes to `walk_through(name, scenario)` ([roles.qa]) when
+    given."""
     results: list[GateResult] = [check_required_outputs(worktree, required_outputs)]
 
     def failed() -> bool:

@@ -40,10 +40,9 @@ from runner.worker.roles import (
 )
 
 RESOLVE_FEEDBACK = (
-    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change "
-    "conflicts in {paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one "
-    "so that both this step's change and the work on the new tip are kept, remove every marker, and change nothing "
-    "else."
+    "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts "
+    "in {paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that "
+    "both this step's change and the work on the new tip are kept, remove every marker, and change nothing else."
 )
 RERUN_FEEDBACK = (
     "The integration branch moved while this step ran, and this step's change conflicted with its new tip ({where}) in "
@@ -100,8 +99,8 @@ class _Pipeline:
             return None
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
-            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished "
-                                                     "(no attempt spent)"))
+            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no "
+                                                     "attempt spent)"))
         self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe()))
         return result
 

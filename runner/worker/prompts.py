@@ -15,8 +15,9 @@ from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker mod
 
 def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
                 tokens: dict[str, str | Callable[[], str]], context: str = "", scenario: str = "") -> str:
-    """The prompt a role is handed: its own prompt (plans/prompts/<role>.md, tokens filled),
-    the plan's context, the step, the caller's context, the QA scenario (for [roles.qa]), the feedback."""
+    """The prompt a role is handed: its own prompt (plans/prompts/<role>.md, tokens filled), the
+    plan's context, the step, the caller's context, the QA scenario (for [roles.qa]), the
+    feedback."""
     parts = []
     own = read(f"{PROMPTS_DIR}/{role}.md")
     if own:

@@ -54,7 +54,8 @@ _CODER_RE = re.compile(r"(?:CODER_)?(COMPLETE|REJECTED|FAILED)(?:\s*:\s*(.*))?")
 def final_sentinel(output: str) -> tuple[str, str] | None:
     """implement's last non-empty line when it says how the run ended: `STEP_BLOCKED: why`,
     `STEP_FAILED: why`, or the coder's own verdict (`CODER_COMPLETE`, `REJECTED[: why]`,
-    `FAILED[: why]`), as (STEP_BLOCKED | STEP_FAILED | CODER_COMPLETE | CODER_REJECTED | CODER_FAILED, why)."""
+    `FAILED[: why]`), as (STEP_BLOCKED | STEP_FAILED | CODER_COMPLETE | CODER_REJECTED |
+    CODER_FAILED, why)."""
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     if not lines:
         return None
@@ -68,8 +69,9 @@ def final_sentinel(output: str) -> tuple[str, str] | None:
 
 
 def context_eligibility(output: str) -> tuple[bool, str]:
-    """The context floor detector's answer, `{"loop_mode_eligible": bool, ...}` (the whole output
-    or its last line): (eligible, what else it said, bounded). ValueError when it said nothing usable."""
+    """The context floor detector's answer, `{"loop_mode_eligible": bool, ...}` (the whole
+    output or its last line): (eligible, what else it said, bounded). ValueError when it said
+    nothing usable."""
     lines = [line for line in output.strip().splitlines() if line.strip()]
     for text in dict.fromkeys([output.strip(), lines[-1] if lines else ""]):
         try:

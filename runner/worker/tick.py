@@ -301,8 +301,8 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     trace = worker.dirs["logs"] / "errors.log"
     try:
         with open(trace, "a") as handle:
-            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt {state.attempt}\n"
-                         f"{traceback.format_exc()}\n")
+            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt "
+                         f"{state.attempt}\n{traceback.format_exc()}\n")
     except OSError:
         pass
     what = f"the record was {exc}" if isinstance(exc, PushRefused) else f"runner error: {type(exc).__name__}: {exc}"
@@ -363,10 +363,10 @@ def resource_floor(config: Config, folder: Path) -> str | None:
 
     free_memory = psutil.virtual_memory().available
     if free_memory < config.worker.min_free_memory:
-        return (f"resource floor not met: {free_memory >> 20} MiB memory free, "
-                f"{config.worker.min_free_memory >> 20} MiB required")
+        return (f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} "
+                f"MiB required")
     free_disk = shutil.disk_usage(folder).free
     if free_disk < config.worker.min_free_disk:
-        return (f"resource floor not met: {free_disk >> 20} MiB disk free, "
-                f"{config.worker.min_free_disk >> 20} MiB required")
+        return (f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB "
+                f"required")
     return None
