@@ -53,7 +53,7 @@ ALLOWED = {
     "store": {"store", "core.errors", "core.layout"},
     "queue": {"queue", "store", "core"},
     "worker": {"worker", "queue", "store", "core"},
-    "hooks": {"hooks", "store", "core", "queue.leases", "resources"},
+    "hooks": {"hooks", "store", "core", "queue.leases", "queue.stepfiles", "resources"},  # the plan read as workers read it
     "schedules": {"schedules", "store", "core", "resources"},
     "agents": {"agents", "core", "resources"},  # the role names and tokens are core's vocabulary
     "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources", "board"},
@@ -113,6 +113,20 @@ def test_modules_and_classes_stay_small():
             if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno > 260:
                 big.append(f"{name}.{node.name}: {node.end_lineno - node.lineno} lines")
     assert big == []
+
+
+def test_the_files_of_a_queues_tree_are_read_in_one_place():
+    """Step files and runner.toml in a tree (a snapshot, a push the server hook judges, a commit
+    the pre-commit hook checks) are parsed by runner.queue.stepfiles only; the other callers
+    check files a person is about to write (an import, `runner add`, an agent preset, a
+    runner.toml edit) before they reach a tree."""
+    callers = set()
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("parse_step", "parse_config"):
+                callers.add(name)
+    assert callers == {"runner.queue.stepfiles", "runner.queue.importer", "runner.commands.plan", "runner.commands.agents",
+                       "runner.queue.queue"}
 
 
 def test_the_command_line_starts_without_the_heavy_libraries():

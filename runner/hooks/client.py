@@ -6,11 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, is_step_file
 from runner.core.plan import Plan
-from runner.core.stepfile import parse_step, symlinked_step
+from runner.queue.stepfiles import StepFiles
 
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:
@@ -18,18 +17,17 @@ def staged_problems(repo_path: str | Path = ".") -> list[str]:
     from runner.store.choice import open_store
 
     store = open_store(repo_path, remote=None)
+    files = StepFiles(store)
     entries, changed = store.staged_files()
     problems: list[str] = []
     if CONFIG_FILE in changed:
-        data = next(store.read(e.oid) for e in entries if e.path == CONFIG_FILE)
         try:
-            parse_config(data.decode("utf-8", errors="replace"))
+            files.config(next(store.read(e.oid) for e in entries if e.path == CONFIG_FILE))
         except BadInput as exc:
             problems += exc.problems
     if not any(is_step_file(name) for name in changed):
         return problems
-    steps = [symlinked_step(e.path) if e.link else parse_step(e.path, store.read(e.oid))
-             for e in entries if is_step_file(e.path)]
+    steps = [files.step(e.path, e.oid, e.link) for e in entries if is_step_file(e.path)]
     plan = Plan.build(steps)
     return problems + [f"{s.path}: {p}" for s in plan.invalid if s.path in changed for p in s.problems]
 

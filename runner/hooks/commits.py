@@ -6,7 +6,6 @@ heard from by this server."""
 from __future__ import annotations
 
 from runner.core.codec import CodecError, decode, decode_beat, one_line
-from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, notes_after, write_step_event
 from runner.core.layout import (
@@ -220,7 +219,7 @@ class CommitCheck:
     def _config_problems(self, parent: str | None, commit: str) -> list[str]:
         data = self.store.file_at(commit, CONFIG_FILE) or b""
         try:
-            new = parse_config(data.decode("utf-8", errors="replace"))
+            new = self.plans.files.config(data)
         except BadInput as exc:
             return exc.problems
         old = self.plans.config(parent)

@@ -4,12 +4,12 @@ files a commit touches (and their dependencies) are parsed."""
 
 from __future__ import annotations
 
-from runner.core.config import Config, parse_config
+from runner.core.config import Config
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
 from runner.core.plan import Plan, dependencies_done
-from runner.core.stepfile import parse_step, symlinked_step
+from runner.queue.stepfiles import StepFiles
 from runner.store import Store, StoreError
 
 ZERO = "0" * 40
@@ -18,8 +18,7 @@ ZERO = "0" * 40
 class PlanView:
     def __init__(self, store: Store):
         self.store = store
-        self._steps: dict[tuple[str, str], Step] = {}
-        self._configs: dict[bytes, Config] = {}
+        self.files = StepFiles(store)  # every file a push's commits hold, parsed once
         self._indexes: dict[str | None, dict[str, list[str]]] = {}
 
     def deps_done(self, parent: str, step: Step) -> bool:
@@ -65,14 +64,12 @@ class PlanView:
     def config(self, commit: str | None, strict: bool = False) -> Config:
         """runner.toml at a commit (the defaults where it does not parse, or BadInput if `strict`)."""
         data = (self.store.file_at(commit, CONFIG_FILE) if commit else None) or b""
-        if data not in self._configs:
-            try:
-                self._configs[data] = parse_config(data.decode("utf-8", errors="replace"))
-            except BadInput:
-                if strict:
-                    raise
-                self._configs[data] = Config()
-        return self._configs[data]
+        try:
+            return self.files.config(data)
+        except BadInput:
+            if strict:
+                raise
+            return Config()
 
     def index(self, commit: str) -> dict[str, list[str]]:
         """Step id -> paths of its step files at a commit (file names only: nothing parsed).
@@ -118,10 +115,7 @@ class PlanView:
     def parse(self, path: str, blob: str, link: bool = False) -> Step:
         link = link or blob.endswith("@link")
         blob = blob.removesuffix("@link")
-        key = (path, blob)
-        if key not in self._steps:
-            self._steps[key] = symlinked_step(path) if link else parse_step(path, self.store.read(blob))
-        return self._steps[key]
+        return self.files.step(path, blob, link)
 
     def attempt_at(self, commit: str, path: str) -> int | None:
         if commit == ZERO or self.store.object_type(commit) != "commit":

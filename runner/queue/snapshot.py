@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from runner.core.codec import decode_beat
-from runner.core.config import Config, parse_config
+from runner.core.config import Config
 from runner.core.errors import EXIT_BAD_INPUT
 from runner.core.layout import CONFIG_FILE, HALT_FILE, STEPS_DIR, is_step_path
 from runner.core.model import Step
 from runner.core.plan import Plan
-from runner.core.stepfile import parse_step, symlinked_step
 from runner.queue.leases import Beat
+from runner.queue.stepfiles import StepFiles
 from runner.store import Change, Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it
@@ -80,9 +80,8 @@ class Reader:
         self.store = store
         self.branch = branch
         self._steps: dict[str, Step] = {}  # blob id -> the step parsed from it (at its path: see _cached)
-        self._configs: dict[bytes, Config] = {}
         self._beats: dict[str, Beat] = {}
-        self._recent: list[tuple[tuple[str, str], Step]] = []  # the whole steps read last, newest first
+        self.files = StepFiles(store, keep=RECENT_STEPS)  # the whole steps read last, and runner.toml
         self._last: tuple[str | None, Plan] | None = None  # (plans/steps tree, plan) of the last snapshot
         self._written: dict[str, tuple[str, tuple[str, ...]]] = {}  # commit -> (its parent, the paths it wrote)
         self._cache_path = store.state_dir / "parsed-steps.jsonl"
@@ -102,13 +101,7 @@ class Reader:
         return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched)
 
     def config_at(self, tip: str) -> Config:
-        data = self.store.file_at(tip, CONFIG_FILE) or b""
-        if data not in self._configs:
-            if len(self._configs) > 16:
-                self._configs.clear()
-            self._configs[data] = parse_config(data.decode("utf-8", errors="replace"),
-                                               f"{CONFIG_FILE} on {self.branch}")
-        return self._configs[data]
+        return self.files.config(self.store.file_at(tip, CONFIG_FILE) or b"", f"{CONFIG_FILE} on {self.branch}")
 
     def beats(self) -> dict[str, Beat]:
         """Every worker's last heartbeat. A ref that is not a heartbeat commit runner wrote
@@ -202,24 +195,16 @@ class Reader:
         cached = self._cached(path, oid)
         if cached is None:
             self._parsed_new += 1
-            if link:
-                cached = symlinked_step(path)
-            else:
-                cached = self.read_step(path, oid)
-                if cached.valid:
-                    cached = cached.lean(self, oid)
+            cached = self.files.step(path, oid, link)
+            if cached.valid:
+                cached = cached.lean(self, oid)
             self._steps[oid] = cached
         return cached  # shared: nothing changes a parsed step (Plan.build copies what it marks)
 
     def read_step(self, path: str, oid: str) -> Step:
         """The step in blob `oid`, whole (what a lean step reads when asked for more): one of
         the last few read, or parsed now. A tick asks for its own step four times."""
-        for key, step in self._recent:
-            if key == (path, oid):
-                return step
-        step = parse_step(path, self.store.read(oid))
-        self._recent = [((path, oid), step), *self._recent[:RECENT_STEPS - 1]]
-        return step
+        return self.files.step(path, oid)
 
     def _load_parse_cache(self) -> None:
         if self._cache_loaded:
