@@ -253,6 +253,11 @@ def test_config_errors_are_listed_all_at_once():
     assert len(refused.value.problems) == 3
 
 
+def test_two_configurations_never_share_a_mutable_default():
+    first, second = parse_config(""), parse_config("")
+    assert first.hooks.identities == {} and first.hooks.identities is not second.hooks.identities
+
+
 # --- the queue on the in-memory store ----------------------------------------------------------
 
 

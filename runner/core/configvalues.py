@@ -99,7 +99,7 @@ def identities(value: Any) -> dict[str, tuple[str, ...]]:
 def key(default: Any, parse: Callable[[Any], Any], doc: str, toml: str | None = None) -> Any:
     """A runner.toml key: its default, its parser, its comment, and how the default is written."""
     written = toml if toml is not None else toml_literal(default)
-    factory = (lambda: default) if isinstance(default, (dict, list)) else None
+    factory = (lambda: type(default)(default)) if isinstance(default, (dict, list)) else None  # a copy each
     metadata = {"parse": parse, "doc": doc, "toml": written}
     return field(default_factory=factory, metadata=metadata) if factory else field(default=default, metadata=metadata)
 
