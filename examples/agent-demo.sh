@@ -24,7 +24,7 @@ git clone --quiet --branch runner/queue "$WORK/remote.git" "$WORK/person"
 "$VENV/bin/python" - "$WORK/person/runner.toml" "$AGENT" <<'EOF'
 import json, sys
 from pathlib import Path
-from runner.agents.presets import replace_tables
+from runner.agents.presets import with_agent_tables
 
 path, agent = Path(sys.argv[1]), sys.argv[2]
 def command(role, *extra):
@@ -51,7 +51,7 @@ command = {command("sweep")}
 [roles.orchestrate]
 command = {command("orchestrate", "--verdict", "{verdict}")}
 """
-path.write_text(replace_tables(path.read_text(), tables))
+path.write_text(with_agent_tables(path.read_text(), tables))
 EOF
 git -C "$WORK/person" diff --stat
 git -C "$WORK/person" commit --quiet -am "runner.toml: the fake agent fills every role"

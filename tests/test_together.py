@@ -20,8 +20,7 @@ import pytest
 from conftest import ROOT, git, make_repo, queue_history
 from hooked import IDENTITIES, cli
 
-from runner.agents.presets import PRESETS, is_preset_table
-from runner.agents.tomltables import replace_tables
+from runner.agents.presets import PRESETS, with_agent_tables
 
 PLAN = ROOT / "examples" / "agent-plan"
 FAKE_AGENT = PLAN / "fake-agent"
@@ -75,7 +74,7 @@ def served_plan(tmp_path: Path, agent: str) -> tuple[Path, Path]:
     assert done.returncode == 0, done.stderr
     toml = git(alice, "show", "origin/runner/queue:runner.toml") + "\n"
     if agent == "fake":
-        toml = replace_tables(toml, fake_agent_tables(), is_preset_table)
+        toml = with_agent_tables(toml, fake_agent_tables())
     else:  # `runner init --agent` turns plan-wide approval on; here only 03-tests asks a person, as the plan says
         assert tomllib.loads(toml)["queue"]["requires_approval"] is True
         toml = toml.replace("requires_approval = true", "requires_approval = false", 1)

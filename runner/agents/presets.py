@@ -280,6 +280,12 @@ def is_preset_table(name: str) -> bool:
     return name in ("harness", "roles") or name.startswith(("harness.", "roles."))
 
 
+def with_agent_tables(toml_text: str, tables: str) -> str:
+    """runner.toml with its [harness] and [roles.*] tables replaced by `tables` (TOML text);
+    every other byte kept."""
+    return replace_tables(toml_text, tables, is_preset_table)
+
+
 def apply_preset(toml_text: str, name: str) -> str:
     """runner.toml with [harness] and [roles.*] set to the preset's; every other byte kept.
     The review role's min_files and boundaries carry over when the file sets them."""
@@ -294,7 +300,7 @@ def apply_preset(toml_text: str, name: str) -> str:
             kwargs["min_files"] = review["min_files"]
         if isinstance(review.get("boundaries"), list) and all(isinstance(b, str) for b in review["boundaries"]):
             kwargs["boundaries"] = review["boundaries"]
-    return replace_tables(toml_text, preset_tables(name, **kwargs), is_preset_table)
+    return with_agent_tables(toml_text, preset_tables(name, **kwargs))
 
 
 # ---- checking a preset against the CLI's own --help ------------------------------------------
