@@ -89,6 +89,16 @@ def test_failed_gate_is_retried_with_feedback_and_then_passes(queue_repo):
     assert "Feedback given to the last run" in handoff and "gate test failed" in handoff
 
 
+def test_a_step_that_removes_its_own_worktree_is_done_with_nothing_to_merge(queue_repo):
+    """No worktree left, so no result commit: the step is done and nothing is merged (the record
+    used to hand the merge a missing commit and fail the tick with a TypeError)."""
+    add_step(queue_repo, "01-gone", run=["sh", "-c", 'cd / && rm -rf "$RUNNER_WORKTREE"'])
+    integration = git(queue_repo, "rev-parse", "runner/integration")
+    report = tick(queue_repo)
+    assert report["sentinel"] == "STEP_COMPLETE" and report["final_status"] == "done" and report["files_changed"] == []
+    assert git(queue_repo, "rev-parse", "runner/integration") == integration
+
+
 def test_always_failing_step_ends_failed_after_max_attempts(queue_repo):
     set_config(queue_repo, detect=False, backoff="0s", max_attempts=2, max_fix_attempts=0)
     add_step(queue_repo, "01-broken", run=["sh", "-c", "echo broken >&2; exit 3"])
