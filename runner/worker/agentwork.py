@@ -246,12 +246,10 @@ class AgentWork:
         self.end(session, state)
         return outcome_report(sentinel, state, self.agent, published, files, log_path)
 
-    # --- the pieces a worker's tick uses ------------------------------------------------------
+    # --- sessions ---------------------------------------------------------------------------
 
     def log_path(self, session: Session) -> Path:
         return self.store.state_dir / "logs" / "steps" / f"{session.step}-a{session.attempt}.log"
-
-    # --- sessions ---------------------------------------------------------------------------
 
     def mine(self, session: Session | None, step) -> TypeGuard[Session]:
         """`session` is this process's (or, for a shell agent, this host's) claim of `step`."""
@@ -307,6 +305,7 @@ class AgentWork:
 
 
 def worktree_actions(work: AgentWork, session: Session, state: State, snap: Snapshot) -> WorktreeActions:
+    """A worker's tick's actions on the session's worktree: a hand-in runs the same checks there."""
     files = work.sessions.folder / f"{session.step}-a{session.attempt}"
     files.mkdir(parents=True, exist_ok=True)
     beating = work.beating.get(session.step)
@@ -340,6 +339,8 @@ def held(work: AgentWork, step_id: str):
 
 
 def start_heartbeat(work: AgentWork, session: Session, snap: Snapshot) -> None:
+    """Beat for the claim from this process while it holds it (an MCP session; a shell agent's
+    claim is kept by its keeper process instead)."""
     if not work.in_process:
         return
     beating = Heartbeat(work.queue, work.agent, session.step, session.attempt, session.incarnation,
