@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -14,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from conftest import (BROWSER, BROWSER_FLAGS, ENV_PATH, WORKER_ENV, git, queue_history, review_remote, runner, runner_json,
                       set_config, start_board, step_file, stop, wait_for, worker_clone)
@@ -66,18 +68,41 @@ def tick_once(clone: Path, worker: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture
-def review(tmp_path, monkeypatch):
+NOTIFY = ["sh", "-c", 'echo "$1 $2" >> ../notices.txt', "sh", "{event}", "{step}"]  # beside the clone it runs in
+
+
+@pytest.fixture(scope="session")
+def drained(tmp_path_factory, worker_id):
     """The plan after one worker drained it on its own clone: 01-db done, 02-api and 03-ui in
-    review, 04-bad failed for good; the board on alice's clone."""
+    review, 04-bad failed for good. Made once for every test process (a drain is a dozen runner
+    processes under the hook), never used in place: each test works on its own copy."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if worker_id != "master" else base  # this run's folder, every xdist process's
+    made = shared / "board-drained"
+    with FileLock(str(shared / "board-drained.lock")):
+        if not (made / "made").exists():
+            shutil.rmtree(made, ignore_errors=True)
+            made.mkdir()
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("RUNNER_PUSHER", "alice")
+                bare, _ = review_remote(made, STEPS, notify=NOTIFY)
+                drain(worker_clone(bare, made / "host-b"))
+            (made / "made").touch()
+    return made
+
+
+@pytest.fixture
+def review(drained, tmp_path, monkeypatch):
+    """A copy of the drained plan (its remote, alice's clone and host-b's), the board on alice's clone."""
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
-    notices = tmp_path / "notices.txt"
-    bare, laptop = review_remote(tmp_path, STEPS, notify=["sh", "-c", f'echo "$1 $2" >> {notices}', "sh", "{event}", "{step}"])
-    host_b = worker_clone(bare, tmp_path / "host-b")
-    drain(host_b)
+    root = tmp_path / "review"
+    shutil.copytree(drained, root, symlinks=True)
+    bare, laptop, host_b = root / "remote.git", root / "laptop", root / "host-b"
+    for clone in (laptop, host_b):
+        git(clone, "remote", "set-url", "origin", str(bare))
     board, url, err = start_board(laptop)
-    yield {"bare": bare, "laptop": laptop, "host_b": host_b, "url": url, "base": url.split("#")[0], "board": board, "tmp": tmp_path,
-           "notices": notices, "stderr": err}
+    yield {"bare": bare, "laptop": laptop, "host_b": host_b, "url": url, "base": url.split("#")[0], "board": board, "tmp": root,
+           "notices": root / "notices.txt", "stderr": err}
     stop(board)
 
 

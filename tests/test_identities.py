@@ -43,8 +43,12 @@ class SshServer:
         return f"ssh://{self.user}@127.0.0.1:{self.port}{bare}"
 
     def ssh_command(self, pusher: str) -> str:
+        # One connection a key, shared by its pushes (ControlMaster): still that key's own
+        # session on the server, without a key exchange a git call.
+        shared = self.keys[pusher].with_name(f"cm-{pusher}")
         return (f"ssh -i {self.keys[pusher]} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no "
-                "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR")
+                f"-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ControlMaster=auto -o ControlPath={shared} "
+                "-o ControlPersist=20")
 
 
 def _free_port() -> int:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +66,8 @@ def say(line: str) -> None:
 
 def report_bug(exc: BaseException) -> int:
     """An unexpected error: one line, and the traceback in a log (or on screen with RUNNER_DEBUG=1)."""
+    import traceback
+
     text = traceback.format_exc()
     if os.environ.get("RUNNER_DEBUG"):
         sys.stderr.write(text)
@@ -79,6 +79,8 @@ def report_bug(exc: BaseException) -> int:
         with open(log, "a") as handle:
             handle.write(text + "\n")
     except OSError:
+        import tempfile
+
         log = Path(tempfile.gettempdir()) / "runner-errors.log"
         with open(log, "a") as handle:
             handle.write(text + "\n")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +25,15 @@ from runner.core.model import Step, parse_duration
 def host_name() -> str:
     """This host's name in claims. RUNNER_HOST overrides it where hostnames are not unique
     (containers cloned from one image); a holder is judged by pid only on its own host."""
-    return os.environ.get("RUNNER_HOST") or socket.gethostname()
+    return os.environ.get("RUNNER_HOST") or _system_host_name()
+
+
+def _system_host_name() -> str:
+    if hasattr(os, "uname"):
+        return os.uname().nodename  # what socket.gethostname() reads, without importing socket and ssl's kin
+    import socket
+
+    return socket.gethostname()
 
 
 def author_for(actor: str):
@@ -58,7 +64,7 @@ def process_start_time(pid: int) -> float | None:
 
 
 def new_incarnation(worker: str) -> str:
-    return f"{worker}.{secrets.token_hex(4)}"
+    return f"{worker}.{os.urandom(4).hex()}"
 
 
 def holder_info(with_pid: bool = True) -> dict[str, Any]:
