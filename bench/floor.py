@@ -7,6 +7,11 @@ it, and a local queue of the same plan. Round by round, in a shuffled order:
                 another as a shell runs them: fetch it, edit one line of a file (not a step),
                 commit, push (refused unless it is a fast-forward). What any claim must do.
   fresh claim   `runner claim --id W` as a fresh process. Goal <= 2.0x git publish.
+  python floor  the interpreter importing the standard library a claim needs (subprocess,
+                json, dataclasses, re, ...), nothing of runner's: added to git publish, the
+                least any fresh Python claim could cost (reported beside the goal, with where
+                the claim's own time goes: its imports by package, from one run with
+                `-X importtime`).
   claim         one claim in a long-lived process (bench/claimer.py), as a worker daemon
                 claims: fetch, read, pick, build, publish. Goal <= 1.3x git publish.
   git tick      what a tick must do with git alone: that publish (the claim), a worktree of the
@@ -29,10 +34,13 @@ from pathlib import Path
 
 from claim_scale import Claimer
 from common import (
-    RUNNER, column, error_text, figure, git, interleave, judged_ratio, log, main_for, new_queue, runner, summary, timed, workspace,
+    RUNNER, RUNNER_PY, column, error_text, figure, git, interleave, judged_ratio, log, main_for, new_queue, run, runner, summary, timed,
+    workspace,
 )
 
 STEPS = 200
+# What any claim in Python imports before it does anything: the floor under runner's own imports.
+CLAIM_STDLIB = "import subprocess, json, dataclasses, re, pathlib, typing, enum, datetime, tomllib, collections.abc"
 
 GIT_PUBLISH = """set -e
 git fetch -q origin runner/queue
@@ -65,6 +73,7 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     rounds = 10 if quick else 30
     names = {
         "fresh claim": "fresh `runner claim` vs git's own publish, bare remote",
+        "python floor": "least a fresh Python claim could cost vs git's publish",
         "claim": "in-process claim vs git's own publish, bare remote",
         "tick": "in-process tick vs git doing the same, bare remote",
         "ready": "`runner ready`, unchanged local queue, fresh process",
@@ -89,6 +98,7 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             variants = {
                 "git publish": lambda: timed(["bash", "-c", GIT_PUBLISH], cwd=plain),
                 "fresh claim": lambda: timed([RUNNER, "claim", "--id", "w-fresh", "--repo", clones["fresh"]]),
+                "python floor": lambda: timed([RUNNER_PY, "-c", CLAIM_STDLIB]),
                 "claim": claimer.claim,
                 "git tick": lambda: timed(["bash", "-c", GIT_TICK], cwd=plain),
                 "tick": ticker.claim,
@@ -101,6 +111,8 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             for fn in variants.values():  # warm-up: the first read of each plan, git's first fetch
                 fn()
             results = interleave(variants, rounds)
+            imports = import_times([RUNNER_PY, "-X", "importtime", "-m", "runner", "claim", "--id", "w-fresh", "--repo",
+                                    clones["fresh"]])
         except Exception as exc:
             return {"topic": "floor", "figures": [figure(name, None, "", error=error_text(exc)) for name in names.values()]}
         finally:
@@ -112,6 +124,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         value, spread, how = judged_ratio(results, key, floor, "<=")
         figures.append(figure(names[key], value, "x", ("<=", goal), spread,
                               detail=f"{med[key] * 1000:.0f} vs {med[floor] * 1000:.0f} ms (git as separate processes, as a shell runs them); {how}"))
+    floor = [(r["python floor"] + r["git publish"]) / r["git publish"] for r in results]
+    figures.append(figure(names["python floor"], summary(floor)["median"], "x", None, floor,
+                          detail=f"`python -c '{CLAIM_STDLIB}'` {med['python floor'] * 1000:.0f} ms, then git publish; "
+                                 f"the fresh claim's imports, one run under -X importtime (which inflates them): {imports}"))
     figures.append(figure(names["ready"], med["ready"], "ms", ("<=", 0.060), column(results, "ready"),
                           detail="answered from the plan index an earlier `runner ready` kept (runner/commands/quick.py)"))
     for key, fetch, goal in (("ready, clone", "git fetch", ("<=", 0.060)), ("ready, busy clone", "git fetch, busy", None)):
@@ -121,6 +137,23 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                                      "per-round differences"))
     return {"topic": "floor", "params": {"steps": STEPS, "rounds": rounds}, "figures": figures,
             "data": {"samples": {k: column(results, k) for k in variants}}}
+
+
+def import_times(cmd: list) -> str:
+    """Where a fresh process's imports go, from one run under `-X importtime`: the total and
+    the largest packages by their own time (runner by subpackage)."""
+    proc = run(cmd, check=False)
+    by_package: dict[str, int] = {}
+    for line in proc.stderr.decode(errors="replace").splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[0].strip().isdigit():
+            continue
+        name = parts[2].strip()
+        package = ".".join(name.split(".")[:2]) if name.startswith("runner.") else name.split(".")[0]
+        by_package[package] = by_package.get(package, 0) + int(parts[0])
+    largest = sorted(by_package.items(), key=lambda item: -item[1])[:6]
+    total = sum(by_package.values()) / 1000
+    return f"{total:.0f} ms in all; " + ", ".join(f"{name} {us / 1000:.1f}" for name, us in largest)
 
 
 if __name__ == "__main__":

@@ -740,16 +740,16 @@ def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path
     assert git(queue_repo, "cat-file", "-t", f"runner/queue:{handoff}") == "blob"
 
 
-def test_runner_claim_runs_without_the_command_line_framework_and_says_what_the_full_command_says(queue_repo):
+def test_runner_claim_runs_without_the_command_line_framework_or_pygit2_and_says_what_the_full_command_says(queue_repo):
     for step_id in ("01-a", "02-b"):
         add_step(queue_repo, step_id)
     probe = ("import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
              "try:\n    runpy.run_module('runner', run_name='__main__')\n"
-             "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich')), file=sys.stderr)")
+             "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)")
     quick = subprocess.run([sys.executable, "-c", probe, "claim", "--id", "w1", "--repo", str(queue_repo)],
                            capture_output=True, text=True, env={**ENV_PATH})
     assert quick.returncode == 0 and quick.stdout.startswith("claim 01-a (attempt 1) -> claimed  ["), quick
-    assert quick.stderr.strip().splitlines()[-1] == "[]"  # neither typer nor rich was imported
+    assert quick.stderr.strip().splitlines()[-1] == "[]"  # neither typer nor rich was imported, nor pygit2 (git's commands read and write)
     full = runner(queue_repo, "claim", "--id", "w1", "--by", "alice")  # --by: an option only the full command takes
     assert full.stdout.startswith("claim 02-b (attempt 1) -> claimed  [")
     for args, code, said in ((["--id", "w1"], 3, "error: nothing ready (2 claimed)"), (["03-c", "--id", "w1"], 2, "error: no step '03-c' (see `runner status`)")):

@@ -59,22 +59,28 @@ def git_stage(workdir: Path) -> Callable[[str, bytes], None]:
     return stage
 
 
-def git_home(tmp: Path) -> Home:
+def git_home(tmp: Path, one_shot: bool = False) -> Home:
     repo = tmp / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
-    return Home("git", open_store(repo, remote=None), lambda: open_store(repo, remote=None), git_stage(repo), tmp)
+    kind = "plumbing" if one_shot else "git"
+    return Home(kind, open_store(repo, remote=None, one_shot=one_shot), lambda: open_store(repo, remote=None, one_shot=one_shot),
+                git_stage(repo), tmp)
 
 
-def git_remote_home(tmp: Path) -> Home:
+def git_remote_home(tmp: Path, one_shot: bool = False) -> Home:
     bare = tmp / "remote.git"
     git(tmp, "init", "-q", "--bare", str(bare))
     for name in ("mine", "theirs"):
         git(tmp, "clone", "-q", str(bare), str(tmp / name))
-    return Home("git-remote", open_store(tmp / "mine"), lambda: open_store(tmp / "theirs"), git_stage(tmp / "mine"), tmp)
+    kind = "plumbing-remote" if one_shot else "git-remote"
+    return Home(kind, open_store(tmp / "mine", one_shot=one_shot), lambda: open_store(tmp / "theirs", one_shot=one_shot),
+                git_stage(tmp / "mine"), tmp)
 
 
-HOMES = {"memory": memory_home, "git": git_home, "git-remote": git_remote_home}
+# The plumbing store (git's commands, no pygit2: what `runner claim` opens) is held to the same contract.
+HOMES = {"memory": memory_home, "git": git_home, "git-remote": git_remote_home,
+         "plumbing": lambda tmp: git_home(tmp, one_shot=True), "plumbing-remote": lambda tmp: git_remote_home(tmp, one_shot=True)}
 
 
 @pytest.fixture(params=list(HOMES))
@@ -82,7 +88,7 @@ def home(request, tmp_path: Path) -> Home:
     return HOMES[request.param](tmp_path)
 
 
-@pytest.fixture(params=["memory", "git"])
+@pytest.fixture(params=["memory", "git", "plumbing"])
 def local_home(request, tmp_path: Path) -> Home:
     """A store that is the queue's home itself: its own refs are the queue's."""
     return HOMES[request.param](tmp_path)
@@ -261,7 +267,7 @@ def test_a_fresh_repository_has_nothing_checked_out_and_a_private_handle_sees_th
     assert other.tip("runner/queue") == first and other.file_at(first, "f") == b"x"
     assert isinstance(store.gc(), str) and store.tip("runner/queue") == first
     assert store.state_dir.is_dir() and store.workdir.is_dir()
-    assert (store.remote is None) == (store.remote_url is None) == (home.kind != "git-remote")
+    assert (store.remote is None) == (store.remote_url is None) == (not home.kind.endswith("-remote"))
 
 
 # --- worktrees and the index -----------------------------------------------------------------------

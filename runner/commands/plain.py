@@ -28,10 +28,10 @@ class Target:
         """From the shared options: --remote none means this repository only; no --remote, origin when there is one."""
         return cls(repo, None if remote and remote.lower() == "none" else (remote or "auto"), branch, json_out)
 
-    def queue(self):
+    def queue(self, one_shot: bool = False):
         from runner.queue.queue import open_queue
 
-        return open_queue(self.repo, remote=self.remote, branch=self.branch)
+        return open_queue(self.repo, remote=self.remote, branch=self.branch, one_shot=one_shot)
 
     def snapshot(self):
         return self.queue().snapshot()
@@ -147,7 +147,7 @@ def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ign
     check_worker_id(worker)
     if ignore_deps and (not step_id or not by):
         raise BadInput("--ignore-deps overrides the dependencies of one step for a person: name the STEP and --by NAME")
-    queue = target.queue()
+    queue = target.queue(one_shot=True)  # a claim reads a little and exits: git's commands, not pygit2's import
     incarnation = new_incarnation(worker)
     # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
     facts = {"state": "claimed by hand", "incarnation": incarnation}

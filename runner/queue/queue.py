@@ -363,6 +363,8 @@ def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Sna
     return Published(second, following, after)
 
 
-def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH) -> Queue:
-    """The queue of a repository (for scripts and tests; the CLI builds it from its options)."""
-    return Queue(open_store(repo, remote=remote), branch=branch)
+def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH,
+               one_shot: bool = False) -> Queue:
+    """The queue of a repository (for scripts and tests; the CLI builds it from its options).
+    `one_shot`: for a command that reads a little and exits (runner.store.choice.open_store)."""
+    return Queue(open_store(repo, remote=remote, one_shot=one_shot), branch=branch)

@@ -4,9 +4,10 @@ compare-and-swap, fetch and worktrees. Knows bytes and refs, never steps.
 `Store` is the contract: every method and attribute the queue, the worker, the hooks and
 the commands use, and nothing they may probe for. `runner.store.git.GitStore` implements it
 over pygit2 and the git CLI (a remote reached by path, git daemon, ssh or a forge, or none),
-and `runner.store.memory.MemoryStore` in memory for fast policy tests; tests/test_store.py
-runs one suite of contract tests against both. `runner.store.choice.open_store` is the one
-place runner picks the store of a repository.
+`runner.store.plumbing.PlumbingStore` over git's commands alone (for a command that reads a
+little and exits: no pygit2 to import), and `runner.store.memory.MemoryStore` in memory for
+fast policy tests; tests/test_store.py runs one suite of contract tests against all three.
+`runner.store.choice.open_store` is the one place runner picks the store of a repository.
 
 Publishing moves several refs at once or none of them, each on a compare-and-swap of
 its old value, and says what happened as a value, never as an error string to match:

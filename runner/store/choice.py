@@ -8,10 +8,17 @@ from pathlib import Path
 from runner.store import Store
 
 
-def open_store(path: str | Path = ".", remote: str | None = "auto", receiving: bool = False) -> Store:
+def open_store(path: str | Path = ".", remote: str | None = "auto", receiving: bool = False,
+               one_shot: bool = False) -> Store:
     """The store of the repository at `path`. `remote`: "auto" (origin when there is one), a
     remote's name, or None (this repository alone). `receiving`: the server's repository
-    during pre-receive, with the pushed objects that wait in git's quarantine."""
+    during pre-receive, with the pushed objects that wait in git's quarantine. `one_shot`: for
+    a command that reads a little and exits, where starting a few git commands costs less
+    than importing pygit2 (runner.store.plumbing)."""
+    if one_shot and not receiving:
+        from runner.store.plumbing import PlumbingStore
+
+        return PlumbingStore(path, remote=remote)
     from runner.store.git import GitStore  # pygit2, only once a store is opened
 
     return GitStore.receiving(path) if receiving else GitStore(path, remote=remote)

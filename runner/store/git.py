@@ -16,8 +16,9 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import SortMode
 
-from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref, heartbeats_seen_from
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import (
+    FORCE,
     Author,
     Change,
     CommitInfo,
@@ -48,6 +49,38 @@ def lookup_name(text: str) -> str:
     a call leaks: ~1 MiB per 1,000 ticks of a worker. An interned string is one per name,
     however often it is looked up."""
     return sys.intern(text)
+
+
+def _write_refs(store: GitStore, updates: list[RefUpdate]) -> None:
+    """One local ref transaction (runner.store.remote): Moved, or RefWriteError."""
+    try:
+        with store.repo.transaction() as txn:
+            for update in updates:
+                txn.lock_ref(update.ref)
+            for update in updates:
+                if update.old != FORCE and store.ref(update.ref) != update.old:
+                    raise remote.Moved(update.ref)
+            for update in updates:
+                if update.new is None:
+                    if store.ref(update.ref) is not None:
+                        txn.remove(update.ref)
+                else:
+                    txn.set_target(update.ref, update.new, message="runner")
+    except (pygit2.GitError, OSError, ValueError) as exc:
+        raise remote.RefWriteError(str(exc)) from exc
+
+
+def _mirror_refs(store: GitStore, refs: Mapping[str, str | None]) -> None:
+    """Set (or delete) tracking refs after a push (runner.store.remote): RefWriteError."""
+    try:
+        for local, new in refs.items():
+            if new is None:
+                if store.ref(local) is not None:
+                    store.repo.references.delete(local)
+            else:
+                store.repo.references.create(local, new, force=True)
+    except (pygit2.GitError, OSError, KeyError) as exc:
+        raise remote.RefWriteError(str(exc)) from exc
 
 
 class GitStore:
@@ -105,15 +138,7 @@ class GitStore:
 
     # --- refs -------------------------------------------------------------------
 
-    def view_ref(self, ref: str) -> str:
-        """The local ref that holds our view of a ref of the queue's home (tracking refs with a remote)."""
-        if not self.remote:
-            return ref
-        if ref.startswith("refs/heads/"):
-            return f"refs/remotes/{self.remote}/{ref[len('refs/heads/'):]}"
-        if ref.startswith(HEARTBEAT_PREFIX):
-            return heartbeats_seen_from(self.remote) + ref[len(HEARTBEAT_PREFIX):]
-        return ref
+    view_ref = remote.view_ref
 
     def ref(self, ref: str) -> str | None:
         try:
@@ -126,6 +151,9 @@ class GitStore:
             return str(reference.resolve().target)
         except (KeyError, pygit2.GitError):
             return None
+
+    def ref_names_under(self, prefix: str) -> set[str]:
+        return self._ref_names.under(prefix)
 
     def tip(self, branch: str) -> str | None:
         return self.ref(self.view_ref("refs/heads/" + branch))
@@ -289,6 +317,9 @@ class GitStore:
 
     def publish(self, updates: list[RefUpdate]) -> Outcome:
         return remote.publish(self, updates)
+
+    write_refs = _write_refs  # runner.store.remote's local ref transaction
+    mirror_refs = _mirror_refs
 
     def fetch(self, branches: list[str], heartbeats: bool = False) -> None:
         remote.fetch(self, branches, heartbeats)

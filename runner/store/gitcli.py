@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from, without_repository_env
@@ -14,21 +15,22 @@ QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askP
              "credential.interactive=false")
 
 
-def _git_env(inherit_repository: bool) -> dict[str, str]:
+def git_env(inherit_repository: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ) if inherit_repository else without_repository_env(os.environ)
-    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C"})
+    env.update({"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "LANG": "C", **(extra or {})})
     return env
 
 
 def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600,
-            inherit_repository: bool = False) -> subprocess.CompletedProcess:
+            inherit_repository: bool = False, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run git (argv, never a shell). The one way runner starts a git process. git works on
     the repository at `cwd`, not on one a GIT_DIR (or its kin) in runner's environment names:
     git sets them for its hooks, and a worker started from one must not fetch into, push from
-    or check out over another repository. A hook's own git call inherits them."""
+    or check out over another repository. A hook's own git call inherits them. `env`: more
+    variables (an author's name for commit-tree, say)."""
     try:
-        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=_git_env(inherit_repository), input=input,
-                              capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=git_env(inherit_repository, env),
+                              input=input, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
     except OSError as exc:

@@ -1,39 +1,55 @@
 """Moving refs, all or none, and fetching: one local ref transaction, or one atomic push
 with a lease per ref whose answer is read from git's porcelain output (and looked up on the
-remote when it was lost); fetches of the queue's branches and heartbeats in one round trip."""
+remote when it was lost); fetches of the queue's branches and heartbeats in one round trip.
+
+For both git stores (runner.store.git over pygit2, runner.store.plumbing over git's own
+commands), which write local refs their own way: `store.write_refs(updates)` (the local
+transaction, each ref checked against its expected old value) and `store.mirror_refs({local:
+new})` (tracking refs set after a push)."""
 
 from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
-import pygit2
-
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from
 from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won, locks
 from runner.store.gitcli import fetch_args, run_git
 
 if TYPE_CHECKING:
     from runner.store.git import GitStore
+    from runner.store.plumbing import PlumbingStore
+
+    GitLike: TypeAlias = "GitStore | PlumbingStore"
 
 
-def publish(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+def view_ref(store: GitLike, ref: str) -> str:
+    """The local ref that holds our view of a ref of the queue's home (tracking refs with a remote)."""
+    if not store.remote:
+        return ref
+    if ref.startswith("refs/heads/"):
+        return f"refs/remotes/{store.remote}/{ref[len('refs/heads/'):]}"
+    if ref.startswith(HEARTBEAT_PREFIX):
+        return heartbeats_seen_from(store.remote) + ref[len(HEARTBEAT_PREFIX):]
+    return ref
+
+
+def publish(store: GitLike, updates: list[RefUpdate]) -> Outcome:
     outcome = _push(store, updates) if store.remote else _transaction(store, updates)
-    if isinstance(outcome, Won) and store.remote:
-        for update in updates:
-            if not _track(store, update.ref, update.new):
-                store.view_lags = True  # the next read fetches first (Queue.snapshot)
+    if isinstance(outcome, Won) and store.remote and not _track(store, updates):
+        store.view_lags = True  # the next read fetches first (Queue.snapshot)
     return outcome
 
 
-def name_clash(store: GitStore, ref: str) -> str | None:
+def name_clash(store: GitLike, ref: str) -> str | None:
     """The ref that keeps `ref` from being created (git stores refs as paths: `runner/steps`
     and `runner/steps/01-a` cannot both exist), or None. libgit2 would write both."""
     parts = ref.split("/")
     for end in range(2, len(parts)):
         if store.ref(parent := "/".join(parts[:end])) is not None:
             return parent
-    return next(iter(sorted(store._ref_names.under(ref + "/"))), None)
+    return next(iter(sorted(store.ref_names_under(ref + "/"))), None)
 
 
 def clash_failure(ref: str, other: str) -> Refused:
@@ -46,30 +62,18 @@ def clash_failure(ref: str, other: str) -> Refused:
         f"{branch})"),))
 
 
-def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+def _transaction(store: GitLike, updates: list[RefUpdate]) -> Outcome:
     """One local ref transaction: every ref locked, checked, then written."""
     for update in updates:
         if update.new is not None and store.ref(update.ref) is None and (other := name_clash(store, update.ref)):
             return clash_failure(update.ref, other)
     for attempt in range(2):
         try:
-            with store.repo.transaction() as txn:
-                for update in updates:
-                    txn.lock_ref(update.ref)
-                for update in updates:
-                    current = store.ref(update.ref)
-                    if update.old != FORCE and current != update.old:
-                        raise _Moved(update.ref)
-                for update in updates:
-                    if update.new is None:
-                        if store.ref(update.ref) is not None:
-                            txn.remove(update.ref)
-                    else:
-                        txn.set_target(update.ref, update.new, message="runner")
+            store.write_refs(updates)
             return Won()
-        except _Moved as moved:
+        except Moved as moved:
             return Lost(moved.ref)
-        except (pygit2.GitError, OSError, ValueError) as exc:
+        except RefWriteError as exc:
             if attempt == 0 and locks.clear_stale(str(exc), store.git_dir, store.workdir):
                 continue
             if locks.lock_path(str(exc)):
@@ -78,7 +82,7 @@ def _transaction(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     return Failed("a stale lock file could not be removed")
 
 
-def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
+def _push(store: GitLike, updates: list[RefUpdate]) -> Outcome:
     args = ["push", "--porcelain", "--atomic", "--no-verify"]
     for u in updates:
         if u.old != FORCE:
@@ -95,7 +99,7 @@ def _push(store: GitStore, updates: list[RefUpdate]) -> Outcome:
     return _landed_or(store, updates, outcome) if isinstance(outcome, Failed) else outcome
 
 
-def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> Outcome:
+def _landed_or(store: GitLike, updates: list[RefUpdate], outcome: Outcome) -> Outcome:
     """A push whose answer was lost may have landed: look at the remote before deciding."""
     try:
         there = remote_refs(store, [u.ref for u in updates])
@@ -106,7 +110,7 @@ def _landed_or(store: GitStore, updates: list[RefUpdate], outcome: Outcome) -> O
     return outcome
 
 
-def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
+def remote_refs(store: GitLike, refs: list[str]) -> dict[str, str]:
     proc = run_git(store.git_dir, "ls-remote", _url(store), *refs, timeout=120)
     found = {}
     for line in proc.stdout.decode().splitlines():
@@ -115,14 +119,15 @@ def remote_refs(store: GitStore, refs: list[str]) -> dict[str, str]:
     return found
 
 
-def remote_branches(store: GitStore) -> dict[str, str]:
+def remote_branches(store: GitLike) -> dict[str, str]:
     """The branches of the queue's home as it answers now: the remote's, or this repository's."""
     if not store.remote:
-        return {name: target for name in store.repo.branches.local if (target := store.ref("refs/heads/" + name))}
+        return {name.removeprefix("refs/heads/"): target
+                for name in store.ref_names_under("refs/heads/") if (target := store.ref(name))}
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
 
 
-def remote_tip(store: GitStore, branch: str) -> str | None:
+def remote_tip(store: GitLike, branch: str) -> str | None:
     """Where `branch` points in the queue's home now, from its ref advertisement alone (what an
     idle worker asks every few seconds: no objects move, and git's protocol v2 sends only the
     ref asked for)."""
@@ -132,25 +137,19 @@ def remote_tip(store: GitStore, branch: str) -> str | None:
     return remote_refs(store, [ref]).get(ref)
 
 
-def _track(store: GitStore, ref: str, new: str | None) -> bool:
-    """Mirror a ref we just pushed into our view, so the next read needs no fetch. False when
-    the tracking ref was busy (another process's fetch holds its lock): the view lags."""
-    local = store.view_ref(ref)
-    if local == ref:
-        return True
+def _track(store: GitLike, updates: list[RefUpdate]) -> bool:
+    """Mirror the refs we just pushed into our view, so the next read needs no fetch. False when
+    a tracking ref was busy (another process's fetch holds its lock): the view lags."""
     try:
-        if new is None:
-            if store.ref(local) is not None:
-                store.repo.references.delete(local)
-        else:
-            store.repo.references.create(local, new, force=True)
+        store.mirror_refs({local: update.new for update in updates
+                           if (local := store.view_ref(update.ref)) != update.ref})
         return True
-    except (pygit2.GitError, OSError, KeyError) as exc:
+    except RefWriteError as exc:
         locks.clear_stale(str(exc), store.git_dir, store.workdir)
         return False
 
 
-def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> None:
+def fetch(store: GitLike, branches: list[str], heartbeats: bool = False) -> None:
     """Bring our view of `branches` (and every heartbeat ref) up to date in one round trip.
     A branch the remote does not have yet is not an error."""
     if not store.remote:
@@ -174,10 +173,16 @@ def fetch(store: GitStore, branches: list[str], heartbeats: bool = False) -> Non
     # as fresh as ours would be, and a stale view is safe because every publish is a CAS.
 
 
-class _Moved(Exception):
+class Moved(Exception):
+    """A ref of a local transaction was not at its expected old value."""
+
     def __init__(self, ref: str):
         super().__init__(ref)
         self.ref = ref
+
+
+class RefWriteError(Exception):
+    """A local ref could not be written (git's or libgit2's message: it may name a lock file)."""
 
 
 _PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
@@ -219,7 +224,7 @@ def _push_outcome(out: str, err: str) -> Outcome:
     return Failed("git push failed: " + ("; ".join(failed) or err.strip() or "no answer"))
 
 
-def _url(store: GitStore) -> str:
+def _url(store: GitLike) -> str:
     if store.remote_url is None:  # callers ask only a store with a remote
         raise StoreError("this repository has no remote to reach")
     return store.remote_url

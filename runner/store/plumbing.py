@@ -1,0 +1,390 @@
+"""PlumbingStore: the Store over a git repository through git's own commands alone, for a
+command that reads a little and exits (`runner claim` from a script or a harness's loop).
+Importing pygit2 costs a fresh process about 60 ms; the dozen git commands a claim needs here
+cost about 15. What it does not do itself (worktrees, merges, history walks, tree diffs) it
+hands to a GitStore opened on first use.
+
+Objects are read through one `git cat-file --batch` process (trees parsed here); refs are
+listed once by `git for-each-ref` and again after this store fetches or moves any; commits
+are written by `git hash-object`, `git mktree` and `git commit-tree`; a local ref transaction
+is one `git update-ref --stdin`. tests/test_store.py holds it to the same contract as the
+others.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
+from runner.store import FORCE, Author, CommitInfo, FileEntry, NoSuchPlace, Outcome, RefUpdate, StoreError, remote
+from runner.store.gitcli import QUIET_GIT, git_env, run_git
+
+TREE, LINK, GITLINK = "40000", "120000", "160000"
+_HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
+                    r"unable to resolve|is missing)")
+OBJECTS_KEPT = 4096  # trees and commits parsed, for the life of a one-shot command
+
+Entry = tuple[str, str, str]  # (mode as git writes it in a tree, name, object id)
+
+
+class PlumbingStore:
+    def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
+        if not Path(path).is_dir():
+            raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
+        where = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
+        found = run_git(path, *where, "--show-toplevel", check=False)
+        if found.returncode != 0:  # a bare repository has no top level
+            found = run_git(path, *where, check=False)
+        lines = found.stdout.decode(errors="replace").splitlines()
+        if found.returncode != 0 or len(lines) < 2:
+            raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
+        self.git_dir = Path(lines[0]).resolve()
+        self.id_bytes = 32 if lines[1] == "sha256" else 20
+        self.workdir = Path(lines[2]) if len(lines) > 2 else self.git_dir
+        self.state_dir = self.git_dir / "runner"
+        self.state_dir.mkdir(exist_ok=True)
+        urls = _remote_urls(self.git_dir)
+        if remote == "auto":
+            remote = "origin" if "origin" in urls else None
+        elif remote is not None and remote not in urls:
+            raise NoSuchPlace(
+                f"no remote named {remote!r} (this repository has: {', '.join(urls) or 'none'}; --remote none for "
+                "local only)")
+        self.remote = remote
+        self.remote_url = urls[remote] if remote else None
+        self.view_lags = False
+        self._refs: dict[str, str] | None = None
+        self.objects = CatFile(self.git_dir, self.id_bytes)
+        self._full: Any = None  # the GitStore that does what this one does not, once asked
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_full", "git_dir", "remote", "objects"):
+            raise AttributeError(name)
+        if self._full is None:
+            from runner.store.git import GitStore
+
+            self._full = GitStore(self.git_dir, remote=self.remote)
+        return getattr(self._full, name)
+
+    def private(self) -> PlumbingStore:
+        return PlumbingStore(self.git_dir, remote=self.remote)
+
+    # --- refs: every one listed at once, listed again after this store moves or fetches any ---
+
+    def _listed(self) -> dict[str, str]:
+        if self._refs is None:
+            out = run_git(self.git_dir, "for-each-ref", "--format=%(objectname) %(refname)").stdout
+            self._refs = {name: oid for oid, _, name in (line.partition(" ") for line in out.decode().splitlines())}
+        return self._refs
+
+    def _moved(self) -> None:
+        self._refs = None
+
+    view_ref = remote.view_ref
+
+    def ref(self, ref: str) -> str | None:
+        return self._listed().get(ref)
+
+    def ref_names_under(self, prefix: str) -> set[str]:
+        return {name for name in self._listed() if name.startswith(prefix)}
+
+    def tip(self, branch: str) -> str | None:
+        return self.ref(self.view_ref("refs/heads/" + branch))
+
+    def heartbeat(self, worker: str) -> str | None:
+        return self.ref(self.view_ref(heartbeat_ref(worker)))
+
+    def heartbeats(self) -> dict[str, str]:
+        prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
+        return {name[len(prefix):]: oid for name, oid in self._listed().items() if name.startswith(prefix)}
+
+    def local_head(self) -> str | None:
+        found = run_git(self.git_dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+        if found.returncode != 0:
+            return None  # unborn, or no HEAD
+        return found.stdout.decode().strip() or None
+
+    # --- objects -----------------------------------------------------------------------
+
+    def read(self, oid: str) -> bytes:
+        raw = self.objects.raw(oid)
+        if raw is None or raw[0] != "blob":
+            raise StoreError(f"{oid} is not a blob")
+        return raw[1]
+
+    def commit(self, oid: str) -> CommitInfo:
+        parsed = self.objects.parsed(oid)
+        if parsed is None or parsed[0] != "commit":
+            raise StoreError(f"{oid} is not a commit of this clone (fetch it, or it was never pushed)")
+        return parsed[1]
+
+    def raw_commit(self, oid: str) -> bytes:
+        self.commit(oid)
+        raw = self.objects.raw(oid)
+        assert raw is not None
+        return raw[1]
+
+    def object_type(self, oid: str) -> str | None:
+        raw = self.objects.parsed(oid)
+        return raw[0] if raw is not None else None
+
+    def _entry(self, commit: str, path: str) -> tuple[str, str] | None:
+        """(mode, id) at `path` of a commit's tree; the root tree for ""."""
+        node: tuple[str, str] | None = (TREE, self.commit(commit).tree)
+        for name in path.split("/") if path else []:
+            if node is None or node[0] != TREE:
+                return None
+            node = next(((mode, oid) for mode, entry, oid in self._tree(node[1]) if entry == name), None)
+        return node
+
+    def _tree(self, oid: str) -> list[Entry]:
+        parsed = self.objects.parsed(oid)
+        if parsed is None or parsed[0] != "tree":
+            raise StoreError(f"{oid} is not a tree of this clone")
+        return parsed[1]
+
+    def file_at(self, commit: str | None, path: str) -> bytes | None:
+        if commit is None:
+            return None
+        entry = self._entry(commit, path)
+        return self.read(entry[1]) if entry is not None and _is_blob(entry[0]) else None
+
+    def entry_at(self, commit: str, path: str) -> FileEntry | None:
+        entry = self._entry(commit, path) if path else None
+        return FileEntry(path, entry[1], entry[0] == LINK) if entry is not None and _is_blob(entry[0]) else None
+
+    def tree_id(self, commit: str, path: str = "") -> str | None:
+        entry = self._entry(commit, path)
+        return entry[1] if entry is not None and entry[0] == TREE else None
+
+    def list_files(self, commit: str, prefix: str) -> list[FileEntry]:
+        top = self.tree_id(commit, prefix)
+        return list(self._files(top, prefix)) if top is not None else []
+
+    def _files(self, tree: str, base: str) -> Iterator[FileEntry]:
+        for mode, name, oid in self._tree(tree):
+            path = f"{base}/{name}" if base else name
+            if mode == TREE:
+                yield from self._files(oid, path)
+            elif _is_blob(mode):
+                yield FileEntry(path, oid, mode == LINK)
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        if ancestor == descendant:
+            return True
+        if not (_HEX.fullmatch(ancestor) and _HEX.fullmatch(descendant)):
+            return False
+        return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+
+    # --- writing objects -----------------------------------------------------------------
+
+    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
+                    base_tree: str | None = None) -> str:
+        """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
+        if base_tree is None and parents:
+            base_tree = self.commit(parents[0]).tree
+        tree = (self._write_tree(base_tree, files) if files else base_tree) or self._mktree({})
+        who = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
+               "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email}
+        args = ["commit-tree", "--no-gpg-sign", tree, *[arg for parent in parents for arg in ("-p", parent)]]
+        return run_git(self.git_dir, *args, input=message.encode("utf-8"), env=who).stdout.decode().strip()
+
+    def _write_tree(self, base: str | None, files: Mapping[str, bytes | None]) -> str | None:
+        """`base` with `files` written in, only the subtrees on their paths rebuilt; None when
+        nothing is left in it."""
+        here: dict[str, bytes | None] = {}
+        below: dict[str, dict[str, bytes | None]] = {}
+        for path, data in files.items():
+            head, _, rest = path.partition("/")
+            if rest:
+                below.setdefault(head, {})[rest] = data
+            else:
+                here[head] = data
+        entries = {name: (mode, oid) for mode, name, oid in self._tree(base)} if base else {}
+        for name, data in here.items():
+            if data is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = ("100644", self._write_blob(data))
+        for name, sub in below.items():
+            mode, oid = entries.get(name, ("", ""))
+            subtree = self._write_tree(oid if mode == TREE else None, sub)
+            if subtree is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (TREE, subtree)
+        return self._mktree(entries) if entries else None
+
+    def _write_blob(self, data: bytes) -> str:
+        return run_git(self.git_dir, "hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+
+    def _mktree(self, entries: Mapping[str, tuple[str, str]]) -> str:
+        kinds = {TREE: "tree", GITLINK: "commit"}
+        listing = b"".join(f"{mode} {kinds.get(mode, 'blob')} {oid}\t".encode()
+                           + name.encode("utf-8", "surrogateescape") + b"\0" for name, (mode, oid) in entries.items())
+        return run_git(self.git_dir, "mktree", "-z", input=listing).stdout.decode().strip()
+
+    # --- moving refs and fetching (runner.store.remote) ----------------------------------
+
+    def publish(self, updates: list[RefUpdate]) -> Outcome:
+        try:
+            return remote.publish(self, updates)
+        finally:
+            self._moved()
+
+    def fetch(self, branches: list[str], heartbeats: bool = False) -> None:
+        self._moved()  # with no remote, a fetch is a read of what is here now
+        remote.fetch(self, branches, heartbeats)
+
+    def remote_branches(self) -> dict[str, str]:
+        return remote.remote_branches(self)
+
+    def remote_tip(self, branch: str) -> str | None:
+        return remote.remote_tip(self, branch)
+
+    def write_refs(self, updates: list[RefUpdate]) -> None:
+        """One local ref transaction (runner.store.remote): Moved, or RefWriteError."""
+        zero = "0" * (2 * self.id_bytes)
+        lines = ["start"]
+        for update in updates:
+            old = [] if update.old == FORCE else [update.old or zero]
+            if update.new is None:
+                lines.append(" ".join(["delete", update.ref, *old]))
+            else:
+                lines.append(" ".join(["update", update.ref, update.new, *old]))
+        lines += ["prepare", "commit"]
+        try:
+            done = run_git(self.git_dir, "update-ref", "-m", "runner", "--stdin",
+                           input="".join(line + "\n" for line in lines).encode(), check=False)
+        finally:
+            self._moved()
+        if done.returncode != 0:
+            err = done.stderr.decode(errors="replace").strip()
+            if moved := _MOVED.search(err):
+                raise remote.Moved(moved["ref"])
+            raise remote.RefWriteError(err)
+
+    def mirror_refs(self, refs: Mapping[str, str | None]) -> None:
+        self.write_refs([RefUpdate(local, new, FORCE) for local, new in refs.items()])
+
+
+class CatFile:
+    """Objects read through one `git cat-file --batch` process: trees (their entries) and
+    commits (CommitInfo) parsed once each, blobs as they are."""
+
+    def __init__(self, git_dir: Path, id_bytes: int):
+        self.git_dir = git_dir
+        self.id_bytes = id_bytes
+        self._parsed: dict[str, tuple[str, Any]] = {}
+        self._batch: subprocess.Popen | None = None
+
+    def __del__(self) -> None:
+        batch = self.__dict__.get("_batch")
+        if batch is not None and batch.poll() is None:
+            batch.stdin.close()
+            batch.wait()
+
+    def raw(self, oid: str) -> tuple[str, bytes] | None:
+        """(type, content) of an object, None when this repository does not have it."""
+        if not _HEX.fullmatch(oid):
+            return None
+        batch = self._cat_file()
+        assert batch.stdin is not None and batch.stdout is not None
+        batch.stdin.write(oid.encode() + b"\n")
+        batch.stdin.flush()
+        header = batch.stdout.readline().split()
+        if len(header) != 3:
+            if not header:
+                raise StoreError(f"git cat-file stopped answering in {self.git_dir}")
+            return None  # "<id> missing"
+        data = _read_exactly(batch.stdout, int(header[2]) + 1)[:-1]
+        return header[1].decode(), data
+
+    def parsed(self, oid: str) -> tuple[str, Any] | None:
+        """(type, what it says) of a tree (its entries) or a commit (CommitInfo); a blob as it is, not kept."""
+        kept = self._parsed.get(oid)
+        if kept is not None:
+            return kept
+        raw = self.raw(oid)
+        if raw is None:
+            return None
+        kind, data = raw
+        if kind == "tree":
+            parsed: tuple[str, Any] = (kind, _tree_entries(data, self.id_bytes))
+        elif kind == "commit":
+            parsed = (kind, _commit_info(oid, data))
+        else:
+            return raw
+        if len(self._parsed) >= OBJECTS_KEPT:
+            self._parsed.clear()
+        self._parsed[oid] = parsed
+        return parsed
+
+    def _cat_file(self) -> subprocess.Popen:
+        if self._batch is None or self._batch.poll() is not None:
+            self._batch = subprocess.Popen(["git", *QUIET_GIT, "cat-file", "--batch"], cwd=self.git_dir,
+                                           env=git_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL)
+        return self._batch
+
+
+def _remote_urls(git_dir: Path) -> dict[str, str]:
+    """Each remote's name and URL, as `git remote -v` would say them."""
+    found = run_git(git_dir, "config", "-z", "--get-regexp", r"^remote\..*\.url$", check=False).stdout
+    urls: dict[str, str] = {}
+    for record in found.decode(errors="replace").split("\0"):
+        key, _, url = record.partition("\n")
+        if key.startswith("remote.") and key.endswith(".url") and len(key) > len("remote..url"):
+            urls.setdefault(key[len("remote."):-len(".url")], url)
+    return urls
+
+
+def _is_blob(mode: str) -> bool:
+    return mode not in (TREE, GITLINK)
+
+
+def _tree_entries(data: bytes, id_bytes: int) -> list[Entry]:
+    """A tree object's entries: `<mode> <name>\\0<id>`, one after another."""
+    entries = []
+    at = 0
+    while at < len(data):
+        space = data.index(b" ", at)
+        nul = data.index(b"\0", space)
+        oid = data[nul + 1:nul + 1 + id_bytes].hex()
+        entries.append((data[at:space].decode(), data[space + 1:nul].decode("utf-8", "surrogateescape"), oid))
+        at = nul + 1 + id_bytes
+    return entries
+
+
+def _commit_info(oid: str, data: bytes) -> CommitInfo:
+    head, _, message = data.partition(b"\n\n")
+    tree, parents, author, when = "", [], b"", 0
+    for line in head.split(b"\n"):
+        key, _, value = line.partition(b" ")
+        if key == b"tree":
+            tree = value.decode()
+        elif key == b"parent":
+            parents.append(value.decode())
+        elif key == b"author":
+            author = value.rpartition(b" <")[0]
+        elif key == b"committer":
+            when = int(value.rsplit(b" ", 2)[-2])
+    # As UTF-8 whatever the commit's `encoding` header says, as GitStore reads it.
+    return CommitInfo(oid, tuple(parents), tree, message.decode("utf-8", errors="replace"),
+                      author.decode("utf-8", errors="replace"), when)
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise StoreError("git cat-file stopped answering")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
