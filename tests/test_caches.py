@@ -124,3 +124,27 @@ def test_the_index_is_read_again_when_the_queue_moves(tmp_path: Path, command: s
         runner(repo, command, "--json")
     edit(repo, {"plans/steps/b.md": b"---\ntitle: b\nrun: [\"true\"]\n---\n"}, "add b")
     assert sorted(s["step"] for s in json.loads(runner(repo, command, "--json").stdout)["steps"]) == ["a", "b"]
+
+
+def test_a_fresh_claim_appends_the_steps_it_parsed_and_the_next_parses_only_what_moved_since(tmp_path: Path):
+    """A claim from a script's loop reads the plan from the cache: what one process parsed (the
+    step the claim before it wrote) is appended, so the next one does not parse it again."""
+    repo = make_repo(tmp_path / "repo")
+    runner(repo, "init")
+    edit(repo, {f"plans/steps/s{n:02d}.md": f"---\ntitle: step {n}\nrun: [\"true\"]\n---\n".encode() for n in range(25)}, "25 steps")
+    runner(repo, "validate")  # parses every step and writes the cache afresh
+    cache = repo / ".git" / "runner" / "parsed-steps.jsonl"
+    written = cache.read_text().splitlines()
+
+    def blob(step: str) -> str:
+        return subprocess.run(["git", "rev-parse", f"runner/queue:plans/steps/{step}.md"], cwd=repo, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    claimed = [json.loads(runner(repo, "claim", "--id", f"w{n}", "--json").stdout)["step"] for n in range(3)]
+    lines = cache.read_text().splitlines()
+    assert lines[:len(written)] == written  # appended to, never written afresh for a step or two
+    rows = [json.loads(line) for line in lines[len(written):]]
+    headers = [row for row in rows if isinstance(row, dict)]
+    parsed = [row[1] for row in rows if isinstance(row, list)]
+    # The second claim parsed the step the first wrote, the third the second's; each once.
+    assert parsed == [blob(claimed[0]), blob(claimed[1])] and len(headers) == 2

@@ -2,7 +2,9 @@
 
 Every step file is parsed once per blob: in memory for the life of the process, and on
 disk (keyed by path, blob id and the version of the rules that judged it) so a fresh
-`runner status` need not parse thousands of frontmatters again. What is kept of a sound
+`runner status` or `runner claim` need not parse thousands of frontmatters again: a process
+that read a few new ones appends them, one that read many (or found the file mostly stale)
+writes it afresh. What is kept of a sound
 step is lean (runner.core.model.Step.lean): its index keys and its blob id, the rest read
 again when asked, so memory does not grow with what the files say. After a transition only
 the changed files are read again, so a snapshot costs about the same at 10,000 steps as
@@ -86,7 +88,8 @@ class Reader:
         self._written: dict[str, tuple[str, tuple[str, ...]]] = {}  # commit -> (its parent, the paths it wrote)
         self._cache_path = store.state_dir / "parsed-steps.jsonl"
         self._cache_loaded = False
-        self._parsed_new = 0
+        self._cache_lines = 0  # lines the file on disk held when it was read
+        self._parsed_new: list[tuple[str, str]] = []  # (path, blob id) parsed since the cache was written
         self.malformed_beats: dict[str, str] = {}  # worker -> why its heartbeat ref was skipped
 
     def snapshot_at(self, tip: str, branches: Iterable[str] = (), fetched: bool = True) -> Snapshot:
@@ -176,8 +179,10 @@ class Reader:
         self._load_parse_cache()
         entries = [e for e in self.store.list_files(tip, STEPS_DIR) if is_step_path(e.path)]
         steps = [self._parse(e.path, e.oid, e.link) for e in entries]
-        if self._parsed_new >= PARSE_CACHE_MIN:
+        if len(self._parsed_new) >= PARSE_CACHE_MIN or self._cache_lines > len(entries) + STALE_PARSES:
             self._save_parse_cache([(e.path, e.oid) for e in entries])
+        elif self._parsed_new:
+            self._append_parse_cache()
         return Plan.build(steps, halted=halted)
 
     def _prune(self, plan: Plan) -> None:
@@ -194,7 +199,8 @@ class Reader:
     def _parse(self, path: str, oid: str, link: bool = False) -> Step:
         cached = self._cached(path, oid)
         if cached is None:
-            self._parsed_new += 1
+            if len(self._parsed_new) < PARSE_CACHE_MIN:  # as many as make a rewrite worth it, no more
+                self._parsed_new.append((path, oid))
             cached = self.files.step(path, oid, link)
             if cached.valid:
                 cached = cached.lean(self, oid)
@@ -207,33 +213,57 @@ class Reader:
         return self.files.step(path, oid)
 
     def _load_parse_cache(self) -> None:
+        """The file is runs of lines, each run after a line naming the rules that judged it
+        (appends by processes of other versions may follow): a run of other rules is skipped."""
         if self._cache_loaded:
             return
         self._cache_loaded = True
+        rules, ours = None, _rules_version()
         try:
             with open(self._cache_path) as handle:
-                if json.loads(handle.readline()).get("rules") != _rules_version():
-                    return
                 for line in handle:
-                    path, oid, step_id, meta, text, problems = json.loads(line)
+                    self._cache_lines += 1
+                    row = json.loads(line)
+                    if isinstance(row, dict):
+                        rules = row.get("rules")
+                        continue
+                    if rules != ours:
+                        continue
+                    path, oid, step_id, meta, text, problems = row
                     if text is None:  # a lean step: its index, its file read again when asked
                         step = Step.indexed(step_id, path, meta, self, oid)
                     else:
                         step = Step(step_id, path, meta, text, problems)
                     self._steps.setdefault(oid, step)
+        except FileNotFoundError:
+            pass
         except Exception:  # noqa: BLE001 (a cache that does not read (tampered, half written) is rebuilt)
             self._steps.clear()
+            self._cache_lines = STALE_PARSES * 1000  # written afresh by the next build
+
+    def _append_parse_cache(self) -> None:
+        """The few steps this process parsed, at the end of the file in one write (appends of
+        processes sharing a clone do not interleave)."""
+        lines = [line for path, oid in self._parsed_new if (line := self._cache_line(path, oid))]
+        self._parsed_new = []
+        try:
+            with open(self._cache_path, "a") as out:
+                out.write(json.dumps({"rules": _rules_version()}) + "\n" + "".join(lines))
+        except OSError:
+            pass  # a cache is an optimisation: never fail a command for it
+        self._cache_lines += len(lines) + 1
 
     def _save_parse_cache(self, keys: list[tuple[str, str]]) -> None:
         """One JSON line a step: one document of 10,000 would be built as ~250,000 pieces
         in memory first, and a worker's peak memory would be that, not its plan."""
-        self._parsed_new = 0
+        self._parsed_new = []
         tmp = self._cache_path.with_suffix(f".{os.getpid()}.tmp")
         try:
             with open(tmp, "w") as out:
                 out.write(json.dumps({"rules": _rules_version()}) + "\n")
                 out.writelines(line for path, oid in keys if (line := self._cache_line(path, oid)))
             os.replace(tmp, self._cache_path)
+            self._cache_lines = len(keys) + 1
         except OSError:
             tmp.unlink(missing_ok=True)  # a cache is an optimisation: never fail a command for it
 
