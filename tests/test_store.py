@@ -141,6 +141,14 @@ def test_files_folders_and_commits_read_back(home: Home):
         store.commit(store.tree_id(first))
 
 
+def test_a_commit_names_its_author_exactly_as_given(home: Home):
+    """A worker id may end in a dot; git's own commit commands trim such ends of a name (and
+    the server hook then finds an author that is not the actor the commit names)."""
+    made = home.store.make_commit([], {"a.md": b"a"}, "one\n", Author("w1.", "w1.@host-a"))
+    assert home.store.commit(made).author == "w1."
+    assert b"\nauthor w1. <w1.@host-a> " in home.store.raw_commit(made)
+
+
 def test_a_commit_on_a_parent_changes_only_what_it_names(home: Home):
     store = home.store
     first = commit(store, {"a/x.md": b"x", "b/y.md": b"y", "c.md": b"c"})

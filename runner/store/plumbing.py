@@ -6,7 +6,7 @@ hands to a GitStore opened on first use.
 
 Objects are read through one `git cat-file --batch` process (trees parsed here); refs are
 listed once by `git for-each-ref` and again after this store fetches or moves any; commits
-are written by `git hash-object`, `git mktree` and `git commit-tree`; a local ref transaction
+are written by `git hash-object` and `git mktree`; a local ref transaction
 is one `git update-ref --stdin`. tests/test_store.py holds it to the same contract as the
 others.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -189,10 +190,15 @@ class PlumbingStore:
         if base_tree is None and parents:
             base_tree = self.commit(parents[0]).tree
         tree = (self._write_tree(base_tree, files) if files else base_tree) or self._mktree({})
-        who = {"GIT_AUTHOR_NAME": author.name, "GIT_AUTHOR_EMAIL": author.email,
-               "GIT_COMMITTER_NAME": author.name, "GIT_COMMITTER_EMAIL": author.email}
-        args = ["commit-tree", "--no-gpg-sign", tree, *[arg for parent in parents for arg in ("-p", parent)]]
-        return run_git(self.git_dir, *args, input=message.encode("utf-8"), env=who).stdout.decode().strip()
+        # Written whole, as pygit2 writes it: `git commit-tree` would trim a name's ends ("w1." -> "w1"),
+        # and sign it when the user's configuration says so.
+        now = time.time()
+        minutes = time.localtime(now).tm_gmtoff // 60
+        zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
+        who = f"{author.name} <{author.email}> {int(now)} {zone}"
+        body = "".join([f"tree {tree}\n", *[f"parent {parent}\n" for parent in parents], f"author {who}\n",
+                        f"committer {who}\n\n", message])
+        return self._write_object("commit", body.encode("utf-8"))
 
     def _write_tree(self, base: str | None, files: Mapping[str, bytes | None]) -> str | None:
         """`base` with `files` written in, only the subtrees on their paths rebuilt; None when
@@ -210,7 +216,7 @@ class PlumbingStore:
             if data is None:
                 entries.pop(name, None)
             else:
-                entries[name] = ("100644", self._write_blob(data))
+                entries[name] = ("100644", self._write_object("blob", data))
         for name, sub in below.items():
             mode, oid = entries.get(name, ("", ""))
             subtree = self._write_tree(oid if mode == TREE else None, sub)
@@ -220,8 +226,9 @@ class PlumbingStore:
                 entries[name] = (TREE, subtree)
         return self._mktree(entries) if entries else None
 
-    def _write_blob(self, data: bytes) -> str:
-        return run_git(self.git_dir, "hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+    def _write_object(self, kind: str, data: bytes) -> str:
+        """An object of `kind` written as it is (git checks its form first)."""
+        return run_git(self.git_dir, "hash-object", "-t", kind, "-w", "--stdin", input=data).stdout.decode().strip()
 
     def _mktree(self, entries: Mapping[str, tuple[str, str]]) -> str:
         kinds = {TREE: "tree", GITLINK: "commit"}
