@@ -756,3 +756,31 @@ def test_runner_claim_runs_without_the_command_line_framework_or_pygit2_and_says
         quick_no = subprocess.run([sys.executable, "-m", "runner", "claim", *args, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
         full_no = runner(queue_repo, "claim", *args, "--by", "alice", check=False)
         assert (quick_no.returncode, quick_no.stderr.strip()) == (full_no.returncode, full_no.stderr.strip()) == (code, said)
+
+
+def test_heartbeat_and_complete_run_without_the_command_line_framework_or_pygit2_and_say_what_the_full_command_says(queue_repo):
+    for step_id in ("01-a", "02-b"):
+        add_step(queue_repo, step_id)
+        runner(queue_repo, "claim", step_id, "--id", "w1")
+    probe = ("import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('runner', run_name='__main__')\n"
+             "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)")
+    full_cli = "import sys; from runner.cli import main; main(sys.argv[1:])"
+
+    def both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+        """`runner ARGS` for 01-a through the shortcut, and for 02-b (or the same step, when told) through typer."""
+        quick = subprocess.run([sys.executable, "-c", probe, *args, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
+        other = [arg.replace("01-a", "02-b") for arg in args] if "01-a" in args else list(args)
+        full = subprocess.run([sys.executable, "-c", full_cli, *other, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
+        assert quick.stderr.strip().splitlines()[-1] == "[]", quick.stderr  # neither typer, rich nor pygit2 was imported
+        return quick, full
+
+    for command, said in (("heartbeat", "heartbeat 01-a (attempt 1) by w1"), ("complete", "complete 01-a (attempt 1) -> done  [")):
+        quick, full = both(command, "01-a", "--id", "w1")
+        assert quick.returncode == full.returncode == 0 and quick.stdout.startswith(said), quick
+        assert full.stdout.startswith(said.replace("01-a", "02-b"))
+    quick, full = both("heartbeat", "01-a", "--id", "w1", "--json")
+    assert quick.returncode == full.returncode == 2 and "cannot renew 01-a" in quick.stderr
+    for args, code in ((["complete", "03-c", "--id", "w1"], 2), (["heartbeat", "03-c", "--id", "w1"], 2)):
+        quick, full = both(*args)
+        assert (quick.returncode, quick.stderr.strip().splitlines()[:-1]) == (full.returncode, full.stderr.strip().splitlines()) and quick.returncode == code

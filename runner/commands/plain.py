@@ -1,7 +1,8 @@
 """What commands share that needs no command-line framework: where the queue is (Target), who
-a person is, how runner's errors become exit codes and one line of text, and the claim that
-scripts and harnesses call in a loop. runner.commands.common builds typer's options on these;
-runner.commands.quick runs `runner claim` with them alone, without importing typer or rich.
+a person is, how runner's errors become exit codes and one line of text, and the claim,
+heartbeat and complete that scripts and harnesses call in a loop. runner.commands.common
+builds typer's options on these; runner.commands.quick runs those three with them alone,
+without importing typer or rich.
 """
 
 from __future__ import annotations
@@ -154,3 +155,30 @@ def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ign
     published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tags, step_id=step_id, beat=facts,
                             by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
     report(target, published)
+
+
+def heartbeat(target: Target, step_id: str, worker: str) -> None:
+    """`runner heartbeat`: renew worker's lease on the step it holds (its heartbeat ref moves; no queue commit)."""
+    from runner.core.machine import holds
+
+    check_worker_id(worker)
+    queue = target.queue(one_shot=True)
+    step = queue.snapshot().plan.find(step_id)
+    if step is None:
+        raise BadInput(f"no step {step_id!r} (see `runner status`)")
+    if why := holds(step.meta, worker, None):
+        raise BadInput(f"{worker} cannot renew {step_id}: {why}")
+    queue.beat(
+        worker,
+        {"state": "claimed by hand", "step": step_id, "attempt": step.attempt,
+         "incarnation": step.holder.get("incarnation")})
+    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker},
+         f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
+
+
+def complete(target: Target, step_id: str, worker: str) -> None:
+    """`runner complete`: record the step worker holds as done (or in review when it needs approval)."""
+    from runner.core.machine import Kind
+
+    check_worker_id(worker)
+    report(target, target.queue(one_shot=True).event(step_id, Kind.COMPLETE, worker))

@@ -51,6 +51,8 @@ def answer(args: list[str]) -> bool:
         return answer_listing(args[0], args[1:])
     if args[:1] == ["claim"]:
         return answer_claim(args[1:])
+    if args[:1] in (["heartbeat"], ["complete"]):
+        return answer_step_event(args[0], args[1:])
     return False
 
 
@@ -67,6 +69,24 @@ def answer_claim(args: list[str]) -> bool:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
     code = plain.exit_code(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]))
+    if code:
+        raise SystemExit(code)
+    return True
+
+
+def answer_step_event(command: str, args: list[str]) -> bool:
+    """`runner heartbeat|complete STEP --id W [--repo R] [--remote R] [--queue-branch B] [--json]`
+    without the command-line framework, as answer_claim: what a harness calls while it works
+    and when it is done. False for anything else, which the full command answers."""
+    from runner.commands import plain
+
+    values = {key: value for key, value in _VALUE_OPTIONS.items() if key != "--tag"}
+    options = _parse(args, {"--json": "json"}, {**values, "--id": "worker"}, positional="step")
+    if options is None or "worker" not in options or "step" not in options:
+        return False
+    target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
+    run = plain.heartbeat if command == "heartbeat" else plain.complete
+    code = plain.exit_code(lambda: run(target, options["step"], options["worker"]))
     if code:
         raise SystemExit(code)
     return True

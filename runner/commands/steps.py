@@ -11,7 +11,6 @@ import typer
 from runner.commands import plain
 from runner.commands.common import By, Tags, Target, WorkerId, check_worker_id, emit, person
 from runner.commands.plain import report
-from runner.core.errors import BadInput
 from runner.core.machine import Kind
 
 StepArg = Annotated[str, typer.Argument(help="The step.")]
@@ -41,21 +40,7 @@ def claim(
 
 def heartbeat(target: Target, step_id: StepArg, worker: WorkerId) -> None:
     """Renew worker --id's lease on STEP (moves refs/runner/heartbeats/<id>; no queue commit)."""
-    from runner.core.machine import holds
-
-    check_worker_id(worker)
-    queue = target.queue()
-    step = queue.snapshot().plan.find(step_id)
-    if step is None:
-        raise BadInput(f"no step {step_id!r} (see `runner status`)")
-    if why := holds(step.meta, worker, None):
-        raise BadInput(f"{worker} cannot renew {step_id}: {why}")
-    queue.beat(
-        worker,
-        {"state": "claimed by hand", "step": step_id, "attempt": step.attempt,
-         "incarnation": step.holder.get("incarnation")})
-    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker},
-         f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
+    plain.heartbeat(target, step_id, worker)
 
 
 def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "released") -> None:
@@ -70,8 +55,7 @@ def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason =
 
 def complete(target: Target, step_id: StepArg, worker: WorkerId) -> None:
     """Record STEP as done (or in review when it needs approval)."""
-    check_worker_id(worker)
-    report(target, target.queue().event(step_id, Kind.COMPLETE, worker))
+    plain.complete(target, step_id, worker)
 
 
 def fail(
