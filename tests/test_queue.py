@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, ROOT, add_step, edit, fresh, git, make_remote, memory_queue, queue_history, runner, runner_json, set_config, step_file
+from conftest import ENV_PATH, ROOT, add_step, edit, fresh, git, make_remote, make_repo, memory_queue, queue_history, runner, runner_json, set_config, step_file
 
 PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, without sleeping
 
@@ -93,6 +93,36 @@ while [ ! -e "$2" ]; do
   git update-ref refs/heads/runner/queue "$next" "$tip" 2>/dev/null
 done
 """
+
+
+FRESH_CLAIMS = r"""
+code=0
+while [ "$code" -eq 0 ]; do "$1" -m runner claim --id "$2" --repo "$3" --json >> "$4"; code=$?; done
+[ "$code" -eq 3 ]  # nothing left to claim; anything else (a lost race given up, a fault) fails the test
+"""
+
+
+@pytest.mark.parametrize("where", ["bare remote", "one repository"])
+def test_fresh_runner_claim_processes_racing_claim_every_step_exactly_once(tmp_path, where):
+    """`runner claim` as scripts call it, each a fresh process on the plumbing store (git's own
+    commands: the push's lease over a remote, one `update-ref --stdin` transaction locally)."""
+    if where == "bare remote":
+        home, repos = make_remote(tmp_path, clones=3)
+    else:
+        home = make_repo(tmp_path / "repo")
+        repos = [home]
+    runner(repos[0], "init")
+    ids = [f"s{n:02d}" for n in range(12)]
+    edit(repos[0], dict(step_file(step_id) for step_id in ids), "12 steps")
+    outs = [tmp_path / f"w{n}.jsonl" for n in range(6)]
+    procs = [subprocess.Popen(["bash", "-c", FRESH_CLAIMS, "claims", sys.executable, f"w{n}", str(repos[n % len(repos)]), str(out)],
+                              stderr=subprocess.PIPE, text=True, env=ENV_PATH) for n, out in enumerate(outs)]
+    for proc in procs:
+        assert proc.wait(timeout=300) == 0, proc.stderr.read()
+    said = [json.loads(line)["step"] for out in outs if out.exists() for line in out.read_text().splitlines()]
+    assert sorted(said) == ids
+    claims = Counter(e["Step"] for e in queue_history(home) if e.get("Event") == "claim")
+    assert claims == Counter({step_id: 1 for step_id in ids})
 
 
 def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can_claim(tmp_path, monkeypatch):
