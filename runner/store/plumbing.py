@@ -1,14 +1,14 @@
 """PlumbingStore: the Store over a git repository through git's own commands alone, for a
-command that reads a little and exits (`runner claim` from a script or a harness's loop).
-Importing pygit2 costs a fresh process about 60 ms; the dozen git commands a claim needs here
-cost about 15. What it does not do itself (worktrees, merges, history walks, tree diffs) it
-hands to a GitStore opened on first use.
+command that reads a little and exits (`runner claim`, `heartbeat`, `complete` from a script
+or a harness's loop). pygit2's import costs a fresh process about 35 ms beyond the standard
+library runner loads anyway; the dozen small git commands a claim needs here cost about 20.
+What it does not do itself (worktrees, merges, history walks, tree diffs) it hands to a
+GitStore opened on first use.
 
-Objects are read through one `git cat-file --batch` process (trees parsed here); refs are
-listed once by `git for-each-ref` and again after this store fetches or moves any; commits
-are written by `git hash-object` and `git mktree`; a local ref transaction
-is one `git update-ref --stdin`. tests/test_store.py holds it to the same contract as the
-others.
+Objects are read through one `git cat-file --batch` process (trees parsed here) and written
+by `git hash-object` and `git mktree`; refs are listed once by `git for-each-ref` and again
+after this store fetches or moves any; a local ref transaction is one `git update-ref
+--stdin`. tests/test_store.py holds it to the same contract as the others.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class PlumbingStore:
         return {name[len(prefix):]: oid for name, oid in self._listed().items() if name.startswith(prefix)}
 
     def local_head(self) -> str | None:
-        found = run_git(self.git_dir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+        found = run_git(self.workdir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
         if found.returncode != 0:
             return None  # unborn, or no HEAD
         return found.stdout.decode().strip() or None
