@@ -279,7 +279,7 @@ def _listed(target: Target):
     from runner.commands import quick
     from runner.commands.render import warnings
 
-    queue = target.queue()
+    queue = target.queue(one_shot=True)  # a listing reads a little and exits
     snap = queue.snapshot()
     quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
                warnings(snap.config))
