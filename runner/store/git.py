@@ -16,7 +16,6 @@ from pathlib import Path
 import pygit2
 from pygit2.enums import SortMode
 
-from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import (
     FORCE,
     Author,
@@ -34,6 +33,7 @@ from runner.store import (
     worktrees,
 )
 from runner.store.gitcli import run_git
+from runner.store.remote import chosen_remote
 
 # libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
 # folder of a large flat plan (370 KB at 10,000 steps) was parsed again on every read. The
@@ -108,14 +108,7 @@ class GitStore:
         self.workdir = Path(self.repo.workdir) if self.repo.workdir else self.git_dir
         self.state_dir = self.git_dir / "runner"
         self.state_dir.mkdir(exist_ok=True)
-        names = [name for name in self.repo.remotes.names() if name]
-        if remote == "auto":
-            remote = "origin" if "origin" in names else None
-        elif remote is not None and remote not in names:
-            raise NoSuchPlace(
-                f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; --remote none for "
-                "local only)")
-        self.remote = remote
+        self.remote = remote = chosen_remote(remote, (name for name in self.repo.remotes.names() if name))
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
         self._ref_names = RefNames(self.git_dir)
@@ -155,16 +148,9 @@ class GitStore:
     def ref_names_under(self, prefix: str) -> set[str]:
         return self._ref_names.under(prefix)
 
-    def tip(self, branch: str) -> str | None:
-        return self.ref(self.view_ref("refs/heads/" + branch))
-
-    def heartbeat(self, worker: str) -> str | None:
-        return self.ref(self.view_ref(heartbeat_ref(worker)))
-
-    def heartbeats(self) -> dict[str, str]:
-        prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
-        found = {name[len(prefix):]: self.ref(name) for name in self._ref_names.under(prefix)}
-        return {worker: target for worker, target in found.items() if target}
+    tip = remote.tip
+    heartbeat = remote.heartbeat
+    heartbeats = remote.heartbeats
 
     def local_head(self) -> str | None:
         """The commit this clone has checked out, if any (where a new integration branch starts)."""

@@ -20,9 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
 from runner.store import FORCE, Author, CommitInfo, FileEntry, NoSuchPlace, Outcome, RefUpdate, StoreError, remote
 from runner.store.gitcli import QUIET_GIT, git_env, run_git
+from runner.store.remote import chosen_remote
 
 TREE, LINK, GITLINK = "40000", "120000", "160000"
 _HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
@@ -50,13 +50,7 @@ class PlumbingStore:
         self.state_dir = self.git_dir / "runner"
         self.state_dir.mkdir(exist_ok=True)
         urls = _remote_urls(self.git_dir)
-        if remote == "auto":
-            remote = "origin" if "origin" in urls else None
-        elif remote is not None and remote not in urls:
-            raise NoSuchPlace(
-                f"no remote named {remote!r} (this repository has: {', '.join(urls) or 'none'}; --remote none for "
-                "local only)")
-        self.remote = remote
+        self.remote = remote = chosen_remote(remote, urls)
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
         self._refs: dict[str, str] | None = None
@@ -94,15 +88,9 @@ class PlumbingStore:
     def ref_names_under(self, prefix: str) -> set[str]:
         return {name for name in self._listed() if name.startswith(prefix)}
 
-    def tip(self, branch: str) -> str | None:
-        return self.ref(self.view_ref("refs/heads/" + branch))
-
-    def heartbeat(self, worker: str) -> str | None:
-        return self.ref(self.view_ref(heartbeat_ref(worker)))
-
-    def heartbeats(self) -> dict[str, str]:
-        prefix = self.view_ref(HEARTBEAT_PREFIX + "x")[:-1]
-        return {name[len(prefix):]: oid for name, oid in self._listed().items() if name.startswith(prefix)}
+    tip = remote.tip
+    heartbeat = remote.heartbeat
+    heartbeats = remote.heartbeats
 
     def local_head(self) -> str | None:
         found = run_git(self.workdir, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)

@@ -1,6 +1,7 @@
 """Moving refs, all or none, and fetching: one local ref transaction, or one atomic push
 with a lease per ref whose answer is read from git's porcelain output (and looked up on the
-remote when it was lost); fetches of the queue's branches and heartbeats in one round trip.
+remote when it was lost); fetches of the queue's branches and heartbeats in one round trip;
+our view of the home's refs (tracking refs when there is a remote).
 
 For both git stores (runner.store.git over pygit2, runner.store.plumbing over git's own
 commands), which write local refs their own way: `store.write_refs(updates)` (the local
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
-from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from
-from runner.store import FORCE, Failed, Lost, Outcome, RefUpdate, Refused, StoreError, Won, locks
+from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref, heartbeats_seen_from
+from runner.store import FORCE, Failed, Lost, NoSuchPlace, Outcome, RefUpdate, Refused, StoreError, Won, locks
 from runner.store.gitcli import fetch_args, run_git
 
 if TYPE_CHECKING:
@@ -22,6 +24,18 @@ if TYPE_CHECKING:
     from runner.store.plumbing import PlumbingStore
 
     GitLike: TypeAlias = "GitStore | PlumbingStore"
+
+
+def chosen_remote(remote: str | None, names: Iterable[str]) -> str | None:
+    """The remote a store works with: "auto" is origin when there is one (else none), a name
+    must be one of this repository's `names`, None is this repository alone."""
+    names = list(names)
+    if remote == "auto":
+        return "origin" if "origin" in names else None
+    if remote is not None and remote not in names:
+        raise NoSuchPlace(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; "
+                          "--remote none for local only)")
+    return remote
 
 
 def view_ref(store: GitLike, ref: str) -> str:
@@ -33,6 +47,21 @@ def view_ref(store: GitLike, ref: str) -> str:
     if ref.startswith(HEARTBEAT_PREFIX):
         return heartbeats_seen_from(store.remote) + ref[len(HEARTBEAT_PREFIX):]
     return ref
+
+
+def tip(store: GitLike, branch: str) -> str | None:
+    return store.ref(view_ref(store, "refs/heads/" + branch))
+
+
+def heartbeat(store: GitLike, worker: str) -> str | None:
+    return store.ref(view_ref(store, heartbeat_ref(worker)))
+
+
+def heartbeats(store: GitLike) -> dict[str, str]:
+    """worker id -> the commit of its last beat, as we see them."""
+    prefix = view_ref(store, HEARTBEAT_PREFIX + "x")[:-1]
+    found = {name[len(prefix):]: store.ref(name) for name in store.ref_names_under(prefix)}
+    return {worker: target for worker, target in found.items() if target}
 
 
 def publish(store: GitLike, updates: list[RefUpdate]) -> Outcome:
