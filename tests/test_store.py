@@ -161,6 +161,18 @@ def test_a_commit_on_a_parent_changes_only_what_it_names(home: Home):
     assert changes == [Change("a/x.md", None, "D"), Change("b/y.md", blob_id(b"y2"), "M"), Change("d/e.md", blob_id(b"e"), "A")]
     on_tree = store.make_commit([second], {"c.md": b"c2"}, "on a tree\n", ALICE, base_tree=store.tree_id(first))
     assert store.file_at(on_tree, "a/x.md") == b"x" and store.file_at(on_tree, "c.md") == b"c2"  # base_tree, not the parent's
+    assert getattr(store, "_full", None) is None  # the plumbing store did all this itself: a claim that lost a race imports no pygit2
+
+
+def test_a_tree_diff_says_a_change_of_kind_as_a_deletion_and_an_addition(home: Home):
+    store = home.store
+    first = commit(store, {"f.md": b"f", "gone/a.md": b"a", "kept/b.md": b"b", "becomes-folder": b"x"})
+    second = commit(store, {"gone/a.md": None, "f.md": b"f2", "becomes-folder": None, "becomes-folder/c.md": b"c", "new/d/e.md": b"e"},
+                    [first])
+    changes = sorted(store.diff_trees(store.tree_id(first), store.tree_id(second)), key=lambda c: (c.path, c.kind != "D"))
+    assert changes == [Change("becomes-folder", None, "D"), Change("becomes-folder/c.md", blob_id(b"c"), "A"), Change("f.md", blob_id(b"f2"), "M"),
+                       Change("gone/a.md", None, "D"), Change("new/d/e.md", blob_id(b"e"), "A")]
+    assert store.diff_trees(store.tree_id(second), store.tree_id(second)) == []
 
 
 def test_history_reads_in_the_order_callers_rely_on(home: Home):

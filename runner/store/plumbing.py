@@ -2,10 +2,10 @@
 command that reads a little and exits (`runner claim`, `heartbeat`, `complete` from a script
 or a harness's loop). pygit2's import costs a fresh process about 35 ms beyond the standard
 library runner loads anyway; the dozen small git commands a claim needs here cost about 20.
-What it does not do itself (worktrees, merges, history walks, tree diffs) it hands to a
-GitStore opened on first use.
+What it does not do itself (worktrees, merges, history walks) it hands to a GitStore
+opened on first use.
 
-Objects are read through one `git cat-file --batch` process (trees parsed here) and written
+Objects are read through one `git cat-file --batch` process (runner.store.catfile) and written
 by `git hash-object` and `git mktree`; refs are listed once by `git for-each-ref` and again
 after this store fetches or moves any; a local ref transaction is one `git update-ref
 --stdin`. tests/test_store.py holds it to the same contract as the others.
@@ -14,23 +14,29 @@ after this store fetches or moves any; a local ref transaction is one `git updat
 from __future__ import annotations
 
 import re
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from runner.store import FORCE, Author, CommitInfo, FileEntry, NoSuchPlace, Outcome, RefUpdate, StoreError, remote
-from runner.store.gitcli import QUIET_GIT, git_env, run_git
+from runner.store import (
+    FORCE,
+    Author,
+    Change,
+    CommitInfo,
+    FileEntry,
+    NoSuchPlace,
+    Outcome,
+    RefUpdate,
+    StoreError,
+    remote,
+)
+from runner.store.catfile import GITLINK, HEX, LINK, TREE, CatFile, Entry, is_blob, tree_diff
+from runner.store.gitcli import run_git
 from runner.store.remote import chosen_remote
 
-TREE, LINK, GITLINK = "40000", "120000", "160000"
-_HEX = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
                     r"unable to resolve|is missing)")
-OBJECTS_KEPT = 4096  # trees and commits parsed, for the life of a one-shot command
-
-Entry = tuple[str, str, str]  # (mode as git writes it in a tree, name, object id)
 
 
 class PlumbingStore:
@@ -141,11 +147,11 @@ class PlumbingStore:
         if commit is None:
             return None
         entry = self._entry(commit, path)
-        return self.read(entry[1]) if entry is not None and _is_blob(entry[0]) else None
+        return self.read(entry[1]) if entry is not None and is_blob(entry[0]) else None
 
     def entry_at(self, commit: str, path: str) -> FileEntry | None:
         entry = self._entry(commit, path) if path else None
-        return FileEntry(path, entry[1], entry[0] == LINK) if entry is not None and _is_blob(entry[0]) else None
+        return FileEntry(path, entry[1], entry[0] == LINK) if entry is not None and is_blob(entry[0]) else None
 
     def tree_id(self, commit: str, path: str = "") -> str | None:
         entry = self._entry(commit, path)
@@ -160,13 +166,22 @@ class PlumbingStore:
             path = f"{base}/{name}" if base else name
             if mode == TREE:
                 yield from self._files(oid, path)
-            elif _is_blob(mode):
+            elif is_blob(mode):
                 yield FileEntry(path, oid, mode == LINK)
+
+    def diff_trees(self, old_tree: str, new_tree: str) -> list[Change]:
+        return tree_diff(self._tree, old_tree, new_tree)
+
+    def changed_paths(self, commit: str) -> list[str]:
+        info = self.commit(commit)
+        if not info.parents:
+            return [entry.path for entry in self.list_files(commit, "")]
+        return [change.path for change in self.diff_trees(self.commit(info.parents[0]).tree, info.tree)]
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True
-        if not (_HEX.fullmatch(ancestor) and _HEX.fullmatch(descendant)):
+        if not (HEX.fullmatch(ancestor) and HEX.fullmatch(descendant)):
             return False
         return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
 
@@ -268,66 +283,6 @@ class PlumbingStore:
         self.write_refs([RefUpdate(local, new, FORCE) for local, new in refs.items()])
 
 
-class CatFile:
-    """Objects read through one `git cat-file --batch` process: trees (their entries) and
-    commits (CommitInfo) parsed once each, blobs as they are."""
-
-    def __init__(self, git_dir: Path, id_bytes: int):
-        self.git_dir = git_dir
-        self.id_bytes = id_bytes
-        self._parsed: dict[str, tuple[str, Any]] = {}
-        self._batch: subprocess.Popen | None = None
-
-    def __del__(self) -> None:
-        batch = self.__dict__.get("_batch")
-        if batch is not None and batch.poll() is None:
-            batch.stdin.close()
-            batch.wait()
-
-    def raw(self, oid: str) -> tuple[str, bytes] | None:
-        """(type, content) of an object, None when this repository does not have it."""
-        if not _HEX.fullmatch(oid):
-            return None
-        batch = self._cat_file()
-        assert batch.stdin is not None and batch.stdout is not None
-        batch.stdin.write(oid.encode() + b"\n")
-        batch.stdin.flush()
-        header = batch.stdout.readline().split()
-        if len(header) != 3:
-            if not header:
-                raise StoreError(f"git cat-file stopped answering in {self.git_dir}")
-            return None  # "<id> missing"
-        data = _read_exactly(batch.stdout, int(header[2]) + 1)[:-1]
-        return header[1].decode(), data
-
-    def parsed(self, oid: str) -> tuple[str, Any] | None:
-        """(type, what it says) of a tree (its entries) or a commit (CommitInfo); a blob as it is, not kept."""
-        kept = self._parsed.get(oid)
-        if kept is not None:
-            return kept
-        raw = self.raw(oid)
-        if raw is None:
-            return None
-        kind, data = raw
-        if kind == "tree":
-            parsed: tuple[str, Any] = (kind, _tree_entries(data, self.id_bytes))
-        elif kind == "commit":
-            parsed = (kind, _commit_info(oid, data))
-        else:
-            return raw
-        if len(self._parsed) >= OBJECTS_KEPT:
-            self._parsed.clear()
-        self._parsed[oid] = parsed
-        return parsed
-
-    def _cat_file(self) -> subprocess.Popen:
-        if self._batch is None or self._batch.poll() is not None:
-            self._batch = subprocess.Popen(["git", *QUIET_GIT, "cat-file", "--batch"], cwd=self.git_dir,
-                                           env=git_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL)
-        return self._batch
-
-
 def _remote_urls(git_dir: Path) -> dict[str, str]:
     """Each remote's name and URL, as `git remote -v` would say them."""
     found = run_git(git_dir, "config", "-z", "--get-regexp", r"^remote\..*\.url$", check=False).stdout
@@ -337,49 +292,3 @@ def _remote_urls(git_dir: Path) -> dict[str, str]:
         if key.startswith("remote.") and key.endswith(".url") and len(key) > len("remote..url"):
             urls.setdefault(key[len("remote."):-len(".url")], url)
     return urls
-
-
-def _is_blob(mode: str) -> bool:
-    return mode not in (TREE, GITLINK)
-
-
-def _tree_entries(data: bytes, id_bytes: int) -> list[Entry]:
-    """A tree object's entries: `<mode> <name>\\0<id>`, one after another."""
-    entries = []
-    at = 0
-    while at < len(data):
-        space = data.index(b" ", at)
-        nul = data.index(b"\0", space)
-        oid = data[nul + 1:nul + 1 + id_bytes].hex()
-        entries.append((data[at:space].decode(), data[space + 1:nul].decode("utf-8", "surrogateescape"), oid))
-        at = nul + 1 + id_bytes
-    return entries
-
-
-def _commit_info(oid: str, data: bytes) -> CommitInfo:
-    head, _, message = data.partition(b"\n\n")
-    tree, parents, author, when = "", [], b"", 0
-    for line in head.split(b"\n"):
-        key, _, value = line.partition(b" ")
-        if key == b"tree":
-            tree = value.decode()
-        elif key == b"parent":
-            parents.append(value.decode())
-        elif key == b"author":
-            author = value.rpartition(b" <")[0]
-        elif key == b"committer":
-            when = int(value.rsplit(b" ", 2)[-2])
-    # As UTF-8 whatever the commit's `encoding` header says, as GitStore reads it.
-    return CommitInfo(oid, tuple(parents), tree, message.decode("utf-8", errors="replace"),
-                      author.decode("utf-8", errors="replace"), when)
-
-
-def _read_exactly(stream: IO[bytes], size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = stream.read(left)
-        if not chunk:
-            raise StoreError("git cat-file stopped answering")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
