@@ -25,6 +25,7 @@ INDEX_FILE = "plan-index.json"
 FORMAT = 4
 # --tag: ready only
 _VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}
+_UNTAGGED_OPTIONS = {key: value for key, value in _VALUE_OPTIONS.items() if key != "--tag"}
 _FLAGS = {"--json": "json", "--all": "show_all"}
 _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
@@ -80,8 +81,7 @@ def answer_step_event(command: str, args: list[str]) -> bool:
     and when it is done. False for anything else, which the full command answers."""
     from runner.commands import plain
 
-    values = {key: value for key, value in _VALUE_OPTIONS.items() if key != "--tag"}
-    options = _parse(args, {"--json": "json"}, {**values, "--id": "worker"}, positional="step")
+    options = _parse(args, {"--json": "json"}, {**_UNTAGGED_OPTIONS, "--id": "worker"}, positional="step")
     if options is None or "worker" not in options or "step" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
@@ -228,7 +228,7 @@ def _parse(args: list[str], flags: dict[str, str], values: dict[str, str],
 def _options(command: str, args: list[str]) -> dict | None:
     """The options of `runner ready` or `status`; None for anything this shortcut does not take
     (a named remote, --watch, --tag on status)."""
-    values = _VALUE_OPTIONS if command == "ready" else {k: v for k, v in _VALUE_OPTIONS.items() if k != "--tag"}
+    values = _VALUE_OPTIONS if command == "ready" else _UNTAGGED_OPTIONS
     options = _parse(args, _FLAGS, values)
     if options is None:
         return None

@@ -4,11 +4,10 @@ Every step file is parsed once per blob: in memory for the life of the process, 
 disk (keyed by path, blob id and the version of the rules that judged it) so a fresh
 `runner status` or `runner claim` need not parse thousands of frontmatters again: a process
 that read a few new ones appends them, one that read many (or found the file mostly stale)
-writes it afresh. What is kept of a sound
-step is lean (runner.core.model.Step.lean): its index keys and its blob id, the rest read
-again when asked, so memory does not grow with what the files say. After a transition only
-the changed files are read again, so a snapshot costs about the same at 10,000 steps as
-at 100.
+writes it afresh. What is kept of a sound step is lean (runner.core.model.Step.lean): its
+index keys and its blob id, the rest read again when asked, so memory does not grow with what
+the files say. After a transition only the changed files are read again, so a snapshot
+costs about the same at 10,000 steps as at 100.
 """
 
 from __future__ import annotations
