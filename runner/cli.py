@@ -116,7 +116,28 @@ def main(args: list[str] | None = None) -> None:
     app = build(args[0] if args else None)
     if args in quick.HELP_ARGS:
         _print_help(app, args)
+    if "--json" in args:
+        _run_json(app, args)
     app(args)
+
+
+def _run_json(app: typer.Typer, args: list[str]) -> None:
+    """Run under --json: a usage error (a missing option, a bad value) is told as every other
+    failure is, a JSON object on stdout beside the line on stderr (runner.commands.failures)."""
+    import click
+
+    from runner.commands.failures import Failure, tell
+
+    try:
+        code = app(args, standalone_mode=False)
+    except click.ClickException as exc:
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            sys.stderr.write(exc.ctx.get_usage() + "\n")
+        raise SystemExit(tell(Failure(exc.exit_code, exc.format_message()), json_out=True)) from None
+    except click.Abort:
+        sys.stderr.write("Aborted!\n")
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def _print_help(app: typer.Typer, args: list[str]) -> None:

@@ -105,7 +105,8 @@ class AgentWork:
                                   else why_nothing(snap, self.tags, None))
         return {"steps": steps, "why": why}
 
-    def show(self, step_id: str) -> str:
+    def show(self, step_id: str) -> dict[str, Any]:
+        """The step as an agent reads it (`text`) and its facts: status, holder, attempt, problems."""
         return shown(self.store, self.snapshot(), step_id)
 
     # --- claiming --------------------------------------------------------------------------
