@@ -69,6 +69,7 @@ def add(
     run: Annotated[
         str | None,
         typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help=f"{key_doc('agent')}.")] = None,
     timeout: Annotated[str | None, typer.Option(help=key_doc("timeout"))] = None,
     max_attempts: Annotated[int | None, typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
     output: Annotated[list[str],
@@ -85,7 +86,7 @@ def add(
     from runner.core.stepfile import parse_step, render_new_step
 
     given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
-             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
+             "agent": agent, "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
              "requires_approval": requires_approval,
              "touches": touches}
     fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}

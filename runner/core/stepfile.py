@@ -115,6 +115,9 @@ def schema_problems(step: Step, stem: str) -> list[str]:
     problems += key_problems(meta)
     if meta.get("status") == "claimed" and not meta.get("assignee"):
         problems.append("a claimed step names its assignee")
+    if meta.get("agent") == "self" and meta.get("run") is not None:
+        problems.append("agent: self and run: together: no worker runs a step an agent you run yourself takes, so its "
+                        "run: would never run (remove one)")
     if not problems and (problem := _edit_problem(step.text, meta)):
         problems.append(problem)
     return problems
