@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import SERVED_WORKERS, as_pusher, drain, git, memory_queue, runner, served, served_statuses
+from conftest import SERVED_WORKERS, add_step, as_pusher, drain, git, memory_queue, runner, served, served_statuses, tick
 from runner.core.config import DEFAULT_TOML
 
 
@@ -72,3 +72,66 @@ def test_the_claim_choice_names_every_real_reason_and_leaves_self_serve_steps_to
     assert queue.claim("w1", "w1.1", {}).change.event.step == "01-db"  # the worker's best: never 03-docs
     assert "1 for an agent you run yourself" in refusal("w2", "w2.1", {})
     assert queue.claim("agent-1", "agent-1.1", {}, by_agent=True).change.event.step == "03-docs"
+
+
+# --- runner config get|set ----------------------------------------------------------------------------
+
+
+def test_config_set_rewrites_one_line_as_a_persons_edit_checked_by_the_schema_under_the_hook(tmp_path):
+    toml = DEFAULT_TOML.replace("detect = true", "detect = false").encode()
+    bare, alice = served(tmp_path, toml, {"01-a": {"brakes": {"max_fix_attempts": 0}, "requires_approval": True}})
+    before = git(bare, "show", "runner/queue:runner.toml")
+
+    def get(*args: str) -> str:
+        return as_pusher("alice", "config", "get", *args, repo=alice).stdout.rstrip("\n")
+
+    assert get("leases.lease", "--show-origin") == "runner.toml\t1h"
+    assert get("roles.review.min_files", "--show-origin") == "default\t5"
+    set_ = as_pusher("alice", "config", "set", "leases.lease", "2h", "--by", "alice", repo=alice)
+    assert set_.stdout.startswith('runner.toml: leases.lease = "2h"  [')
+    after = git(bare, "show", "runner/queue:runner.toml")
+    changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
+    assert changed == [(
+        'lease = "1h"  # a claim whose heartbeat has not moved for this long may be taken over',
+        'lease = "2h"  # a claim whose heartbeat has not moved for this long may be taken over')]
+    assert len(after.splitlines()) == len(before.splitlines())
+    trailers = git(bare, "log", "-1", "--format=%B", "runner/queue")
+    assert "Runner-Event: edit" in trailers and "Runner-Actor: alice" in trailers
+    assert get("leases.lease", "--show-origin") == "runner.toml\t2h"
+
+    # A step's own value counts for that step, and says so.
+    assert get("brakes.max_fix_attempts", "--step", "01-a", "--show-origin") == "step 01-a\t0"
+    assert get("brakes.max_fix_attempts", "--show-origin") == "runner.toml\t2"
+    assert get("queue.requires_approval", "--step", "01-a") == "true"
+    as_json = json.loads(as_pusher("alice", "config", "get", "roles.review.min_files", "--json", repo=alice).stdout)
+    assert as_json == {"key": "roles.review.min_files", "value": 5, "origin": "default", "step": None}
+
+    # Refused before anything is pushed: a bad value (by the one schema), an unknown key, a worker's key.
+    tip = git(bare, "rev-parse", "runner/queue")
+    bad = runner(alice, "config", "set", "leases.lease", "soon", check=False, env={"RUNNER_PUSHER": "alice"})
+    assert bad.returncode == 2 and "[leases].lease: not a duration: 'soon'" in bad.stderr
+    unknown = runner(alice, "config", "get", "lease", check=False, env={"RUNNER_PUSHER": "alice"})
+    assert unknown.returncode == 2 and "did you mean leases.lease?" in unknown.stderr
+    git(tmp_path, "clone", "-q", str(bare), str(tmp_path / "w1"))
+    worker = runner(tmp_path / "w1", "config", "set", "leases.lease", "5m", check=False,
+                    env={"RUNNER_PUSHER": SERVED_WORKERS["w1"]})
+    assert worker.returncode != 0 and "refused" in worker.stderr
+    assert git(bare, "rev-parse", "runner/queue") == tip
+    set_role = as_pusher("alice", "config", "set", "roles.review.command", '["claude", "-p"]', repo=alice)
+    assert "roles.review.command" in set_role.stdout
+    assert git(bare, "show", "runner/queue:runner.toml").endswith('[roles.review]\ncommand = ["claude", "-p"]')
+
+
+# --- small things a newcomer met --------------------------------------------------------------------
+
+
+def test_commits_runner_makes_carry_the_configured_user_email(queue_repo):
+    """By a person (an edit, with git's commands alone: `runner claim`'s store) and by a worker (pygit2's)."""
+    git(queue_repo, "config", "user.email", "alice@example.org")
+    add_step(queue_repo, "01-a")
+    runner(queue_repo, "add", "B", "--id", "02-b", "--run", "true")  # a person's edit
+    runner(queue_repo, "claim", "01-a", "--id", "w1")  # the one-shot store: git's own commands
+    tick(queue_repo, "w2")  # a worker: pygit2's store, the record and its merge
+    emails = set(git(queue_repo, "log", "--format=%ae", "-4", "runner/queue").splitlines())
+    emails |= set(git(queue_repo, "log", "--format=%ae", "-1", "runner/integration").splitlines())
+    assert emails == {"alice@example.org"}, emails
