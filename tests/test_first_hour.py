@@ -4,8 +4,14 @@ against the real command line, real workers and, where it matters, the server ho
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import signal
+import subprocess
+import sys
 
-from conftest import SERVED_WORKERS, add_step, as_pusher, drain, git, memory_queue, runner, served, served_statuses, tick
+from conftest import (ENV_PATH, SERVED_WORKERS, add_step, as_pusher, drain, git, memory_queue, runner, served, served_statuses,
+                      start_worker, tick, wait_for)
 from runner.core.config import DEFAULT_TOML
 
 
@@ -135,3 +141,63 @@ def test_commits_runner_makes_carry_the_configured_user_email(queue_repo):
     emails = set(git(queue_repo, "log", "--format=%ae", "-4", "runner/queue").splitlines())
     emails |= set(git(queue_repo, "log", "--format=%ae", "-1", "runner/integration").splitlines())
     assert emails == {"alice@example.org"}, emails
+
+
+def test_ctrl_c_on_a_busy_worker_says_it_finishes_the_step_and_a_second_stops_it(queue_repo, tmp_path):
+    started, release = tmp_path / "started", tmp_path / "release"
+    add_step(queue_repo, "01-long", run=["sh", "-c", f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done"])
+    worker = start_worker(queue_repo, "host-a", "--grace", "600")
+    try:
+        wait_for(lambda: started.exists())
+        worker.send_signal(signal.SIGINT)
+        said = worker.stderr.readline()
+        assert said.startswith("runner: finishing 01-long (attempt 1) before it stops (up to 600s"), said
+        assert "Ctrl-C again stops it now" in said
+        worker.send_signal(signal.SIGINT)
+        said = worker.stderr.readline()
+        assert said == "runner: stopping 01-long (attempt 1) now: it is given back to the queue, nothing spent\n", said
+        assert worker.wait(timeout=120) == 0
+    finally:
+        release.write_text("go")
+        if worker.poll() is None:
+            worker.kill()
+        worker.communicate()
+    shown = json.loads(runner(queue_repo, "show", "01-long", "--json").stdout)
+    assert shown["status"] == "ready" and shown["failures"] in (None, 0)  # given back, nothing spent
+
+
+def test_init_with_an_agent_ends_with_a_hint_for_agent_steps_that_runs_as_written(repo):
+    said = runner(repo, "init", "--agent", "claude").stdout.rstrip().splitlines()[-1]
+    assert said.startswith("next: ") and "no --run" in said and "runner work --id NAME" in said
+    hinted = re.search(r"`(runner add [^`]*)`", said).group(1)
+    assert "--run" not in hinted
+    runner(repo, *shlex.split(hinted)[1:])  # an agent step: [harness] command runs it
+    assert json.loads(runner(repo, "ready", "--json").stdout)["steps"][0]["step"] == "01-first"
+
+
+def test_a_yaml_error_names_the_files_own_line_numbers(queue_repo, tmp_path):
+    """The frontmatter starts on line 2 of the file: its errors say the file's lines, as an editor shows them."""
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    (steps / "01-a.md").write_text("---\ntitle: a\nrun: [make\npriority: 1\n---\n")  # `run: [make` is line 3
+    bad = runner(queue_repo, "validate", "--path", str(steps), check=False)
+    assert bad.returncode == 2 and "(line 3, column 6)" in bad.stderr and "unicode string" not in bad.stderr, bad.stderr
+    (steps / "01-a.md").write_text("---\ntitle: a\nrun: [make]\ntags: x: y\n---\n")  # line 4, column 8
+    bad = runner(queue_repo, "validate", "--path", str(steps), check=False)
+    assert "mapping values are not allowed in this context (line 4, column 8)" in bad.stderr, bad.stderr
+
+
+def test_every_commands_summary_in_help_is_a_whole_sentence():
+    """`runner --help` lists each command by the first paragraph of its help, whole: click cuts
+    one longer than the room left on an 80-column line with "...", mid-sentence."""
+    proc = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True,
+                          env={**ENV_PATH, "COLUMNS": "80"}, check=True)
+    listed = proc.stdout.split("Commands:\n", 1)[1].splitlines()
+    from runner.cli import COMMANDS
+
+    visible = [name for name, _, hidden, _ in COMMANDS if not hidden]
+    assert len(listed) == len(visible)
+    for line in listed:
+        name, summary = line.split(maxsplit=1)
+        assert summary.endswith(".") and not summary.endswith("..."), line
+        assert summary[0].isupper(), line

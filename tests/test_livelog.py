@@ -56,7 +56,10 @@ def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_th
     assert "line 1" in shown.stdout and "on 2 stderr" in shown.stdout
     assert "-- 01-long attempt 1 on w1, running implement" in shown.stderr
     as_json = runner_json(laptop, "logs", "01-long")
-    assert as_json["running"] and as_json["run"] == "implement" and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
+    assert as_json["running"] and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
+    # the run, and its command as a shell would read it (shlex.join): in the heartbeat, and in the log
+    assert as_json["run"].startswith("implement: sh -c 'echo \"line $((1))\"; ") and len(as_json["run"]) <= 200, as_json["run"]
+    assert "$ sh -c 'echo \"line $((1))\"; " in shown.stdout
     follower = subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
     made["release"].write_text("go")

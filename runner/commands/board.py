@@ -34,7 +34,9 @@ def board(
         typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
     by: By = None,
 ) -> None:
-    """A web page of the queue on this clone: what needs you first, the plan and its graph,
+    """Serve the queue as a web page on this clone.
+
+    What needs you first, the plan and its graph,
     each step's result, runs and live log, the workers; approve, reject (with your feedback),
     retry, abort, halt and resume from it, as you (git's user.name, or --by).
 
@@ -56,7 +58,9 @@ def logs(
     ] = False,
     every: Annotated[float, typer.Option("--every", help="Seconds between fetches with --follow.")] = 2.0,
 ) -> None:
-    """A step's output from any clone: while it runs, the tail its worker's heartbeat carries
+    """Print a step's output, from any clone.
+
+    While it runs, the tail its worker's heartbeat carries
     (which run it is in, at most 16 KiB, as fresh as the last heartbeat: `[worker] live_log`);
     once it ended, the log tail its handoff keeps. With --follow, a step that has not started
     (ready, waiting, blocked) is waited for, then followed to its end. Control characters are

@@ -38,7 +38,9 @@ def config(
         typer.Option("--step", help="With get: the value that counts for this step (its own value wins).")] = None,
     by: By = None,
 ) -> None:
-    """Read or write one key of runner.toml on the queue branch, as `git config` does.
+    """Read or write one key of runner.toml.
+
+    On the queue branch, as `git config` does.
 
     `runner config get leases.lease` prints the value that counts (runner.toml's, else the
     default); `--step STEP` the one that counts for that step; `--show-origin` says where
