@@ -6,6 +6,7 @@ Exit codes: 0 done or nothing to do; 1 failure at run time; 2 bad usage or bad i
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -22,7 +23,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__
-from runner.commands import agentwork, board, config, doctor, hooks, plan, quick, schedule, steps, workers
+from runner.commands import agentwork, board, completion, config, doctor, hooks, plan, quick, schedule, steps, workers
 from runner.commands.common import command
 
 
@@ -83,6 +84,7 @@ add(hooks.hook_pre_receive, hidden=True, queue=False, json=False)
 add(hooks.hook_pre_commit, hidden=True, queue=False, json=False)
 for name, func in schedule.COMMANDS:
     add(func, name, queue=False, json=False)
+add(completion.completion, queue=False, json=False)
 
 
 def build(only: str | None = None) -> typer.Typer:
@@ -114,6 +116,9 @@ def __getattr__(name: str):
 def main(args: list[str] | None = None) -> None:
     """The command line: builds the app for the command in `args` (default: sys.argv) and runs it."""
     args = sys.argv[1:] if args is None else args
+    if completion.COMPLETE_VAR in os.environ:  # a shell's completion script asks: every command
+        completion.complete(build())
+        return
     app = build(args[0] if args else None)
     if args in quick.HELP_ARGS:
         _print_help(app, args)
