@@ -21,10 +21,13 @@ def _main(args: list[str]) -> None:
 
         print(f"runner {__version__}")
         return
+    import os
+
     from runner.commands import output, quick
 
     output.install()  # queue text never reaches the terminal as escape sequences
-    if quick.answer(args):
+    # (a shell's completion script starts `runner` with no arguments: not a request for the help)
+    if "_RUNNER_COMPLETE" not in os.environ and quick.answer(args):
         return
     from runner.cli import main as run
 

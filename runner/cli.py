@@ -6,6 +6,7 @@ Exit codes: 0 done or nothing to do; 1 failure at run time; 2 bad usage or bad i
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -22,7 +23,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__
-from runner.commands import agentwork, board, doctor, hooks, plan, quick, schedule, steps, workers
+from runner.commands import agentwork, board, completion, config, doctor, hooks, plan, quick, schedule, steps, workers
 from runner.commands.common import command
 
 
@@ -56,6 +57,7 @@ add(plan.show)
 add(plan.ready)
 add(plan.graph, json=False)
 add(plan.log)
+add(config.config)
 # One step by hand, and the queue's switch
 for func in (steps.claim, steps.heartbeat, steps.release, steps.complete, steps.fail, steps.approve, steps.reject,
              steps.retry, steps.abort, steps.halt, steps.resume):
@@ -82,6 +84,7 @@ add(hooks.hook_pre_receive, hidden=True, queue=False, json=False)
 add(hooks.hook_pre_commit, hidden=True, queue=False, json=False)
 for name, func in schedule.COMMANDS:
     add(func, name, queue=False, json=False)
+add(completion.completion, queue=False, json=False)
 
 
 def build(only: str | None = None) -> typer.Typer:
@@ -113,10 +116,34 @@ def __getattr__(name: str):
 def main(args: list[str] | None = None) -> None:
     """The command line: builds the app for the command in `args` (default: sys.argv) and runs it."""
     args = sys.argv[1:] if args is None else args
+    if completion.COMPLETE_VAR in os.environ:  # a shell's completion script asks: every command
+        completion.complete(build())
+        return
     app = build(args[0] if args else None)
     if args in quick.HELP_ARGS:
         _print_help(app, args)
+    if "--json" in args:
+        _run_json(app, args)
     app(args)
+
+
+def _run_json(app: typer.Typer, args: list[str]) -> None:
+    """Run under --json: a usage error (a missing option, a bad value) is told as every other
+    failure is, a JSON object on stdout beside the line on stderr (runner.commands.failures)."""
+    import click
+
+    from runner.commands.failures import Failure, tell
+
+    try:
+        code = app(args, standalone_mode=False)
+    except click.ClickException as exc:
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            sys.stderr.write(exc.ctx.get_usage() + "\n")
+        raise SystemExit(tell(Failure(exc.exit_code, exc.format_message()), json_out=True)) from None
+    except click.Abort:
+        sys.stderr.write("Aborted!\n")
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 def _print_help(app: typer.Typer, args: list[str]) -> None:

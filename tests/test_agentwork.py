@@ -127,6 +127,48 @@ def test_the_tools_are_small_and_none_is_a_persons(tmp_path):
         assert "step" in next(t for t in tools if t.name == tool).input_schema["required"]
 
 
+def test_every_tool_answers_with_structured_content_and_the_server_names_runners_version(tmp_path):
+    """An agent's client reads the worktree, the step, the attempt and the report's fields as
+    data, not by parsing text; a refusal is data too (its code and message)."""
+    from runner import __version__
+
+    _, (agent_clone, _) = served_plan(tmp_path)
+
+    async def session() -> dict:
+        async with mcp_session(agent_clone, "agent-1") as s:
+            answers = {}
+            for tool, arguments in (("ready", {}), ("show", {"step": "02-b"}), ("claim", {}), ("log", {"limit": 5})):
+                result = await s.call_tool(tool, arguments)
+                assert not result.is_error and result.structured_content, (tool, result)
+                answers[tool] = result.structured_content
+            (Path(answers["claim"]["worktree"]) / "out.txt").write_text("hello\n")
+            answers["complete"] = (await s.call_tool("complete", {"step": "01-a"})).structured_content
+            refused = await s.call_tool("release", {"step": "02-b", "reason": "not mine"})
+            answers["refused"] = (refused.is_error, refused.structured_content)
+            return answers
+
+    async def initialized() -> str:
+        params = StdioServerParameters(command=sys.executable, cwd=str(agent_clone), env=ENV,
+                                       args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)])
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
+            async with ClientSession(read, write) as s:
+                return (await s.initialize()).server_info.version
+
+    assert anyio.run(initialized) == __version__
+    answers = anyio.run(session)
+    assert [s["step"] for s in answers["ready"]["steps"]] == ["01-a"]
+    assert (answers["show"]["step"], answers["show"]["status"]) == ("02-b", "waiting")
+    claimed = answers["claim"]
+    assert (claimed["step"], claimed["attempt"], claimed["status"], claimed["agent"]) == ("01-a", 1, "claimed", "agent-1")
+    assert Path(claimed["worktree"]).name == "01-a-a1" and claimed["prompt"]
+    assert answers["log"]["entries"][0]["event"] == "claim"
+    report = answers["complete"]
+    assert (report["step"], report["sentinel"], report["final_status"]) == ("01-a", "STEP_COMPLETE", "done")
+    assert report["automated_verification"]["passed"] == 1 and report["files_changed"] == ["out.txt"]
+    failed, refusal = answers["refused"]
+    assert failed and refusal["ok"] is False and refusal["code"] == 1 and "does not hold 02-b" in refusal["message"]
+
+
 def test_a_check_that_fails_keeps_the_claim_and_a_second_hand_in_records_both_runs(tmp_path):
     bare, (agent_clone, _) = served_plan(tmp_path)
 

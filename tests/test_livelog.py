@@ -56,7 +56,10 @@ def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_th
     assert "line 1" in shown.stdout and "on 2 stderr" in shown.stdout
     assert "-- 01-long attempt 1 on w1, running implement" in shown.stderr
     as_json = runner_json(laptop, "logs", "01-long")
-    assert as_json["running"] and as_json["run"] == "implement" and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
+    assert as_json["running"] and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
+    # the run, and its command as a shell would read it (shlex.join): in the heartbeat, and in the log
+    assert as_json["run"].startswith("implement: sh -c 'echo \"line $((1))\"; ") and len(as_json["run"]) <= 200, as_json["run"]
+    assert "$ sh -c 'echo \"line $((1))\"; " in shown.stdout
     follower = subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
     made["release"].write_text("go")
@@ -100,3 +103,30 @@ def test_a_heartbeat_message_stays_within_its_bound_whatever_the_output_is():
         assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
         carried = json.loads(message.split("\n\n", 1)[1])["output"]
         assert carried and output.endswith(carried)
+
+
+def test_follow_waits_for_a_step_that_has_not_started_then_follows_it_to_the_end(tmp_path, monkeypatch):
+    """`runner logs STEP --follow` on a step no worker has claimed yet waits for it (issue 46), on another clone."""
+    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+    release = tmp_path / "release"
+    bare, laptop = review_remote(tmp_path, (("01-long", {"run": waiting_step(release)}),))
+    follower = subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    first = follower.stderr.readline()
+    assert first.startswith("-- 01-long is ready, not started: waiting for it to start"), first
+    assert follower.poll() is None  # it waits; no worker has claimed the step yet
+    host_a = worker_clone(bare, tmp_path / "host-a")
+    worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV_PATH, **WORKER_ENV["w1"]})
+    try:
+        wait_for(lambda: runner_json(laptop, "logs", "01-long")["output"])
+        following = follower.stderr.readline()  # it saw the claim: it follows the running attempt
+        assert following.startswith("-- 01-long attempt 1 "), following
+        release.write_text("go")
+        out, err = follower.communicate(timeout=120)
+    finally:
+        release.write_text("go")
+        worker.communicate(timeout=120)
+    assert follower.returncode == 0, err
+    assert "line 1" in out and "line 3" in out
+    assert err.rstrip().endswith("-- 01-long attempt 1 ended: done"), err

@@ -119,8 +119,11 @@ def test_fresh_runner_claim_processes_racing_claim_every_step_exactly_once(tmp_p
                               stderr=subprocess.PIPE, text=True, env=ENV_PATH) for n, out in enumerate(outs)]
     for proc in procs:
         assert proc.wait(timeout=300) == 0, proc.stderr.read()
-    said = [json.loads(line)["step"] for out in outs if out.exists() for line in out.read_text().splitlines()]
+    lines = [json.loads(line) for out in outs if out.exists() for line in out.read_text().splitlines()]
+    said = [line["step"] for line in lines if line.get("ok") is not False]
     assert sorted(said) == ids
+    # each loop ended on its one failure, a JSON object under --json: nothing left to claim
+    assert [line["code"] for line in lines if line.get("ok") is False] == [3] * len(outs)
     claims = Counter(e["Step"] for e in queue_history(home) if e.get("Event") == "claim")
     assert claims == Counter({step_id: 1 for step_id in ids})
 

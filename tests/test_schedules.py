@@ -321,6 +321,28 @@ def xmllint_plist(path: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+LOADS = {  # what loads a file written with --output, on the computer it is for
+    "systemd": ["copy the files in {out} into ~/.config/systemd/user (keeping their folders), then run:",
+                "  systemctl --user daemon-reload", "  systemctl --user enable --now runner-worker@host-a.service"],
+    "launchd": ["copy the files in {out} into ~/Library/LaunchAgents (keeping their folders), then run:",
+                "  launchctl enable gui/$(id -u)/runner.worker.host-a",
+                "  launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/runner.worker.host-a.plist"],
+    "schtasks": ["run, in the folder that holds the file:",
+                 "  schtasks /Create /XML runner-worker-host-a.xml /TN runner\\worker-host-a /F"],
+}
+
+
+@pytest.mark.parametrize("scheduler", schedules.NAMES)
+def test_output_says_the_command_that_loads_the_written_file_on_its_os(scheduler: str, tmp_path: Path, cli) -> None:
+    out = tmp_path / "out"
+    result = cli.invoke(["install-schedule", "--os", scheduler, "--id", "host-a", "--output", str(out), *ELSEWHERE[scheduler]])
+    assert result.exit_code == 0, result.output
+    said = result.output.splitlines()
+    first, *commands = [line.format(out=out) for line in LOADS[scheduler]]
+    at = said.index(f"to load it on the computer it is for, {first}")
+    assert said[at + 1:at + 1 + len(commands)] == commands
+
+
 @pytest.mark.parametrize("scheduler", schedules.NAMES)
 @pytest.mark.parametrize("mode", schedules.MODES)
 def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(scheduler: str, mode: str, repo: Path, tmp_path: Path, cli, request) -> None:

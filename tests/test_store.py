@@ -146,7 +146,19 @@ def test_a_commit_names_its_author_exactly_as_given(home: Home):
     the server hook then finds an author that is not the actor the commit names)."""
     made = home.store.make_commit([], {"a.md": b"a"}, "one\n", Author("w1.", "w1.@host-a"))
     assert home.store.commit(made).author == "w1."
-    assert b"\nauthor w1. <w1.@host-a> " in home.store.raw_commit(made)
+    email = home.store.configured_email() or "w1.@host-a"  # git's own commits would carry user.email too
+    assert f"\nauthor w1. <{email}> ".encode() in home.store.raw_commit(made)
+
+
+def test_a_commit_carries_the_repositorys_configured_email(home: Home):
+    """Not a made-up one (issue 46): a git repository's user.email, read once by each store."""
+    store, expected = home.writer(), "w1@host-a"  # the memory store has no configuration
+    if home.kind != "memory":
+        git(store.workdir, "config", "user.email", "alice@example.org")
+        store, expected = home.writer(), "alice@example.org"
+    assert (store.configured_email() or "w1@host-a") == expected
+    made = store.make_commit([], {"a.md": b"a"}, "one\n", Author("w1", "w1@host-a"))
+    assert f"\nauthor w1 <{expected}> ".encode() in store.raw_commit(made)
 
 
 def test_a_commit_on_a_parent_changes_only_what_it_names(home: Home):

@@ -73,7 +73,7 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("wheel")
     env = clean_env(base / "home")
     run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", base / "dist"], ROOT, env)
-    (wheel,) = (base / "dist").glob("runner-*.whl")
+    (wheel,) = (base / "dist").glob("runner_queue-*.whl")
     venv = base / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", venv], base, env)
     python = venv / "bin" / "python"
@@ -162,6 +162,56 @@ def test_every_hook_renders_from_the_wheel_and_guards_the_queue(wheel_venv: Path
     run(["git", "add", step], clone, env)
     committed = run(["git", "commit", "-q", "-m", "a broken step"], clone, env, check=False)
     assert committed.returncode != 0 and f"{step.relative_to(clone).as_posix()}:" in committed.stderr, committed.stderr
+
+
+def test_the_wheel_is_runner_queue_with_publish_ready_metadata_and_the_runner_command(wheel_venv: Path, tmp_path: Path):
+    """The name `runner` on the package index is another project's: the distribution is
+    runner-queue, and it installs the `runner` command and the `runner` package (issue 46)."""
+    import email
+    import zipfile
+
+    import runner
+
+    (wheel,) = (wheel_venv.parent / "dist").glob("runner_queue-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        info = f"runner_queue-{runner.__version__}.dist-info"
+        metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+        shipped_license = archive.read(f"{info}/licenses/LICENSE")
+        packages = {name.split("/")[0] for name in archive.namelist() if not name.startswith(info)}
+    assert (metadata["Name"], metadata["Version"]) == ("runner-queue", runner.__version__)
+    assert metadata["License-Expression"] == "MIT" and metadata["License-File"] == "LICENSE"
+    assert shipped_license == (ROOT / "LICENSE").read_bytes()
+    assert metadata["Author"] and metadata["Summary"] and metadata["Requires-Python"] == ">=3.11"
+    classifiers = metadata.get_all("Classifier")
+    assert "Programming Language :: Python :: 3.11" in classifiers and "Environment :: Console" in classifiers
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert entry_points.split() == ["[console_scripts]", "runner", "=", "runner.__main__:main"]
+    assert packages == {"runner"}  # one import package, named runner
+    env = clean_env(tmp_path / "home")
+    assert run([wheel_venv / "bin" / "runner", "--version"], tmp_path, env).stdout == f"runner {runner.__version__}\n"
+    assert sorted(p.name for p in (wheel_venv / "bin").iterdir() if "runner" in p.name) == ["runner"]
+
+
+def test_bash_completes_the_installed_runners_commands_and_options(wheel_venv: Path, tmp_path: Path):
+    """`runner completion bash` in a real bash, against the wheel's `runner` command: a command's
+    name, and a command's options (every command is built for a completion request, though a run
+    builds only its own)."""
+    env = {**clean_env(tmp_path / "home"), "PATH": f"{wheel_venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+
+    def completed(*words: str) -> list[str]:
+        script = (f'eval "$(runner completion bash)"; COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
+                  '_runner_completion runner; printf "%s\\n" "${COMPREPLY[@]}"')
+        return run(["bash", "--norc", "--noprofile", "-c", script], tmp_path, env).stdout.split()
+
+    run([wheel_venv / "bin" / "runner", "--help"], tmp_path, env)  # kept: `runner` with no arguments may print it
+    assert completed("runner", "cla") == ["claim"]
+    assert completed("runner", "con") == ["config"]
+    assert completed("runner", "claim", "--i") == ["--id", "--ignore-deps"]
+    assert "install-schedule" in completed("runner", "in")
+    for shell in ("zsh", "fish"):
+        script = run([wheel_venv / "bin" / "runner", "completion", shell], tmp_path, env).stdout
+        assert f"_RUNNER_COMPLETE=complete_{shell}" in script, script
 
 
 def test_every_declared_dependency_is_imported():

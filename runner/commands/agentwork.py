@@ -55,7 +55,9 @@ def work(target: Target, agent: AgentId,
                  "--context",
                  help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the "
                       "prompt and the handoff.")] = None) -> None:
-    """Take a step yourself: claim it as a worker would, make a git worktree at the integration
+    """Take a step yourself, in a worktree of its own.
+
+    Claim it as a worker would, make a git worktree at the integration
     branch's tip, print its path and the step's prompt. Exit 3 when nothing can be taken.
 
     A small background process keeps the claim's heartbeat and ends with the claim. Work in
@@ -79,7 +81,9 @@ def submit(target: Target, step_id: StepArg, agent: AgentId,
                    help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.",
                )] = None,
 ) -> None:
-    """Hand in the step you hold: run its checks in your worktree (Automated Verification and QA,
+    """Hand in the step you hold.
+
+    Run its checks in your worktree (Automated Verification and QA,
     the project's gates, the verifier, the review) as a worker's tick would, tick what passed,
     record the outcome with its merge, and print the report.
 
@@ -99,7 +103,9 @@ def print_report(target: Target, result) -> None:
 
 def prime(agent: Annotated[
     str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
-    """What an agent reads at the start of a session: how to find, take and hand in a step, and
+    """Print what an agent reads first.
+
+    At the start of a session: how to find, take and hand in a step, and
     what it may never do. `runner init --agent NAME --prime` writes it into that agent's
     project instructions file."""
     from runner.agents.prime import prime_text
@@ -158,7 +164,9 @@ def keep_claim(target: Target, step_id: StepArg, agent: AgentId) -> None:
 
 
 def mcp(target: Target, agent: AgentId, tag: Tags = []) -> None:
-    """An MCP server over stdio for a coding agent that takes steps itself, acting as --id.
+    """Serve the agent tools over MCP, on stdio.
+
+    For a coding agent that takes steps itself, acting as --id.
 
     Tools: ready, show, claim, complete, fail, release, log. claim makes a worktree at the
     integration tip and keeps the claim's heartbeat while this server runs; complete runs the

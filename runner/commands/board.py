@@ -34,7 +34,9 @@ def board(
         typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
     by: By = None,
 ) -> None:
-    """A web page of the queue on this clone: what needs you first, the plan and its graph,
+    """Serve the queue as a web page on this clone.
+
+    What needs you first, the plan and its graph,
     each step's result, runs and live log, the workers; approve, reject (with your feedback),
     retry, abort, halt and resume from it, as you (git's user.name, or --by).
 
@@ -49,15 +51,22 @@ def board(
 def logs(
     target: Target,
     step_id: StepArg,
-    follow: Annotated[bool,
-                      typer.Option("--follow", "-f", help="Keep printing what the step prints until it ends.")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", "-f",
+                     help="Keep printing what the step prints until it ends; a step not started yet is waited for.")
+    ] = False,
     every: Annotated[float, typer.Option("--every", help="Seconds between fetches with --follow.")] = 2.0,
 ) -> None:
-    """A step's output from any clone: while it runs, the tail its worker's heartbeat carries
+    """Print a step's output, from any clone.
+
+    While it runs, the tail its worker's heartbeat carries
     (which run it is in, at most 16 KiB, as fresh as the last heartbeat: `[worker] live_log`);
-    once it ended, the log tail its handoff keeps. Control characters are shown escaped."""
+    once it ended, the log tail its handoff keeps. With --follow, a step that has not started
+    (ready, waiting, blocked) is waited for, then followed to its end. Control characters are
+    shown escaped."""
     from runner.commands.render import print_json
-    from runner.queue.livelog import new_output, rest_after, step_output
+    from runner.queue.livelog import step_output
 
     queue = target.queue()
 
@@ -66,26 +75,46 @@ def logs(
         return step_output(snap, step_id, lambda path: queue.store.file_at(snap.tip, path))
 
     now = look()
-    shown = now.get("output") or ""
+    if follow and now["status"] in NOT_STARTED:
+        if target.json:
+            print_json(now)
+        else:
+            _say(f"-- {step_id} is {now['status']}, not started: waiting for it to start (Ctrl-C stops)")
+        before = now["attempt"]
+        while now["status"] in NOT_STARTED and now["attempt"] == before:  # until a claim (or a person) moves it
+            time.sleep(max(every, 0.1))
+            now = look()
     if target.json:
         print_json(now)
     else:
         _say(_header(now))
-        _write(shown)
-    if not (follow and now["running"]):
-        return
+        _write(now.get("output") or "")
+    if follow and now["running"]:
+        _follow(look, now, step_id, target.json, every)
+
+
+NOT_STARTED = ("ready", "waiting", "blocked")  # what `runner logs --follow` waits on
+
+
+def _follow(look, now: dict, step_id: str, json_out: bool, every: float) -> None:
+    """Print what a running step prints until its attempt ends."""
+    from runner.commands.render import print_json
+    from runner.queue.livelog import new_output, rest_after
+
+    shown = now.get("output") or ""
     while True:
         time.sleep(max(every, 0.1))
         nxt = look()
         if not nxt["running"] or nxt["attempt"] != now["attempt"]:
-            if target.json:
+            if json_out:
                 print_json(nxt)
                 return
             if nxt["attempt"] == now["attempt"] and nxt.get("output"):
-                _write(rest_after(shown, nxt["output"]))  # what it printed after its last heartbeat
+                # what it printed after its last heartbeat (all of it when no heartbeat carried any)
+                _write(rest_after(shown, nxt["output"]) if shown else nxt["output"])
             _say(f"-- {step_id} attempt {now['attempt']} ended: {nxt['status']}")
             return
-        if target.json:
+        if json_out:
             if nxt.get("output_bytes") != now.get("output_bytes") or nxt.get("run") != now.get("run"):
                 print_json(nxt)
         else:

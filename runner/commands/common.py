@@ -2,9 +2,8 @@
 person is (--by), and how runner's errors become exit codes and one line of text.
 
 `command(func)` gives a command the shared options by adding them to its signature once,
-here; the function receives a `Target` and never repeats them. Expected failures print
-one line (every problem for bad input) and exit 1, 2 or 3; anything unexpected prints one
-line and where the traceback is (RUNNER_DEBUG=1 prints it).
+here; the function receives a `Target` and never repeats them. Failures are told by
+runner.commands.failures, the one place that maps them to exit codes and messages.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import typer
 from runner.commands import plain
 
 # Commands import these from here:
-from runner.commands.plain import Target, check_worker_id, emit, person, report_bug, say  # noqa: F401
+from runner.commands.plain import Target, check_worker_id, emit, person, say  # noqa: F401
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
 
 SHARED = [
@@ -56,16 +55,18 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
             kwargs["target"] = Target.of(shared.get("repo", Path(".")), shared.get("remote"),
                                          shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
                                          shared.get("json_out", False))
-        return run_mapped(func, *args, **kwargs)
+        return run_mapped(func, *args, json_out=bool(shared.get("json_out")), **kwargs)
 
     cast(Any, wrapper).__signature__ = signature.replace(parameters=own + extra)  # what typer reads
     return wrapper
 
 
-def run_mapped(func: Callable, *args: Any, **kwargs: Any) -> Any:
-    """Run a command; runner's errors become their exit codes, with one line of text."""
+def run_mapped(func: Callable, *args: Any, json_out: bool = False, **kwargs: Any) -> Any:
+    """Run a command; runner's errors become their exit codes, with one line of text (and a
+    JSON object under --json: runner.commands.failures)."""
     result = []
-    code = plain.exit_code(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort))
+    code = plain.exit_code(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort),
+                           json_out=json_out)
     if code:
         raise typer.Exit(code)
     return result[0] if result else None

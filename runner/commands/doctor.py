@@ -101,7 +101,9 @@ def resources(folder: Path, config) -> dict[str, Any]:
 
 
 def doctor(target) -> None:
-    """Check this machine and repository: git, the remote, the queue, runner.toml, the plan, free resources."""
+    """Check this machine and repository.
+
+    Git, the remote, the queue, runner.toml, the plan, free resources."""
     import typer
 
     from runner.commands.output import cell
@@ -120,7 +122,9 @@ def doctor(target) -> None:
 
 
 def gc(target) -> None:
-    """Pack and prune this clone's git objects and stale worktrees. runner's own git calls never
+    """Pack and prune this clone's git objects.
+
+    And its stale worktrees. runner's own git calls never
     start git's auto-gc (it would stall a tick): run this from a daily schedule instead."""
     import typer
 

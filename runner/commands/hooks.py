@@ -37,7 +37,9 @@ def _targets(server: Path | None, repo: Path | None) -> tuple[Path | None, Path 
 
 
 def install_hooks(server: Server = None, repo: Clone = None, queue_branch: Branch = DEFAULT_QUEUE_BRANCH) -> None:
-    """Install git hooks: the server's push check (--server BARE) and/or a clone's pre-commit check.
+    """Install runner's git hooks.
+
+    The server's push check (--server BARE) and/or a clone's pre-commit check.
 
     An existing hook is kept as <hook>.runner-saved and runs first; uninstall-hooks restores it.
     On the server this also keeps reflogs of runner's refs (the hook judges leases by them) and
@@ -52,7 +54,9 @@ def install_hooks(server: Server = None, repo: Clone = None, queue_branch: Branc
 
 
 def uninstall_hooks(server: Server = None, repo: Clone = None) -> None:
-    """Remove runner's hooks and restore the hooks that were there before."""
+    """Remove runner's git hooks.
+
+    And restore the hooks that were there before."""
     from runner.hooks.install import uninstall_client, uninstall_server
 
     server, clone = _targets(server, repo)

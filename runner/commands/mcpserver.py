@@ -4,15 +4,17 @@ fail, release, log. Each tool is small, names its step by a `step` argument, and
 one id the server was started with; none approves, rejects, retries or aborts. Tool
 descriptions cost every session context: together they stay under 8,000 characters."""
 
-import traceback
+import inspect
+import json
 from collections.abc import Callable
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
-from runner.core.errors import BadInput, RunnerError
+from runner import __version__
+from runner.commands.failures import classify
 from runner.core.limits import clip
 
 INSTRUCTIONS = (
@@ -22,55 +24,68 @@ INSTRUCTIONS = (
 )
 Step = Annotated[str, Field(description="The step id.")]
 Reason = Annotated[str, Field(description="Why, in a sentence or two.")]
+# What a tool answers: the text the agent reads, and the same facts as data (structured content).
+Answer = tuple[str, dict[str, Any]]
+
+
+def answered(func: Callable[..., Answer]) -> Callable[..., CallToolResult]:
+    """A tool's function as the SDK calls it: its text beside its data (structured content, no
+    output schema, which would grow every session's context), and a failure as runner tells
+    every failure (runner.commands.failures), with its JSON as the structured content."""
+    def guarded(*args, **kwargs) -> CallToolResult:
+        try:
+            text, data = func(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the agent)
+            failure = classify(exc)
+            return CallToolResult(content=[TextContent(type="text", text=failure.brief)],
+                                  structured_content=failure.as_dict(), is_error=True)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=as_json(data))
+
+    guarded.__name__ = func.__name__
+    guarded.__signature__ = inspect.signature(func).replace(return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    return guarded
+
+
+def as_json(data: dict[str, Any]) -> dict[str, Any]:
+    """The data as JSON reads it back (times and paths as text), as `--json` prints it."""
+    return json.loads(json.dumps(data, default=str))
 
 
 def build(work, target) -> MCPServer:
     from runner.worker.report import render_text
 
-    app = MCPServer("runner", instructions=INSTRUCTIONS, log_level="WARNING")
+    app = MCPServer("runner", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
     def tool(description: str) -> Callable:
-        def register(func: Callable) -> Callable:
-            def guarded(*args, **kwargs) -> str:
-                try:
-                    return func(*args, **kwargs)
-                except BadInput as exc:
-                    raise ToolError("; ".join(exc.problems)) from None
-                except RunnerError as exc:
-                    raise ToolError(str(exc)) from None
-                # Every fault ends here, reported, never a traceback for the user:
-                except Exception as exc:  # noqa: BLE001
-                    log = work.store.state_dir / "logs" / "mcp-errors.log"
-                    log.parent.mkdir(parents=True, exist_ok=True)
-                    with open(log, "a") as handle:
-                        handle.write(traceback.format_exc() + "\n")
-                    raise ToolError(f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
-                                    f"{log}") from None
-
-            guarded.__name__, cast(Any, guarded).__signature__ = func.__name__, __import__("inspect").signature(func)
-            app.tool(description=description, structured_output=False)(guarded)
+        def register(func: Callable[..., Answer]) -> Callable[..., Answer]:
+            app.tool(description=description, structured_output=False)(answered(func))
             return func
         return register
 
+    def reported(result) -> Answer:
+        return render_text(result), result.as_dict()
+
     @tool("The steps you may take now, best first.")
-    def ready() -> str:
+    def ready() -> Answer:
         found = work.ready()
         if not found["steps"]:
-            return found["why"]
-        return "\n".join(f"{s['step']}: {s['title']} (priority {s['priority']})" for s in found["steps"])
+            return found["why"], found
+        return "\n".join(f"{s['step']}: {s['title']} (priority {s['priority']})" for s in found["steps"]), found
 
     @tool("A step with its context: the plan's root.md and NOTES.md, the step file, what its dependencies left, "
           "feedback from earlier attempts.")
-    def show(step: Step) -> str:
-        return work.show(step)
+    def show(step: Step) -> Answer:
+        shown = work.show(step)
+        return shown["text"], shown
 
     @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
           "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
           "while this session lives. One step at a time.")
-    def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> str:
+    def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> Answer:
         held = work.claim(step or None)
-        return (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: "
-                f"{held['worktree']}\n\n{held['prompt']}")
+        text = (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: {held['worktree']}"
+                f"\n\n{held['prompt']}")
+        return text, {**held, "status": "claimed", "agent": work.agent}
 
     @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
           "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "
@@ -78,22 +93,22 @@ def build(work, target) -> MCPServer:
           "fixes are left, nothing is recorded: fix it and call complete again.")
     def complete(
         step: Step,
-        notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> str:
-        return render_text(work.complete(step, notes or None))
+        notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> Answer:
+        return reported(work.complete(step, notes or None))
 
     @tool("The step you hold cannot be done as written: record a failure (retried later with your reason as feedback).")
-    def fail(step: Step, reason: Reason) -> str:
-        return render_text(work.fail(step, reason))
+    def fail(step: Step, reason: Reason) -> Answer:
+        return reported(work.fail(step, reason))
 
     @tool("Give the step you hold back unfinished: ready again at once, no attempt spent.")
-    def release(step: Step, reason: Reason) -> str:
-        return render_text(work.release(step, reason))
+    def release(step: Step, reason: Reason) -> Answer:
+        return reported(work.release(step, reason))
 
     @tool("The queue's audit trail, newest first: who claimed, completed, failed or released what, and why.")
     def log(step: Annotated[str, Field(description="Only this step (empty: all).")] = "",
-            limit: Annotated[int, Field(description="At most this many entries.", ge=1, le=200)] = 20) -> str:
+            limit: Annotated[int, Field(description="At most this many entries.", ge=1, le=200)] = 20) -> Answer:
         entries = work.queue.log(step or None, limit)
-        return "\n".join(log_line(e) for e in entries) or "no events"
+        return "\n".join(log_line(e) for e in entries) or "no events", {"entries": entries}
 
     return app
 

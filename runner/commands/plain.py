@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runner.core.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInput, RunnerError
+from runner.core.errors import BadInput
 
 
 @dataclass(frozen=True)
@@ -38,57 +38,25 @@ class Target:
         return self.queue().snapshot()
 
 
-def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a command: 0, or runner's error as its exit code with one line of text (every
-    problem of bad input listed); anything unexpected is one line and a logged traceback.
-    `passthrough`: exceptions the caller handles (a framework's own exits)."""
+def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = (),
+              json_out: bool = False) -> int:
+    """Run a command: 0, or its failure told (runner.commands.failures: one line, every problem
+    of bad input listed; a JSON object too under --json) and its exit code. `passthrough`:
+    exceptions the caller handles (a framework's own exits)."""
     try:
         func()
         return 0
     except passthrough:
         raise
-    except BadInput as exc:
-        if len(exc.problems) == 1:
-            say(f"error: {exc.problems[0]}")
-        else:
-            say("\n".join([f"error: {len(exc.problems)} problems:"] + [f"  - {p}" for p in exc.problems]))
-        return EXIT_BAD_INPUT
-    except RunnerError as exc:
-        say(f"error: {exc}")
-        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
-        return report_bug(exc)
+        from runner.commands.failures import classify, tell
+
+        return tell(classify(exc), json_out)
 
 
 def say(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def report_bug(exc: BaseException) -> int:
-    """An unexpected error: one line, and the traceback in a log (or on screen with RUNNER_DEBUG=1)."""
-    import traceback
-
-    text = traceback.format_exc()
-    if os.environ.get("RUNNER_DEBUG"):
-        sys.stderr.write(text)
-        return EXIT_FAILURE
-    folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "runner"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        log = folder / "errors.log"
-        with open(log, "a") as handle:
-            handle.write(text + "\n")
-    except OSError:
-        import tempfile
-
-        log = Path(tempfile.gettempdir()) / "runner-errors.log"
-        with open(log, "a") as handle:
-            handle.write(text + "\n")
-    say(
-        f"error: runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in {log} (RUNNER_DEBUG=1 "
-        "shows it)")
-    return EXIT_FAILURE
 
 
 def person(by: str | None) -> str:
@@ -124,14 +92,14 @@ def emit(target: Target, data: dict[str, Any], text: str) -> None:
         print(text, flush=True)
 
 
-def report(target: Target, published) -> None:
-    """What a step event published: the step, the event, the status it left, the commit."""
+def report(target: Target, published, **extra: Any) -> None:
+    """What a step event published: the step, the event, the status it left, the commit (and `extra` facts)."""
     from runner.core.machine import Kind
 
     change = published.change
     event = change.event
     data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status,
-            "commit": published.commit}
+            "commit": published.commit, **extra}
     text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
     # a person ended it: at the deviation gate, or anywhere
     if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":
@@ -154,7 +122,8 @@ def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ign
     facts = {"state": "claimed by hand", "incarnation": incarnation}
     published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tags, step_id=step_id, beat=facts,
                             by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
-    report(target, published)
+    # A claim by hand makes no worktree (`runner work` does): the one it has is the repository's own.
+    report(target, published, worktree=None, repository=str(queue.store.workdir))
 
 
 def heartbeat(target: Target, step_id: str, worker: str) -> None:

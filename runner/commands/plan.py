@@ -30,7 +30,9 @@ def init(
             help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project "
                  "instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False,
 ) -> None:
-    """Create the queue branch (runner.toml, plans/) and the integration branch in this repository.
+    """Create the queue and integration branches here.
+
+    The queue branch holds runner.toml and plans/; done steps are merged into the integration branch.
 
     With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI and
     plan-wide approval is on ([queue] requires_approval = true: every result waits for
@@ -54,8 +56,14 @@ def init(
         message += "; " + write_prime(target, agent)
     emit(target, {"created": created, "message": message}, message)
     if not target.json:
-        typer.echo(
-            'next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`')
+        typer.echo(NEXT_FOR_AGENTS if agent and agent != "none" else NEXT)
+
+
+NEXT = 'next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `runner worker --id $(hostname)`'
+NEXT_FOR_AGENTS = (
+    'next: `runner add "First step" --id 01-first --body "What to do, and how to check it"` (no --run: the agent '
+    "runs it, with the step's text as its prompt), then `runner worker --id $(hostname)`; to take a step in your own "
+    "agent session instead: `runner work --id NAME`, or `runner mcp --id NAME` as an MCP server")
 
 
 def add(
@@ -69,6 +77,7 @@ def add(
     run: Annotated[
         str | None,
         typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help=f"{key_doc('agent')}.")] = None,
     timeout: Annotated[str | None, typer.Option(help=key_doc("timeout"))] = None,
     max_attempts: Annotated[int | None, typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
     output: Annotated[list[str],
@@ -78,14 +87,16 @@ def add(
     body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
     by: By = None,
 ) -> None:
-    """Add a step to the plan (checked like `runner validate` before it is committed)."""
+    """Add a step to the plan.
+
+    It is checked like `runner validate` before it is committed."""
     from runner.core.ids import step_id_problem
     from runner.core.layout import FANOUT_FROM, new_step_path
     from runner.core.plan import Plan
     from runner.core.stepfile import parse_step, render_new_step
 
     given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
-             "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
+             "agent": agent, "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
              "requires_approval": requires_approval,
              "touches": touches}
     fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}
@@ -146,7 +157,9 @@ def import_(
         typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md.")],
     by: By = None,
 ) -> None:
-    """Import a plan folder onto the queue branch: all or nothing, every problem listed."""
+    """Import a plan folder onto the queue branch.
+
+    All or nothing: every problem is listed and nothing is committed."""
     from runner.queue.importer import import_files
 
     summary: list[str] = []
@@ -187,7 +200,9 @@ def validate(
     path: Annotated[
         Path | None,
         typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
-    """Check the plan: exit 2 listing every problem (file: reason), 0 when it is sound. A step
+    """Check that the plan is sound.
+
+    Exit 2 listing every problem (file: reason), 0 when it is sound. A step
     whose last attempt changed files outside its `touches:`, and agents configured without
     plan-wide approval, are warnings (exit 0)."""
     warnings: list[str] = []
@@ -230,7 +245,9 @@ def status(target: Target, show_all: AllRows = False,
                    help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events.")] = False,
            every: Annotated[float,
                             typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0) -> None:
-    """Every step with its status (and the derived waiting / blocked / invalid), assignee, attempt and age."""
+    """List every step with its status.
+
+    The stored status or the derived waiting / blocked / invalid, assignee, attempt and age."""
     from runner.commands import render
 
     if watch:
@@ -242,7 +259,9 @@ def status(target: Target, show_all: AllRows = False,
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
-    """One step: its fields, derived status, problems and file."""
+    """Show one step: its fields, status and file.
+
+    With its derived status, its problems and why it is held back."""
     from runner.commands.render import print_json, step_row
 
     snap = target.snapshot()
@@ -264,7 +283,9 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
 
 
 def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
-    """Steps a worker (with --tag ...) could claim now, best first; then the ready steps held
+    """List the steps a worker could claim now.
+
+    Best first, for a worker with these --tag values; then the ready steps held
     back while a claimed step's `touches:` overlap theirs, each with why."""
     from runner.commands.render import print_ready, ready_rows
 
@@ -287,7 +308,7 @@ def _listed(target: Target):
 
 
 def graph(target: Target) -> None:
-    """The plan as a Mermaid flowchart, coloured by status."""
+    """Print the plan as a Mermaid flowchart."""
     from runner.commands.render import mermaid
 
     typer.echo(mermaid(target.snapshot().plan), nl=False)
@@ -298,7 +319,9 @@ def log(
     step_id: Annotated[str | None, typer.Argument(help="Only this step.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many entries (0 = all).")] = 50,
 ) -> None:
-    """The audit trail: the queue branch's events, newest first; with STEP, every run of each attempt."""
+    """Print the audit trail, newest first.
+
+    The queue branch's events; with STEP, every run of each attempt."""
     from runner.commands.render import print_json, print_log
 
     entries = target.queue().log(step_id, limit or None)

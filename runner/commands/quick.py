@@ -69,7 +69,8 @@ def answer_claim(args: list[str]) -> bool:
     if options is None or "worker" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
-    code = plain.exit_code(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]))
+    code = plain.exit_code(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]),
+                           json_out=options["json"])
     if code:
         raise SystemExit(code)
     return True
@@ -86,7 +87,7 @@ def answer_step_event(command: str, args: list[str]) -> bool:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
     run = plain.heartbeat if command == "heartbeat" else plain.complete
-    code = plain.exit_code(lambda: run(target, options["step"], options["worker"]))
+    code = plain.exit_code(lambda: run(target, options["step"], options["worker"]), json_out=options["json"])
     if code:
         raise SystemExit(code)
     return True

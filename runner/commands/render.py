@@ -70,7 +70,7 @@ def step_row(plan: Plan, step: Step, holders: list[Step] | None = None) -> dict[
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),
         "last_error": step.get("last_error"),
-        "held_back": plan.held_back(step, holders) if holders and status == "ready" else None,
+        "held_back": plan.held_back(step, holders) if status == "ready" else None,
         "last_updated": step.get("last_updated"),
         "path": step.path,
         "problems": step.problems,

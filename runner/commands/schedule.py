@@ -112,7 +112,9 @@ def install_schedule(
                      metavar="DIR", show_default=False)] = None,
     no_activate: NoActivateOption = False,
 ) -> None:
-    """Keep a worker running with the OS's scheduler, across logouts, reboots and crashes.
+    """Keep a worker running with the OS's scheduler.
+
+    Across logouts, reboots and crashes.
 
     The schedule runs `runner worker` (--mode daemon) or `runner tick` (--mode tick) with the
     options given here, in the clone at --repo. Re-run it to change them; uninstall-schedule
@@ -155,7 +157,9 @@ def uninstall_schedule(
                        typer.Option("--dry-run", help="Print what would be removed and run; touch nothing.")] = False,
     no_activate: NoActivateOption = False,
 ) -> None:
-    """Stop a worker's OS schedule and remove exactly the files install-schedule wrote."""
+    """Stop and remove a worker's OS schedule.
+
+    Exactly the files install-schedule wrote are removed."""
     from runner import schedules
 
     outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run,
@@ -168,7 +172,9 @@ def schedule_status(
     os_name: OsOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
-    """How a worker's schedule is doing: installed, enabled, running, failing, drifted.
+    """Say how a worker's schedule is doing.
+
+    Installed, enabled, running, failing, drifted.
 
     Asks the OS (systemctl --user, launchctl print, schtasks /query) and compares the files
     with what install-schedule would write now. Exit 0 only when healthy; when the OS cannot

@@ -29,7 +29,9 @@ def claim(
             help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
     by: Annotated[str | None, typer.Option("--by", help="The person behind --ignore-deps.")] = None,
 ) -> None:
-    """Claim the best ready step (or STEP) for worker --id. Exit 3 when nothing can be taken.
+    """Claim a step for worker --id.
+
+    The best ready step, or STEP. Exit 3 when nothing can be taken.
 
     A STEP named here is taken even while it backs off after a failure (a person asked for it).
 
@@ -39,12 +41,16 @@ def claim(
 
 
 def heartbeat(target: Target, step_id: StepArg, worker: WorkerId) -> None:
-    """Renew worker --id's lease on STEP (moves refs/runner/heartbeats/<id>; no queue commit)."""
+    """Renew worker --id's lease on STEP.
+
+    It moves refs/runner/heartbeats/<id>; no queue commit."""
     plain.heartbeat(target, step_id, worker)
 
 
 def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "released") -> None:
-    """Give STEP back to the queue: ready again at once, no attempt spent."""
+    """Give STEP back to the queue.
+
+    It is ready again at once; no attempt is spent."""
     from runner.commands.agentwork import given_back
 
     check_worker_id(worker)
@@ -54,7 +60,9 @@ def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason =
 
 
 def complete(target: Target, step_id: StepArg, worker: WorkerId) -> None:
-    """Record STEP as done (or in review when it needs approval)."""
+    """Record STEP as done.
+
+    Or in review, when it needs a person's approval."""
     plain.complete(target, step_id, worker)
 
 
@@ -62,7 +70,9 @@ def fail(
     target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "failed",
     permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
 ) -> None:
-    """Record a failure of STEP: ready again after a backoff, or failed when its attempts are spent or --permanent."""
+    """Record a failure of STEP.
+
+    It is ready again after a backoff, or failed when its attempts are spent or with --permanent."""
     from runner.commands.agentwork import given_back
     from runner.queue.backoff import retry_at
 
@@ -77,7 +87,9 @@ def fail(
 
 
 def approve(target: Target, step_id: StepArg, by: By = None) -> None:
-    """Approve a step in review: its result is merged and it is done (a merge that conflicts
+    """Approve a step in review.
+
+    Its result is merged and it is done (a merge that conflicts
     sends it to a worker that brings it onto the new tip, then back to review when it needs
     approval); a reported deviation or block goes ahead for its next attempt."""
     from runner.queue import merging
@@ -92,24 +104,32 @@ def reject(
                      help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")],
     by: By = None, abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
 ) -> None:
-    """Reject a step in review: back to ready with your reason as feedback (failed with --abort).
+    """Reject a step in review.
+
+    It is ready again with your reason as feedback (failed with --abort).
     Nothing is merged."""
     report(target, target.queue().event(step_id, Kind.REJECT, person(by), reason=reason, permanent=abort))
 
 
 def retry(target: Target, step_id: StepArg, by: By = None) -> None:
-    """Send a failed step back to ready with a fresh budget of attempts."""
+    """Send a failed step back to ready.
+
+    With a fresh budget of attempts."""
     report(target, target.queue().event(step_id, Kind.RETRY, person(by)))
 
 
 def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> None:
-    """Stop a step for good (ready, claimed or in review -> failed). A worker running it stops and records nothing."""
+    """Stop a step for good.
+
+    Ready, claimed or in review -> failed. A worker running it stops and records nothing."""
     report(target, target.queue().event(step_id, Kind.ABORT, person(by), reason=reason))
 
 
 def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")],
          by: By = None) -> None:
-    """Stop every worker from claiming (each stops at its next tick) until `runner resume`."""
+    """Stop every worker from claiming.
+
+    Each stops at its next tick, until `runner resume`."""
     target.queue().set_halt(reason, person(by))
     emit(target, {"halted": reason}, f"queue halted: {reason}")
 

@@ -26,7 +26,9 @@ def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = N
                  "--context",
                  help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes "
                       "into every role's prompt and the handoff.")] = None) -> None:
-    """One tick: claim at most one step, run it in its own worktree, verify it, record the outcome.
+    """Run one tick: claim, run, verify, record.
+
+    Claim at most one step, run it in its own worktree, verify it, record the outcome.
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
     yet: SKIP and the reason); 1 only for a fault of this tick."""
@@ -82,7 +84,9 @@ def worker(
     ] = None,
     log_file: LogFile = None,
 ) -> None:
-    """The daemon: loop ticks. SIGTERM/SIGINT stops claiming and finishes (or, after the grace
+    """Run the worker daemon: tick until stopped.
+
+    SIGTERM/SIGINT stops claiming and finishes (or, after the grace
     period, releases) the running step; a second signal stops it at once."""
     from runner.worker.daemon import Daemon
     from runner.worker.tick import Worker
@@ -98,7 +102,9 @@ def workers(
         bool,
         typer.Option("--prune",
                      help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
-    """Workers from their heartbeats: alive / late / gone, the step each holds, its last step
+    """List the workers from their heartbeats.
+
+    Alive / late / gone, the step each holds, its last step
     and outcome, ticks, uptime."""
     from runner.commands.render import age, console, print_json
     from runner.core.model import parse_time

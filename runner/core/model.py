@@ -90,6 +90,7 @@ INDEX_KEYS = frozenset((
     "status", "title", "name", "priority", "depends_on", "tags", "run", "requires_approval",
     "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
     "touches",  # a claim compares a ready step's globs with every claimed step's
+    "agent",  # `agent: self`: a worker's claim leaves it for an agent you run yourself
 ))
 
 
@@ -232,6 +233,11 @@ class Step:
     def tags(self) -> list[str]:
         tags = self.get("tags", [])
         return [tags] if isinstance(tags, str) else [str(t) for t in tags]
+
+    @property
+    def self_serve(self) -> bool:
+        """`agent: self`: an agent you run yourself takes it (`runner work`, `runner mcp`); no worker runs it."""
+        return self.get("agent") == "self"
 
     @property
     def attempt(self) -> int:

@@ -167,9 +167,11 @@ class Plan:
             return []
         return [
             f"{s.path}: has no `run:` argv and runner.toml has no [harness] command "
-            "(add `run: [...]` to the step, or set [harness] command: runner init --agent NAME writes one)"
+            "(add `run: [...]` to the step (`runner add --run`), set [harness] command (runner init --agent NAME "
+            "writes one), or give it `agent: self` (`runner add --agent self`) for an agent you run yourself: "
+            "`runner work`)"
             for s in self.steps.values()
-            if s.status in ("ready", "claimed") and not s.get("run")
+            if s.status in ("ready", "claimed") and not s.get("run") and not s.self_serve
         ]
 
     def check(self, config) -> list[str]:
@@ -206,10 +208,14 @@ class Plan:
         """The claimed steps that declare `touches:` (what a ready step's globs are held against)."""
         return [step for step in self.with_status("claimed") if step.get("touches")]
 
-    def held_back(self, step: Step, holders: list[Step]) -> str | None:
-        """Why a ready step waits for a claimed one (their `touches:` overlap), or None."""
+    def held_back(self, step: Step, holders: list[Step] | None, by_agent: bool = False) -> str | None:
+        """Why a ready step is not for this claimer now, or None: a step with `agent: self` is
+        for an agent you run yourself, never a worker (`by_agent`: the claimer is such an agent);
+        any step waits while a claimed one's `touches:` overlap its own (`holders`)."""
+        if step.self_serve and not by_agent:
+            return SELF_SERVE
         mine = step.get("touches")
-        for other in holders if mine else ():
+        for other in (holders or ()) if mine else ():
             if other.id != step.id and (pair := overlapping(mine, other.get("touches"))):
                 return f"its touches {pair[0]} overlap {pair[1]} of {other.id}, claimed by {other.assignee}"
         return None
@@ -251,6 +257,10 @@ class Plan:
         for step_id in sorted(self.steps):
             visit(step_id)
         return order
+
+
+SELF_SERVE = ("for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "
+              "workers leave it)")
 
 
 def _with_problem(step: Step, problem: str) -> Step:

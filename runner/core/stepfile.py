@@ -18,12 +18,16 @@ from runner.core.model import Step, format_time
 from runner.core.stepschema import key_problems, shown
 
 
-def load_yaml(text: str) -> Any:
+def load_yaml(text: str, line_offset: int = 0) -> Any:
     """Parse YAML safely (runner.core.yamlsafe, imported only when a file must be parsed:
-    a warm parse cache never pays for it). Raises YamlError, a ValueError."""
+    a warm parse cache never pays for it). Raises YamlError, a ValueError, whose lines are the
+    file's when `text` starts `line_offset` lines into it."""
     from runner.core import yamlsafe
 
-    return yamlsafe.load(text)
+    return yamlsafe.load(text, line_offset)
+
+
+FRONTMATTER_LINE = 1  # the frontmatter starts on the file's second line, after its opening `---`
 
 
 def split_frontmatter(text: str) -> tuple[str, str] | None:
@@ -85,7 +89,7 @@ def parse_step(path: str, data: bytes) -> Step:
         step.problems.append("no YAML frontmatter (the file must start with a '---' line and close it with another)")
         return step
     try:
-        meta = load_yaml(parts[0])
+        meta = load_yaml(parts[0], FRONTMATTER_LINE)
     except ValueError as exc:
         step.problems.append(f"bad YAML: {' '.join(str(exc).split())}")
         return step
@@ -115,6 +119,9 @@ def schema_problems(step: Step, stem: str) -> list[str]:
     problems += key_problems(meta)
     if meta.get("status") == "claimed" and not meta.get("assignee"):
         problems.append("a claimed step names its assignee")
+    if meta.get("agent") == "self" and meta.get("run") is not None:
+        problems.append("agent: self and run: together: no worker runs a step an agent you run yourself takes, so its "
+                        "run: would never run (remove one)")
     if not problems and (problem := _edit_problem(step.text, meta)):
         problems.append(problem)
     return problems

@@ -127,6 +127,9 @@ STEP_KEYS: tuple[StepKey, ...] = (
             _must(lambda v: isinstance(v, str) or _is_str_list(v), "a list of strings")),
     StepKey("run", PEOPLE, "an argv", "the implement argv (never run through a shell); absent: `[harness] command`",
             _must(lambda v: _is_str_list(v) and bool(v), "a non-empty list of strings (an argv; no shell is used)")),
+    StepKey("agent", PEOPLE, "self", "`self`: an agent you run yourself takes it (`runner work`, `runner mcp`) and no "
+            "worker runs it, so it needs no `run:` or `[harness] command`; absent: workers run it",
+            _must(lambda v: v == "self", "self (an agent you run yourself; workers run a step without the key)")),
     StepKey("timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`",
             _timeout),
     StepKey("max_attempts", PEOPLE, "a whole number, 1 or more", "failures before it fails for good; absent: `[leases] "

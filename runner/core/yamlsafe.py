@@ -30,12 +30,25 @@ def _check_node(node: yaml.Node, depth: int = 0) -> None:
             _check_node(value, depth + 1)
 
 
-def load(text: str) -> Any:
-    """Parse YAML refusing anchors/aliases and deep nesting, without building objects first."""
+def load(text: str, line_offset: int = 0) -> Any:
+    """Parse YAML refusing anchors/aliases and deep nesting, without building objects first.
+    An error names its lines as the file numbers them: `text` starts `line_offset` lines into
+    it (a step's frontmatter starts on line 2, after its `---`)."""
     try:
         return _load(text)
+    except yaml.MarkedYAMLError as exc:
+        raise YamlError(_said(exc, line_offset)) from None
     except yaml.YAMLError as exc:
         raise YamlError(str(exc)) from None
+
+
+def _said(exc: yaml.MarkedYAMLError, line_offset: int) -> str:
+    """PyYAML's message with the file's own line numbers (not the frontmatter's, nor its "<unicode string>")."""
+    def at(mark) -> str:
+        return f"(line {mark.line + 1 + line_offset}, column {mark.column + 1})" if mark is not None else ""
+
+    parts = [exc.context or "", at(exc.context_mark) if exc.context else "", exc.problem or "", at(exc.problem_mark)]
+    return " ".join(part for part in parts if part)
 
 
 def _load(text: str) -> Any:

@@ -7,22 +7,23 @@ import random
 from collections.abc import Iterable
 from datetime import datetime
 
-from runner.core.machine import Kind, Status
-from runner.core.model import Step, format_time, utc_now
-from runner.core.plan import sort_key
+from runner.core.machine import Kind
+from runner.core.model import Step, utc_now
+from runner.core.plan import SELF_SERVE, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
 
 
 def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime,
-               step_id: str | None = None, ignore_deps: bool = False, spread: bool = False):
-    """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
+               step_id: str | None = None, ignore_deps: bool = False, spread: bool = False, by_agent: bool = False):
+    """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among
+    equals). `by_agent`: the claimer is an agent you run yourself (`runner work`, `runner mcp`),
+    the only one that takes a step with `agent: self`."""
     plan = snap.plan
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []  # touches: never run at once
     if step_id is not None:
         step = plan.steps.get(step_id)
-        if (step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step))
-                and (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders))):
+        if step is not None and not barriers(snap, step, tags, ignore_deps, by_agent):
             yield step, Kind.CLAIM, None
             return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
@@ -38,8 +39,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             expired[step.id] = "abandoned by an earlier tick of this worker"
     takeovers = sorted(
         ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
-         if (step_id is None or sid == step_id)
-         and (not plan.steps[sid].tags or set(plan.steps[sid].tags) <= set(tags))),
+         if (step_id is None or sid == step_id) and not _not_for(plan.steps[sid], tags, by_agent)),
         key=lambda item: sort_key(item[0]),
     )
     if step_id is not None:
@@ -50,28 +50,52 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
     ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
-             if not (holders and plan.held_back(step, holders)))
+             if not plan.held_back(step, holders, by_agent))
     yield from spread_out(ready) if spread else ready
 
 
-def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
+def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = False,
+             by_agent: bool = False) -> list[str]:
+    """Why this claimer cannot claim `step`, named by a person (`runner claim STEP`), now:
+    each reason that holds, as "STEP <reason>" reads; [] when it can. A STEP named is taken
+    even while it backs off after a failure (a person asked for it)."""
+    plan = snap.plan
+    status = plan.derived_status(step)
+    if status not in ("ready", "waiting", "blocked"):
+        return [f"is {status}"]
+    reasons = _not_for(step, tags, by_agent)
+    if status != "ready" and not ignore_deps:
+        late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != "done"]
+        failed = [d for d in late if d not in plan.steps or plan.steps[d].status == "failed"]
+        waits = (f"waits for {', '.join(late)}" + (f" ({', '.join(failed)} failed or missing)" if failed else ""))
+        reasons.append(f"{waits} (a person may run it anyway: --ignore-deps --by NAME)")
+    if not reasons and (why := held_back(snap, step, by_agent)):
+        reasons.append(f"is held back: {why}")
+    return reasons
+
+
+def _not_for(step: Step, tags: list[str], by_agent: bool) -> list[str]:
+    """What keeps this claimer from a step whatever its state: the tags it lacks, an `agent: self` it is not."""
+    reasons = []
+    if step.tags and not set(step.tags) <= set(tags):
+        missing = sorted(set(step.tags) - set(tags))
+        reasons.append(f"needs tag{'s' if len(missing) > 1 else ''} {', '.join(missing)} (this claimer has "
+                       f"{', '.join(tags) or 'none'}: --tag {' --tag '.join(missing)})")
+    if step.self_serve and not by_agent:
+        reasons.append(f"is {SELF_SERVE}")
+    return reasons
+
+
+def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_deps: bool = False,
+                by_agent: bool = False) -> str:
     plan = snap.plan
     now = utc_now()
     if step_id:
         step = plan.find(step_id)
         if step is None:
             return f"no step {step_id!r}"
-        status = plan.derived_status(step)
-        if status == "ready" and step.not_before and step.not_before > now:
-            return f"{step_id} backs off until {format_time(step.not_before)}"
-        if status == "ready" and step.tags and not set(step.tags) <= set(tags):
-            return f"{step_id} needs tags {step.tags}"
-        if status == "ready" and (why := held_back(snap, step)):
-            return f"{step_id} is held back: {why}"
-        if status == "waiting":
-            return (f"{step_id} waits for {', '.join(d for d in step.depends_on if plan.steps[d].status != 'done')} (a "
-                    "person may run it anyway: --ignore-deps --by NAME)")
-        return f"{step_id} is {status}"
+        reasons = barriers(snap, step, tags, ignore_deps, by_agent) if step.valid else ["is invalid"]
+        return f"{step_id} {', and '.join(reasons) or 'cannot be claimed now'}"
     counts: dict[str, int] = {}
     for step in [*plan.steps.values(), *plan.invalid]:
         status = plan.derived_status(step)
@@ -81,14 +105,18 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     if backing_off:
         summary += f"; {len(backing_off)} backing off"
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []
-    if held := [s for s in plan.ready(now, tags) if holders and plan.held_back(s, holders)]:
-        summary += f"; {len(held)} held back by touches (`runner ready` says why)"
+    held = [s for s in plan.ready(now, tags) if plan.held_back(s, holders, by_agent)]
+    if touching := [s for s in held if by_agent or not s.self_serve]:
+        summary += f"; {len(touching)} held back by touches (`runner ready` says why)"
+    if for_agents := len(held) - len(touching):
+        summary += f"; {for_agents} for an agent you run yourself (agent: self)"
     return f"nothing ready ({summary})"
 
 
-def held_back(snap: Snapshot, step: Step) -> str | None:
-    """Why a ready step is not claimed while another runs, under this queue's runner.toml."""
-    return snap.plan.held_back(step, snap.plan.touch_holders()) if snap.config.queue.touches_exclusive else None
+def held_back(snap: Snapshot, step: Step, by_agent: bool = False) -> str | None:
+    """Why a ready step is not for this claimer now (Plan.held_back), under this queue's runner.toml."""
+    return snap.plan.held_back(step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
+                               by_agent)
 
 
 def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):

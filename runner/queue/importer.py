@@ -21,7 +21,7 @@ from runner.core.layout import FANOUT_FROM, HANDOFFS_DIR, NOTES_FILE, ROOT_FILE,
 from runner.core.limits import MAX_STEP_BYTES
 from runner.core.model import STORED_STATUSES, parse_time
 from runner.core.plan import Plan
-from runner.core.stepfile import load_yaml, parse_step, set_fields, split_frontmatter
+from runner.core.stepfile import FRONTMATTER_LINE, load_yaml, parse_step, set_fields, split_frontmatter
 
 STATUS_ALIASES = {
     "todo": "ready",
@@ -151,7 +151,7 @@ def normalise(data: bytes) -> bytes:
     try:
         text = data.decode("utf-8")
         parts = split_frontmatter(text)
-        meta = (load_yaml(parts[0]) or {}) if parts is not None else None
+        meta = (load_yaml(parts[0], FRONTMATTER_LINE) or {}) if parts is not None else None
     except Exception:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         return data  # parse_step reports what is wrong with it
     if not isinstance(meta, dict):

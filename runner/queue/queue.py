@@ -180,15 +180,17 @@ class Queue:
     def claim(self, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
               step_id: str | None = None,
               snapshot: Snapshot | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
-              ignore_deps: bool = False) -> Published:
+              ignore_deps: bool = False, by_agent: bool = False) -> Published:
         """Claim the best step this worker may take (or `step_id`); Skip when there is none.
-        The worker's heartbeat rides in the same push when `beat` is given."""
+        The worker's heartbeat rides in the same push when `beat` is given. `by_agent`: an
+        agent you run yourself claims (runner.queue.claims.candidates)."""
         tries: list[int] = []
 
         def build(snap: Snapshot) -> Change:
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
             tries.append(1)
-            return self.claim_change(snap, worker, incarnation, holder, tags, step_id, beat, by, ignore_deps, spread)
+            return self.claim_change(snap, worker, incarnation, holder, tags, step_id, beat, by, ignore_deps, spread,
+                                     by_agent)
 
         # A claim won after a lost race is built on a snapshot read again then: the integration
         # branch is read with it, so the step starts from its dependencies' merges.
@@ -198,7 +200,7 @@ class Queue:
     def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any],
                      tags: Iterable[str] = (),
                      step_id: str | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
-                     ignore_deps: bool = False, spread: bool = False) -> Change:
+                     ignore_deps: bool = False, spread: bool = False, by_agent: bool = False) -> Change:
         """The claim of the best step on this snapshot (Skip when there is none)."""
         tags = list(tags)
         if step_id is not None and snap.plan.find(step_id) is None:
@@ -207,7 +209,7 @@ class Queue:
             raise Skip(f"queue halted: {snap.plan.halted}")
         now = utc_now()
         for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps,
-                                             spread):
+                                             spread, by_agent):
             lease = format_duration(snap.config.leases.lease)
             event = Event(
                 kind, worker, now, step=step.id, attempt=step.attempt + 1,
@@ -217,7 +219,7 @@ class Queue:
             refs = ([self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})]
                     if beat is not None else [])
             return self.step_change(snap, event, refs=refs)
-        raise Skip(why_nothing(snap, tags, step_id))
+        raise Skip(why_nothing(snap, tags, step_id, ignore_deps, by_agent))
 
     # --- heartbeats ----------------------------------------------------------------------
 

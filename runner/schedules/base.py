@@ -177,6 +177,15 @@ class Scheduler:
         """Commands that stop a schedule. `links_removed`: the enablement was undone by hand."""
         raise NotImplementedError
 
+    # where a person puts the files `--output` wrote, on the computer they are for (None: they load where they are)
+    load_folder: str | None = None
+
+    def load_commands(self, spec: ScheduleSpec, files: list[RenderedFile]) -> list[str]:
+        """The command lines that load files written with --output, once they are in load_folder
+        (what install would run, but for a failure it expects), as that OS's shell reads them."""
+        paths = [Path(self.paths.join(self.load_folder or "", f.relpath)) for f in files]
+        return [command.display() for command in self.activate(spec, paths, False) if command.on_failure != "ignore"]
+
     def after_removal(self, worker_id: str, modes: list[str]) -> list[Command]:
         return []
 

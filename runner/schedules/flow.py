@@ -181,6 +181,11 @@ def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_
     if output_dir is not None:
         _put(files, Path(output_dir), outcome)
         outcome.notes.append("nothing was installed: the files were only written")
+        held = "files" if len(files) > 1 else "file"
+        where = (f"copy the files in {output_dir} into {scheduler.load_folder} (keeping their folders), then run"
+                 if scheduler.load_folder else f"run, in the folder that holds the {held}")
+        outcome.notes.append(f"to load it on the computer it is for, {where}:")
+        outcome.notes += [f"  {line}" for line in scheduler.load_commands(spec, files)]
         return outcome
     if not target.here and not dry_run:
         raise BadInput(

@@ -116,6 +116,12 @@ def parse_print(text: str) -> dict:
 class Launchd(Scheduler):
     name = "launchd"
     platform = "darwin"
+    load_folder = "~/Library/LaunchAgents"
+
+    def load_commands(self, spec: ScheduleSpec, files: list[RenderedFile]) -> list[str]:
+        # the user's GUI domain on that computer, as its shell finds it; the path as its shell expands it
+        return [re.sub(r"'~/([\w@%+=:,./-]+)'", r"~/\1", line.replace(gui_domain(), "gui/$(id -u)"))
+                for line in super().load_commands(spec, files)]
     tool = "launchctl"
 
     def target_home(self, repo: str) -> tuple[str, str | None]:

@@ -67,6 +67,7 @@ def timer_jitter(interval: int) -> int:
 class Systemd(Scheduler):
     name = "systemd"
     platform = "linux"
+    load_folder = "~/.config/systemd/user"
     tool = "systemctl"
 
     def problems(self, spec: ScheduleSpec) -> list[str]:

@@ -34,6 +34,8 @@ ABSENT = None  # the expected old value of a ref that must not exist yet
 
 @dataclass(frozen=True)
 class Author:
+    """Who a commit is by. Its email is the repository's configured `user.email` when there is
+    one (as git's own commits would carry); `email` only when none is configured."""
     name: str
     email: str
 
@@ -150,7 +152,8 @@ class Store(Protocol):
     def commits_between(self, old: str | None, new: str) -> list[CommitInfo]: ...
     def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
 
-    # -- writing objects --
+    # -- writing objects (by an Author: its email is configured_email() when there is one) --
+    def configured_email(self) -> str | None: ...  # the repository's user.email; None when none is configured
     def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
                     base_tree: str | None = None) -> str: ...
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...

@@ -112,6 +112,7 @@ class GitStore:
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
         self._ref_names = RefNames(self.git_dir)
+        self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
     @classmethod
     def receiving(cls, path: str | Path) -> GitStore:
@@ -283,8 +284,17 @@ class GitStore:
         if base_tree is None and parents:
             base_tree = str(self._commit(parents[0]).tree_id)
         tree = write_tree(self.repo, base_tree, files)
-        sig = pygit2.Signature(author.name, author.email)
+        sig = pygit2.Signature(author.name, self.configured_email() or author.email)
         return str(self.repo.create_commit(None, sig, sig, message, tree, parents))
+
+    def configured_email(self) -> str | None:
+        """This repository's `user.email` (its config, the user's, the system's), read once."""
+        if self._email is None:
+            try:
+                self._email = str(self.repo.config["user.email"]).strip()
+            except (KeyError, ValueError):
+                self._email = ""
+        return self._email or None
 
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
         """A merge commit of `theirs` into `ours`, built in memory (a fast-forward when possible)."""
@@ -296,7 +306,7 @@ class GitStore:
         if index.conflicts is not None:
             return Conflict(tuple(sorted({(e[1] or e[2] or e[0]).path for e in index.conflicts})))
         tree = index.write_tree(self.repo)
-        sig = pygit2.Signature(author.name, author.email)
+        sig = pygit2.Signature(author.name, self.configured_email() or author.email)
         return Merged(str(self.repo.create_commit(None, sig, sig, message, tree, [ours, theirs])))
 
     # --- moving refs and fetching (runner.store.remote) ---------------------------------

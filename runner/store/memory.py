@@ -195,6 +195,9 @@ class MemoryStore:
                 tree.pop(name, None)
         return self._put_tree(tree)
 
+    def configured_email(self) -> str | None:
+        return None  # an in-memory repository has no configuration: the author's own email
+
     def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
                     base_tree: str | None = None) -> str:
         if base_tree is None and parents:

@@ -62,6 +62,7 @@ class PlumbingStore:
         self._refs: dict[str, str] | None = None
         self.objects = CatFile(self.git_dir, self.id_bytes)
         self._full: Any = None  # the GitStore that does what this one does not, once asked
+        self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_full", "git_dir", "remote", "objects"):
@@ -198,10 +199,17 @@ class PlumbingStore:
         now = time.time()
         minutes = time.localtime(now).tm_gmtoff // 60
         zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
-        who = f"{author.name} <{author.email}> {int(now)} {zone}"
+        who = f"{author.name} <{self.configured_email() or author.email}> {int(now)} {zone}"
         body = "".join([f"tree {tree}\n", *[f"parent {parent}\n" for parent in parents], f"author {who}\n",
                         f"committer {who}\n\n", message])
         return self._write_object("commit", body.encode("utf-8"))
+
+    def configured_email(self) -> str | None:
+        """This repository's `user.email` (its config, the user's, the system's), read once when a commit is made."""
+        if self._email is None:
+            found = run_git(self.git_dir, "config", "--get", "user.email", check=False)
+            self._email = found.stdout.decode(errors="replace").strip() if found.returncode == 0 else ""
+        return self._email or None
 
     def _write_tree(self, base: str | None, files: Mapping[str, bytes | None]) -> str | None:
         """`base` with `files` written in, only the subtrees on their paths rebuilt; None when

@@ -7,6 +7,7 @@ in a throwaway worktree of its own: nothing it writes reaches the step's change.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import threading
 import time
@@ -213,7 +214,7 @@ class WorktreeActions:
     def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None,
                 role: str | None = None) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
-        self.live.running(name, stdout)
+        self.live.running(f"{name}: {shlex.join(argv)}", stdout)  # the run, and its command as a shell would read it
         try:
             result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role),
                                   self.cancel, stdout,

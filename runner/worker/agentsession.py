@@ -150,21 +150,26 @@ def context(read, plan, step, feedback: str, header: str | None = None, tokens: 
     return text
 
 
-def shown(store, snap, step_id: str) -> str:
-    """A step as an agent reads it: its status and who holds it, then its context."""
+def shown(store, snap, step_id: str) -> dict[str, Any]:
+    """A step as an agent reads it: its status and who holds it, then its context (`text`), and
+    those facts as data."""
     from runner.core.errors import BadInput
 
     step = snap.plan.find(step_id)
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
     status = snap.plan.derived_status(step)
-    holder = f", held by {step.assignee} (attempt {step.attempt})" if step.get("status") == "claimed" else ""
+    claimed = step.get("status") == "claimed"
+    holder = f", held by {step.assignee} (attempt {step.attempt})" if claimed else ""
     head = f"{step.id}: {step.title} [{status}{holder}]\n" + "".join(f"problem: {p}\n" for p in step.problems)
+    facts = {"step": step.id, "title": step.title, "status": status, "assignee": step.assignee if claimed else None,
+             "attempt": step.attempt if step.valid else None, "problems": list(step.problems)}
     if not step.valid:
-        return head
+        return {**facts, "text": head}
     step = step.full()
     feedback = str(step.meta.get("last_error") or "")
-    return head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step, feedback)
+    return {**facts, "text": head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step,
+                                                     feedback)}
 
 
 # --- the keeper: a shell agent's heartbeat --------------------------------------------------------

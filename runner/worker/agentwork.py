@@ -102,10 +102,11 @@ class AgentWork:
             {"step": s.id, "title": s.title, "priority": s.priority, "depends_on": s.depends_on}
             for s in snap.plan.ready(utc_now(), self.tags)]
         why = None if steps else (f"queue halted: {snap.plan.halted}" if snap.plan.halted
-                                  else why_nothing(snap, self.tags, None))
+                                  else why_nothing(snap, self.tags, None, by_agent=True))
         return {"steps": steps, "why": why}
 
-    def show(self, step_id: str) -> str:
+    def show(self, step_id: str) -> dict[str, Any]:
+        """The step as an agent reads it (`text`) and its facts: status, holder, attempt, problems."""
         return shown(self.store, self.snapshot(), step_id)
 
     # --- claiming --------------------------------------------------------------------------
@@ -129,7 +130,7 @@ class AgentWork:
             if not self.in_process:
                 facts.pop("pid"), facts.pop("process_started")  # the keeper's beats name the keeper
             published = self.queue.claim(self.agent, incarnation, self.holder, self.tags, step_id=step_id,
-                                         snapshot=snap, beat=facts)
+                                         snapshot=snap, beat=facts, by_agent=True)
             change = published.change
             if change.status == "failed":
                 raise RunnerError(f"{published.step}: {change.updates.get('last_error')} "

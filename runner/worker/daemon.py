@@ -154,7 +154,8 @@ class Daemon:
             self.beat("idle")
 
     def drained(self) -> bool:
-        """No step is ready (even backing off) or running: nothing more can happen without a person.
+        """No step is ready (even backing off) or running: nothing more can happen without a person
+        (or an agent you run yourself).
         A queue that cannot be read now is not drained: a claim of ours may be left on it."""
         try:
             plan = self.w.queue.snapshot().plan
@@ -164,4 +165,6 @@ class Daemon:
             return False
         if plan.halted:
             return True
-        return not any(plan.derived_status(s) in ("ready", "claimed") for s in plan.steps.values())
+        # a step for an agent you run yourself (agent: self) is never this worker's to run
+        return not any(plan.derived_status(s) == "claimed" or (plan.derived_status(s) == "ready" and not s.self_serve)
+                       for s in plan.steps.values())

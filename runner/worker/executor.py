@@ -11,6 +11,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -146,7 +147,7 @@ def run(
     env = {**env, reaper.TAG: tag}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        log.write(f"$ {' '.join(argv)}\n".encode())
+        log.write(f"$ {shlex.join(argv)}\n".encode())  # as a shell would read it: what a person may paste
         log.flush()
         start = log.tell()  # what it writes to the log from here is its stderr (and its stdout, when not kept apart)
         out = open(stdout_path, "wb") if stdout_path else log  # noqa: SIM115 (closed below, after the child started)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -73,6 +74,7 @@ class Worker:
         self.last_fetch = 0.0  # (monotonic) leases are judged only on fetched views: fetch at least this often
         self.claim_ahead = False  # set by a daemon whose next tick follows at once
         self.held: Published | None = None  # a claim published with the last record, not started yet
+        self.running: str | None = None  # "STEP (attempt N)" while a step runs, for what a signal says
 
     # --- what the heartbeat says -----------------------------------------------------------
 
@@ -202,6 +204,7 @@ class Worker:
                       scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
                       spent_before=float(step.get("spent", 0) or 0), context=self.context)
         started = time.monotonic()
+        self.running = f"{step_id} (attempt {attempt})"
         try:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
             worktrees.remove(self.store, worktree)
@@ -227,6 +230,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 (a fault of runner itself: give the step back, spending nothing)
             return internal_error(self, state, exc, log_path, time.monotonic() - started)
         finally:
+            self.running = None
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
             worktrees.clean_up(self.store, worktree, state, self.log)
@@ -331,21 +335,40 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
 
 def stop_on_signals(worker: Worker) -> None:
     """SIGTERM/SIGINT: claim nothing more, give the running step the grace period to finish,
-    then cancel it (it is released, nothing spent); a second signal cancels it at once."""
+    then cancel it (it is released, nothing spent); a second signal cancels it at once. Each
+    says so on stderr, naming the step it finishes (a person at the terminal pressed Ctrl-C)."""
     def on_signal(signum, frame):
+        again = "Ctrl-C again" if signum == signal.SIGINT else "a second SIGTERM"
+        running = worker.running
         if worker.stopping.is_set():
             worker.log("SIGNAL", "second signal: stopping the step now")
+            if running:
+                say(f"runner: stopping {running} now: it is given back to the queue, nothing spent")
             worker.cancel.set()
             return
         worker.stopping.set()
         wait = worker.grace if worker.grace is not None else 30.0
         worker.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
+        if running:
+            say(f"runner: finishing {running} before it stops (up to {wait:.0f}s, then it is given back, nothing "
+                f"spent); {again} stops it now")
+        else:
+            say("runner: stopping (no step is running)")
         timer = threading.Timer(wait, worker.cancel.set)
         timer.daemon = True
         timer.start()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def say(line: str) -> None:
+    """A line for the person who stopped the worker (stderr: stdout carries the ticks' reports)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # no terminal to tell: the worker's log has it
 
 
 def loop_fields(state: State, outcome: Outcome) -> str:

@@ -1,0 +1,91 @@
+"""How a failure reaches the person or program that asked, in one place for the command line
+(typer's path and the fast path of runner.commands.quick) and the MCP server: runner's errors
+become their exit code and a message (every problem of bad input listed), anything unexpected
+becomes one line and a logged traceback, never a traceback on screen.
+
+Under `--json` a failure is also one JSON object on stdout, `{"ok": false, "code": N,
+"message": ..., "problems": [...]}`, beside the exit code and the line on stderr: a program
+reads stdout, a person reads stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.core.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInput, RunnerError
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A command's failure as it is told: its exit code, one message, and the problems of bad input."""
+    code: int
+    message: str
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        """As a person reads it: `error: ...`, or every problem of bad input on a line of its own."""
+        if len(self.problems) > 1:
+            return "\n".join([f"error: {self.message}:"] + [f"  - {p}" for p in self.problems])
+        return f"error: {self.message}"
+
+    @property
+    def brief(self) -> str:
+        """In one line (an MCP tool's error): the problems joined."""
+        return "; ".join(self.problems) if len(self.problems) > 1 else self.message
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": False, "code": self.code, "message": self.message, "problems": list(self.problems)}
+
+
+def classify(exc: BaseException) -> Failure:
+    """The failure an exception means. An unexpected one is logged with its traceback (call this
+    inside the `except` that caught it) and named with where its traceback is."""
+    if isinstance(exc, BadInput):
+        problems = exc.problems or ["bad input"]
+        message = problems[0] if len(problems) == 1 else f"{len(problems)} problems"
+        return Failure(EXIT_BAD_INPUT, message, problems)
+    if isinstance(exc, RunnerError):
+        return Failure(exc.exit_code, str(exc))
+    return Failure(EXIT_FAILURE, f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
+                                 f"{log_traceback()} (RUNNER_DEBUG=1 shows it)")
+
+
+def tell(failure: Failure, json_out: bool = False) -> int:
+    """Say a failure on stderr (and, under --json, as a JSON object on stdout); its exit code."""
+    if json_out:
+        sys.stdout.write(json.dumps(failure.as_dict()) + "\n")
+        sys.stdout.flush()
+    sys.stderr.write(failure.text + "\n")
+    sys.stderr.flush()
+    return failure.code
+
+
+def log_traceback() -> Path:
+    """Keep the traceback being handled in runner's error log (printed too with RUNNER_DEBUG=1); the log's path."""
+    import traceback
+
+    text = traceback.format_exc()
+    if os.environ.get("RUNNER_DEBUG"):
+        sys.stderr.write(text)
+    folder = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "runner"
+    for log in (folder / "errors.log", Path(_temp()) / "runner-errors.log"):
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as handle:
+                handle.write(text + "\n")
+            return log
+        except OSError:
+            continue
+    return log
+
+
+def _temp() -> str:
+    import tempfile
+
+    return tempfile.gettempdir()
