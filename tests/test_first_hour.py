@@ -143,6 +143,18 @@ def test_commits_runner_makes_carry_the_configured_user_email(queue_repo):
     assert emails == {"alice@example.org"}, emails
 
 
+def test_a_person_is_named_by_the_user_name_of_the_repository_acted_on_not_of_the_current_folder(queue_repo, tmp_path):
+    """`runner halt --repo CLONE` from another folder records CLONE's git user.name as the person."""
+    git(queue_repo, "config", "user.name", "carol")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q")
+    git(elsewhere, "config", "user.name", "mallory")
+    subprocess.run([sys.executable, "-m", "runner", "halt", "--reason", "lunch", "--repo", str(queue_repo)],
+                   cwd=elsewhere, env=ENV_PATH, check=True, capture_output=True)
+    assert git(queue_repo, "log", "-1", "--format=%an", "runner/queue") == "carol"
+
+
 def test_ctrl_c_on_a_busy_worker_says_it_finishes_the_step_and_a_second_stops_it(queue_repo, tmp_path):
     started, release = tmp_path / "started", tmp_path / "release"
     add_step(queue_repo, "01-long", run=["sh", "-c", f"touch {started}; while [ ! -e {release} ]; do sleep 0.05; done"])

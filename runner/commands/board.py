@@ -44,7 +44,7 @@ def board(
     listens on 127.0.0.1; from another machine use `ssh -N -L 8765:127.0.0.1:8765 HOST`."""
     from runner.board.server import serve
 
-    actor = None if read_only else person(by)
+    actor = None if read_only else person(by, target.repo)
     serve(target.queue, host, port, read_only, actor, max(every, 0.1))
 
 

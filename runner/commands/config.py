@@ -60,7 +60,7 @@ def config(
         if step is not None:
             raise BadInput("--step reads a step's value; a step's own values are in its file (roles:, brakes:, "
                            "pipeline:, timeout:, max_attempts:, requires_approval:)")
-        _set(target, found, value, person(by))
+        _set(target, found, value, person(by, target.repo))
     else:
         raise BadInput(f"{action!r}: use `runner config get KEY` or `runner config set KEY VALUE`")
 

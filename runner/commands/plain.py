@@ -59,15 +59,16 @@ def say(line: str) -> None:
     sys.stderr.flush()
 
 
-def person(by: str | None) -> str:
-    """Who acts: --by, else git's user.name, else $USER; checked like every name in a commit."""
+def person(by: str | None, repo: Path = Path(".")) -> str:
+    """Who acts: --by, else git's user.name in the repository acted on (--repo), else $USER;
+    checked like every name in a commit."""
     from runner.core.ids import person_problem
 
     name = by
     if not name:
         from runner.store.git import run_git
 
-        name = (run_git(".", "config", "user.name", check=False).stdout.decode(errors="replace").strip()
+        name = (run_git(repo, "config", "user.name", check=False).stdout.decode(errors="replace").strip()
                 or os.environ.get("USER") or "person")
     if problem := person_problem(name):
         raise BadInput(f"--by: {problem}")
@@ -121,7 +122,7 @@ def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ign
     # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
     facts = {"state": "claimed by hand", "incarnation": incarnation}
     published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tags, step_id=step_id, beat=facts,
-                            by=person(by) if ignore_deps else None, ignore_deps=ignore_deps)
+                            by=person(by, target.repo) if ignore_deps else None, ignore_deps=ignore_deps)
     # A claim by hand makes no worktree (`runner work` does): the one it has is the repository's own.
     report(target, published, worktree=None, repository=str(queue.store.workdir))
 

@@ -44,7 +44,7 @@ def init(
 
         check_prime(target, agent)
     queue = target.queue()
-    actor = person(by)
+    actor = person(by, target.repo)
     created, message = queue.init(actor, files=init_files(agent))
     if agent and not created:
         message += "; " + set_agent(queue, agent, actor)
@@ -124,7 +124,7 @@ def add(
         path_holder[:] = [path]
         return {path: data}
 
-    target.queue().edit(files, f"add {step_id}: {title}", person(by))
+    target.queue().edit(files, f"add {step_id}: {title}", person(by, target.repo))
     emit(target, {"step": step_id, "path": path_holder[0]}, f"added {step_id} ({path_holder[0]})")
 
 
@@ -177,7 +177,7 @@ def import_(
         summary[:] = what
         return found
 
-    target.queue().edit(files, f"import {folder.name}", person(by))
+    target.queue().edit(files, f"import {folder.name}", person(by, target.repo))
     emit(target, {"imported": summary}, f"imported {', '.join(summary)}")
 
 

@@ -94,7 +94,7 @@ def approve(target: Target, step_id: StepArg, by: By = None) -> None:
     approval); a reported deviation or block goes ahead for its next attempt."""
     from runner.queue import merging
 
-    report(target, merging.approve(target.queue(), step_id, person(by)))
+    report(target, merging.approve(target.queue(), step_id, person(by, target.repo)))
 
 
 def reject(
@@ -108,21 +108,21 @@ def reject(
 
     It is ready again with your reason as feedback (failed with --abort).
     Nothing is merged."""
-    report(target, target.queue().event(step_id, Kind.REJECT, person(by), reason=reason, permanent=abort))
+    report(target, target.queue().event(step_id, Kind.REJECT, person(by, target.repo), reason=reason, permanent=abort))
 
 
 def retry(target: Target, step_id: StepArg, by: By = None) -> None:
     """Send a failed step back to ready.
 
     With a fresh budget of attempts."""
-    report(target, target.queue().event(step_id, Kind.RETRY, person(by)))
+    report(target, target.queue().event(step_id, Kind.RETRY, person(by, target.repo)))
 
 
 def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> None:
     """Stop a step for good.
 
     Ready, claimed or in review -> failed. A worker running it stops and records nothing."""
-    report(target, target.queue().event(step_id, Kind.ABORT, person(by), reason=reason))
+    report(target, target.queue().event(step_id, Kind.ABORT, person(by, target.repo), reason=reason))
 
 
 def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")],
@@ -130,7 +130,7 @@ def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="W
     """Stop every worker from claiming.
 
     Each stops at its next tick, until `runner resume`."""
-    target.queue().set_halt(reason, person(by))
+    target.queue().set_halt(reason, person(by, target.repo))
     emit(target, {"halted": reason}, f"queue halted: {reason}")
 
 
@@ -139,7 +139,7 @@ def resume(target: Target, by: By = None) -> None:
     from runner.queue.change import Skip
 
     try:
-        target.queue().set_halt(None, person(by))
+        target.queue().set_halt(None, person(by, target.repo))
     except Skip as exc:
         emit(target, {"halted": None, "message": str(exc)}, str(exc))
         return
