@@ -44,6 +44,7 @@ TRAILERS: tuple[tuple[str, str, str], ...] = (
     ("permanent", "Permanent", FLAG),
     ("hold", "Hold", FLAG),
     ("fault", "Fault", FLAG),
+    ("account", "Account", BARE),
     ("ignore_deps", "Ignore-Deps", FLAG),
     ("review", "Review", BARE),
     ("retry_at", "Retry-At", TIME),

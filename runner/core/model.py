@@ -90,6 +90,7 @@ INDEX_KEYS = frozenset((
     "status", "title", "name", "priority", "depends_on", "tags", "run", "requires_approval",
     "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
     "touches",  # a claim compares a ready step's globs with every claimed step's
+    "usage",  # a plan's spend is the sum of its steps' (the plan budget, the listings)
 ))
 
 
