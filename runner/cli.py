@@ -22,7 +22,7 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__
-from runner.commands import agentwork, board, doctor, hooks, plan, quick, schedule, steps, workers
+from runner.commands import agentwork, board, costs, doctor, hooks, plan, quick, schedule, steps, workers
 from runner.commands.common import command
 
 
@@ -56,6 +56,7 @@ add(plan.show)
 add(plan.ready)
 add(plan.graph, json=False)
 add(plan.log)
+add(costs.cost)
 # One step by hand, and the queue's switch
 for func in (steps.claim, steps.heartbeat, steps.release, steps.complete, steps.fail, steps.approve, steps.reject,
              steps.retry, steps.abort, steps.halt, steps.resume):

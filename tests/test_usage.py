@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from agentplan import read_case as agent_case
 
 from runner.agents.presets import PRESETS, preset_tables
 from runner.core.agentoutput import EX_TEMPFAIL, READERS, read_output, reset_or_wait
@@ -27,11 +28,7 @@ def at(text: str) -> datetime:
 
 
 def read_case(name: str, exit_code: int | None = None):
-    case = CASES[name]
-    stderr = (DATA / case["stderr"]).read_text() if "stderr" in case else ""
-    now = at(case["now"]) if "now" in case else NOW
-    return read_output(case["reader"], (DATA / case["stdout"]).read_text(), "", stderr,
-                       case["exit"] if exit_code is None else exit_code, now, UTC)
+    return agent_case(name, exit_code, local=UTC)
 
 
 def figures(usage) -> dict | str | None:

@@ -257,6 +257,10 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
                 "claimed_at", "not_before", "last_error", "held_back", "path"):
         if row.get(key) not in (None, [], ""):
             typer.echo(f"{key + ':':<12} {row[key]}")
+    if step.get("usage") is not None:
+        from runner.core.usage import Spend
+
+        typer.echo(f"{'spent:':<12} {Spend.from_meta(step.get('usage')).describe()} (runner cost {step.id})")
     for problem in step.problems:
         typer.echo(f"problem:     {problem}")
     typer.echo("")

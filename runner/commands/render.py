@@ -10,6 +10,7 @@ from typing import Any
 
 from runner.core.model import Step, parse_time, utc_now
 from runner.core.plan import Plan
+from runner.core.usage import Spend, run_note, runs_spend
 
 STATUS_STYLE = {
     "ready": "cyan",
@@ -72,6 +73,7 @@ def step_row(plan: Plan, step: Step, holders: list[Step] | None = None) -> dict[
         "last_error": step.get("last_error"),
         "held_back": plan.held_back(step, holders) if holders and status == "ready" else None,
         "last_updated": step.get("last_updated"),
+        "usage": Spend.from_meta(step.get("usage")).as_json() if step.get("usage") is not None else None,
         "path": step.path,
         "problems": step.problems,
     }
@@ -259,8 +261,11 @@ def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> Non
                 lines.append(f"    reason: {' '.join(str(e['reason']).split())[:300]}")
             for run in e.get("runs") or []:
                 took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
-                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}"
+                spent = f" [{note}]" if (note := run_note(run)) else ""
+                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}{spent}"
                              + (f" ({run['detail']})" if run.get("detail") else ""))
+            if (spend := runs_spend(e.get("runs"))).runs:
+                lines.append(f"    spent: {spend.describe()}")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

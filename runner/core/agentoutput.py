@@ -269,7 +269,8 @@ def _aider_count(text: str | None) -> int:
 def read_aider(stdout: str, written: str, stderr: str) -> Said:
     """aider: no JSON mode; after each model call it prints `Tokens: 12k sent, 2.1k cache hit,
     1.3k received. Cost: $0.01 message, $0.05 session.` (counts of 1,000 or more rounded as
-    aider rounds them). Usage is the sum of those lines, the money the last session figure."""
+    aider rounds them). Usage is the sum of those lines, the money the last session figure;
+    the answer is what it printed less its own lines (announcements, usage, edits applied)."""
     text = stdout[-MAX_READ_BYTES:]
     reports = _AIDER_TOKENS.findall(text)
     usage: Usage | str = UNKNOWN
@@ -283,7 +284,14 @@ def read_aider(stdout: str, written: str, stderr: str) -> Said:
                       "aider" if usd is not None else None, model[0][:100] if model else None)
     last = max((m.end() for m in _AIDER_TOKENS.finditer(text)), default=0)
     after = text[last:]
-    return Said(stdout, usage, after if _AIDER_LIMIT.search(after) else "")
+    answer = "\n".join(line for line in stdout.splitlines() if not _AIDER_OWN.match(line)).strip("\n")
+    return Said(answer, usage, after if _AIDER_LIMIT.search(after) else "")
+
+
+# aider's own lines around the model's answer: its announcements, usage reports, edits applied, retries
+_AIDER_OWN = re.compile(r"(Aider v\d|(?:Main |Weak |Editor )?[Mm]odel: \S+ with |Weak model: |Git repo: |Repo-map: |"
+                        r"Tokens: .* received\.|Cost: \$|Applied edit to |Retrying in [\d.]+ seconds|Warning: For "
+                        r"large repos|See: https://aider\.chat)")
 
 
 _AIDER_LIMIT = re.compile(r"The API provider has rate limited you|RateLimitError", re.IGNORECASE)

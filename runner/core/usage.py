@@ -202,3 +202,26 @@ def runs_spend(runs: Any) -> Spend:
         if isinstance(run, dict):
             spend = spend.add(from_record(run.get("usage")))
     return spend
+
+
+def plan_spend(plan: Any) -> Spend:
+    """What every step of a plan spent (each step's `usage`, an index key: no file is read)."""
+    total = Spend()
+    for step in plan.steps.values():
+        if (usage := step.get("usage")) is not None:
+            total = total.plus(Spend.from_meta(usage))
+    return total
+
+
+def run_note(run: dict[str, Any]) -> str:
+    """A recorded run's usage on one line ("" when it reported none)."""
+    usage = from_record(run.get("usage"))
+    model = run.get("model") if isinstance(run.get("model"), str) else None
+    if usage is None:
+        return ""
+    if not isinstance(usage, Usage):
+        return "usage unknown"
+    money = (f"${usage.usd:.4f} " + ("estimated from [prices]" if usage.usd_from == PRICES else f"by {usage.usd_from}")
+             if usage.usd is not None else "money unknown")
+    return f"{money}; {tokens(usage.input_tokens)} in, {tokens(usage.output_tokens)} out" + (f"; {model}" if model
+                                                                                              else "")
