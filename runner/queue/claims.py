@@ -4,9 +4,10 @@ steps it may take, best first (priority, then id); and, when there is none, why.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from runner.core.accounts import held_by_pause
 from runner.core.machine import Kind, Status
 from runner.core.model import Step, format_time, utc_now
 from runner.core.plan import sort_key
@@ -19,10 +20,12 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among equals)."""
     plan = snap.plan
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []  # touches: never run at once
+    paused = pause_hold(snap, now)  # a step that would run a paused account's command waits for its reset
     if step_id is not None:
         step = plan.steps.get(step_id)
         if (step is not None and step.status == Status.READY and (ignore_deps or plan.deps_done(step))
-                and (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders))):
+                and (not step.tags or set(step.tags) <= set(tags)) and not (holders and plan.held_back(step, holders))
+                and not (paused and paused(step))):
             yield step, Kind.CLAIM, None
             return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
@@ -50,7 +53,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
     ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
-             if not (holders and plan.held_back(step, holders)))
+             if not (holders and plan.held_back(step, holders)) and not (paused and paused(step)))
     yield from spread_out(ready) if spread else ready
 
 
@@ -83,12 +86,27 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None) -> str:
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []
     if held := [s for s in plan.ready(now, tags) if holders and plan.held_back(s, holders)]:
         summary += f"; {len(held)} held back by touches (`runner ready` says why)"
+    if (paused := pause_hold(snap, now)) and (waiting := [s for s in plan.ready(now, tags) if paused(s)]):
+        accounts = ", ".join(f"{a} until {format_time(p.until)}" for a, p in sorted(snap.pauses(now).items()))
+        summary += f"; {len(waiting)} held back by a paused account ({accounts})"
     return f"nothing ready ({summary})"
 
 
 def held_back(snap: Snapshot, step: Step) -> str | None:
-    """Why a ready step is not claimed while another runs, under this queue's runner.toml."""
-    return snap.plan.held_back(step, snap.plan.touch_holders()) if snap.config.queue.touches_exclusive else None
+    """Why a ready step is not claimed while another runs or its account is paused, under this
+    queue's runner.toml."""
+    touched = snap.plan.held_back(step, snap.plan.touch_holders()) if snap.config.queue.touches_exclusive else None
+    paused = pause_hold(snap, utc_now())
+    return touched or (paused(step) if paused else None)
+
+
+def pause_hold(snap: Snapshot, now: datetime) -> Callable[[Step], str | None] | None:
+    """Why a step waits for a paused account (None when no account is paused): it would run a
+    command of that account (its implement or a role, under its own config)."""
+    pauses = snap.pauses(now)
+    if not pauses:
+        return None
+    return lambda step: held_by_pause(snap.config.for_step(step.meta), step.get("run"), pauses)
 
 
 def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):
