@@ -57,10 +57,12 @@ def stub_agents(tmp_path: Path) -> dict:
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
-def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: str = "") -> tuple[Path, Path]:
+def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: str = "",
+                keys: dict[str, str] | None = None, steps: dict[str, str] | None = None) -> tuple[Path, Path]:
     """A hooked bare remote whose queue runs the agent plan with `agent`'s commands (or the
-    agent `tables` given, and `extra` TOML), identities on; alice (an admin) set it up.
-    Returns (remote, alice's clone)."""
+    agent `tables` given, `extra` TOML tables, and `keys`: lines set in runner.toml's existing
+    tables, e.g. {"brakes": "step_budget_usd = 0.1"}), and `steps` (path -> text) beside the
+    plan's, identities on; alice (an admin) set it up. Returns (remote, alice's clone)."""
     project = make_repo(tmp_path / "project")
     bare = tmp_path / "remote.git"
     git(tmp_path, "clone", "-q", "--bare", str(project), str(bare))
@@ -77,6 +79,8 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
         assert tomllib.loads(toml)["queue"]["requires_approval"] is True
         toml = toml.replace("requires_approval = true", "requires_approval = false", 1)
     toml = toml.replace("detect = true", "detect = false").replace("min_files = 5", "min_files = 0") + IDENTITIES + extra  # review every change
+    for table, lines in (keys or {}).items():
+        toml = with_keys(toml, table, lines)
     tomllib.loads(toml)
     person = tmp_path / "alice-queue"
     git(tmp_path, "clone", "-q", "--branch", "runner/queue", str(bare), str(person))
@@ -87,6 +91,16 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
     assert pushed.returncode == 0, pushed.stderr
     imported = as_pusher("alice", "import", str(PLAN), "--repo", str(alice), cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
+    if steps:  # alice's own plan edit, pushed under her name
+        git(person, "pull", "-q", "--rebase", "origin", "runner/queue")
+        for path, text in steps.items():
+            (person / path).parent.mkdir(parents=True, exist_ok=True)
+            (person / path).write_text(text)
+        git(person, "add", "-A")
+        git(person, "commit", "-q", "-m", "more steps")
+        pushed = subprocess.run(["git", "push", "-q", "origin", "runner/queue"], cwd=person, capture_output=True,
+                                text=True, env={**os.environ, "RUNNER_PUSHER": "alice"})
+        assert pushed.returncode == 0, pushed.stderr
     return bare, alice
 
 
@@ -128,3 +142,17 @@ def read_case(name: str, exit_code: int | None = None, now=None, local=None):
     when = now or (datetime.fromisoformat(case["now"]) if "now" in case else datetime(2026, 12, 5, 12, 0, tzinfo=UTC))
     return read_output(case["reader"], (AGENT_DATA / case["stdout"]).read_text(), "", stderr,
                        case["exit"] if exit_code is None else exit_code, when, local or UTC)
+
+
+def with_keys(toml: str, table: str, lines: str) -> str:
+    """runner.toml with `lines` (key = value) set in its [table]: a key it has is replaced."""
+    import re
+
+    head = toml.index(f"[{table}]\n") + len(f"[{table}]\n")
+    end = next((m.start() for m in re.finditer(r"^\[", toml[head:], re.M)), len(toml) - head) + head
+    section = toml[head:end]
+    for line in lines.splitlines():
+        name = line.split("=", 1)[0].strip()
+        kept = [old for old in section.splitlines(keepends=True) if not old.startswith(f"{name} =")]
+        section = line + "\n" + "".join(kept)
+    return toml[:head] + section + toml[end:]

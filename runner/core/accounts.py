@@ -63,11 +63,18 @@ def agent_of(config: Any, step_run: Any, role: str) -> Agent | None:
 
 
 AGENT_ROLES = ("implement", "orient", "verify", "review", "sweep", "orchestrate", "resolve", "qa")
+EVERY_ATTEMPT = ("implement", "orient", "verify", "review", "sweep", "orchestrate")  # review when due: likely
 
 
-def step_accounts(config: Any, step_run: Any) -> set[str]:
-    """Every account a step's pipeline may spend (its implement and each configured role)."""
-    return {agent.account for role in AGENT_ROLES if (agent := agent_of(config, step_run, role)) is not None}
+def step_accounts(config: Any, step_run: Any, step_text: str = "") -> set[str]:
+    """The accounts a step's next attempt would spend: its implement and every role each attempt
+    runs, and [roles.qa] when the step has Automated QA scenarios without a command. Not
+    [roles.resolve]: it runs only if the record's merge conflicts (a limit it hits then gives
+    the step back like any other)."""
+    from runner.core.stepfile import checklist
+
+    roles = EVERY_ATTEMPT + (("qa",) if any(cmd is None for *_, cmd in checklist(step_text, "Automated QA")) else ())
+    return {agent.account for role in roles if (agent := agent_of(config, step_run, role)) is not None}
 
 
 # --- pauses --------------------------------------------------------------------------------------
@@ -135,11 +142,11 @@ def active_pauses(files: dict[str, bytes], now: datetime) -> dict[str, Pause]:
     return found
 
 
-def held_by_pause(config: Any, step_run: Any, pauses: dict[str, Pause]) -> str | None:
+def held_by_pause(config: Any, step_run: Any, step_text: str, pauses: dict[str, Pause]) -> str | None:
     """Why a step is not claimed while one of its accounts is paused (None: it may run)."""
     if not pauses:
         return None
-    for account in sorted(step_accounts(config, step_run) & set(pauses)):
+    for account in sorted(step_accounts(config, step_run, step_text) & set(pauses)):
         pause = pauses[account]
         return (f"account {account} is paused until {format_time(pause.until)} (a provider's limit: "
                 f"{clip(pause.reason, 200)})")

@@ -106,7 +106,11 @@ def pause_hold(snap: Snapshot, now: datetime) -> Callable[[Step], str | None] | 
     pauses = snap.pauses(now)
     if not pauses:
         return None
-    return lambda step: held_by_pause(snap.config.for_step(step.meta), step.get("run"), pauses)
+    def why(step: Step) -> str | None:
+        step = step.full()
+        return held_by_pause(snap.config.for_step(step.meta), step.get("run"), step.text, pauses)
+
+    return why
 
 
 def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):

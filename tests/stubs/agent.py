@@ -65,7 +65,7 @@ def in_mode(cli: str, args: list[str]) -> bool:
 
 
 def escaped(text: str, recording: str) -> str:
-    return json.dumps(text)[1:-1] if recording.endswith((".json", ".jsonl")) else text
+    return json.dumps(text, ensure_ascii=False)[1:-1] if recording.endswith((".json", ".jsonl")) else text
 
 
 def first_limit(role: str) -> bool:
@@ -90,7 +90,7 @@ def limit(cli: str) -> int:
     err = err_file.read_text(encoding="utf-8") if cli == "gemini" else ""
     if said:
         out, err = out.replace(escaped(words, recording), escaped(said, recording)), err.replace(
-            json.dumps(words)[1:-1], json.dumps(said)[1:-1])
+            json.dumps(words, ensure_ascii=False)[1:-1], json.dumps(said, ensure_ascii=False)[1:-1])
     print(out, end="")
     print(err, end="", file=sys.stderr)
     return code
