@@ -228,3 +228,40 @@ def test_a_pause_ends_at_its_reset_and_a_later_limit_only_extends_it(tmp_path):
     assert pause_file(before, event)[1] == before  # the sooner reset leaves the later one
     after = queue.snapshot().pauses(later + timedelta(seconds=1))
     assert after == {}
+
+
+def test_a_failure_on_evidence_moves_the_step_up_its_model_ladder_and_fills_the_model_token(tmp_path):
+    from types import SimpleNamespace
+
+    from runner.core.accounts import agent_of
+    from runner.worker.actions import WorktreeActions
+
+    ladder = '[harness]\ncommand = ["claude", "--model", "{model}"]\nmodels = ["small", "large"]\n'
+    queue = memory_queue(tmp_path, {"01-a": {"run": None}}, config=ladder)
+    queue.claim("w1", "w1.1", {})
+    snap = queue.snapshot(branches=["runner/integration"])
+    st = State(step=snap.plan.steps["01-a"].full(), attempt=1, config=snap.config)
+    recorder = Recorder(queue, "w1", "w1.1", lambda s, a, status: {})
+    event = recorder.event(st, Outcome(Kind.FAIL, reason="gate test failed", escalate=True), snap, None, None, 1.0)
+    assert event.metrics == {"rung": 1}
+    assert recorder.event(st, Outcome(Kind.FAIL, reason="crashed"), snap, None, None, 1.0).metrics is None
+    top = State(step=st.step, attempt=1, config=snap.config, rung=1)
+    assert recorder.event(top, Outcome(Kind.FAIL, reason="x", escalate=True), snap, None, None, 1.0).metrics is None
+    actions = SimpleNamespace(agent=lambda role, state: agent_of(state.config, state.step.get("run"), role))
+    assert WorktreeActions.model(actions, "implement", st) == "small"
+    assert WorktreeActions.model(actions, "implement", top) == "large"
+    assert WorktreeActions.model(actions, "verify", st) == ""
+
+
+def test_every_role_gets_its_step_attempt_and_worker_as_telemetry_attributes(monkeypatch):
+    from types import SimpleNamespace
+
+    from runner.worker.actions import WorktreeActions
+
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=claude-code,team=core")
+    env = WorktreeActions.env(SimpleNamespace(worker="host-a"), state(), Path("/tmp"))
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == ("service.name=claude-code,team=core,runner.step=01-a,runner.attempt=1,"
+                                               "runner.worker=host-a")
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES")
+    env = WorktreeActions.env(SimpleNamespace(worker="host-a"), state(), Path("/tmp"))
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == "runner.step=01-a,runner.attempt=1,runner.worker=host-a"

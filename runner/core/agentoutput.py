@@ -363,7 +363,7 @@ def read_output(kind: str, stdout: str, written: str = "", stderr: str = "", exi
     candidates = [said.error, said.answer if said.failed else "", stderr[-4096:] if exit_code not in (0, None) else ""]
     hit = next((text for text in candidates if text and words.search(text)), None) if failed else None
     if hit is None and exit_code == EX_TEMPFAIL:
-        hit = (said.error or stderr[-2048:] or stdout[-2048:]).strip() or "exit code 75 (EX_TEMPFAIL): try later"
+        hit = (said.error or stderr[-2048:] or answer[-2048:]).strip() or "exit code 75 (EX_TEMPFAIL): try later"
     limit = None
     if hit is not None:
         at = _moment(resets) or reset_time(hit, now, local)

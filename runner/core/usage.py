@@ -133,7 +133,7 @@ class Spend:
             cache_read_tokens=self.cache_read_tokens + usage.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + usage.cache_write_tokens,
             runs=self.runs + 1, unknown=self.unknown,
-            unpriced=self.unpriced + (usage.usd is None),
+            unpriced=self.unpriced + (usage.usd is None and usage.tokens + usage.cache_read_tokens > 0),
             estimated=self.estimated + (usage.usd is not None and usage.usd_from == PRICES))
 
     def plus(self, other: Spend) -> Spend:

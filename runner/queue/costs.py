@@ -32,9 +32,11 @@ class Charge:
         return str(getattr(self, by))
 
 
-def charges(store: Store, tip: str, step_id: str | None = None) -> Iterator[Charge]:
-    """Every agent run the queue's history recorded, newest first."""
+def charges(store: Store, tip: str, step_id: str | None = None, since: str | None = None) -> Iterator[Charge]:
+    """Every agent run the queue's history recorded, newest first (after commit `since` only)."""
     for info in store.log(tip):
+        if info.id == since:
+            return
         if '"usage"' not in info.message:  # a commit with no run of an agent: not decoded
             continue
         try:
@@ -74,3 +76,21 @@ def report(store: Store, tip: str, step_id: str | None = None, by: str = "step")
     if by != "step":
         data["by"], data["groups"] = by, rows(by)
     return data
+
+
+class WorkerSpend:
+    """Each worker's spend, for a long-lived reader (the board): the history read once, then
+    only the commits a new tip added."""
+
+    def __init__(self) -> None:
+        self.tip: str | None = None
+        self.groups: dict[str, Spend] = {}
+
+    def at(self, store: Store, tip: str) -> dict[str, Spend]:
+        if tip != self.tip:
+            since = self.tip if self.tip and store.is_ancestor(self.tip, tip) else None
+            groups = dict(self.groups) if since else {}
+            for charge in charges(store, tip, since=since):
+                groups[charge.worker] = groups.get(charge.worker, Spend()).add(charge.usage)
+            self.tip, self.groups = tip, groups
+        return self.groups
