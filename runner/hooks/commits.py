@@ -130,8 +130,8 @@ class CommitCheck:
         if event.notes and self.store.file_at(commit.id,
                                               NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
             problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
-        if (paused := pause_file(self.store.file_at(parent, pause_path(event.account or "")), event)) and \
-                self.store.file_at(commit.id, paused[0]) != paused[1]:
+        if event.account and (paused := pause_file(self.store.file_at(parent, pause_path(event.account)), event)) \
+                and self.store.file_at(commit.id, paused[0]) != paused[1]:
             problems.append(f"{paused[0]} is not the account pause this release writes")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
