@@ -23,7 +23,20 @@ finally:
         sys.modules["rich"] = _rich
 
 from runner import __version__
-from runner.commands import agentwork, board, completion, config, doctor, hooks, plan, quick, schedule, steps, workers
+from runner.commands import (
+    agentwork,
+    board,
+    completion,
+    config,
+    costs,
+    doctor,
+    hooks,
+    plan,
+    quick,
+    schedule,
+    steps,
+    workers,
+)
 from runner.commands.common import command
 
 
@@ -58,6 +71,7 @@ add(plan.ready)
 add(plan.graph, json=False)
 add(plan.log)
 add(config.config)
+add(costs.cost)
 # One step by hand, and the queue's switch
 for func in (steps.claim, steps.heartbeat, steps.release, steps.complete, steps.fail, steps.approve, steps.reject,
              steps.retry, steps.abort, steps.halt, steps.resume):

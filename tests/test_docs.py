@@ -41,7 +41,7 @@ def who(kind: Kind) -> str:
     if kind == Kind.CLAIM:
         return "a worker (a person with --ignore-deps)"
     if kind == Kind.HALT:
-        return "a person (a worker with reason verifier_failed:<why> or human_intervention:context_below_floor)"
+        return "a person (a worker with reason verifier_failed:<why>, human_intervention:context_below_floor or budget_exceeded:<why>)"
     if spec.person:
         return "a person"
     return "a worker or a person" if not spec.step else "a worker"

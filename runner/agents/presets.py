@@ -64,6 +64,7 @@ class Preset:
     package: str  # "npm:<name>" or "pypi:<name>"
     program: tuple[str, ...]  # the executable and its non-interactive subcommand
     program_comment: str
+    output: str = "text"  # how runner reads what it prints (runner.core.agentoutput)
     roles: dict[str, list[Arg]] = field(default_factory=dict)  # role -> args after `program`
     notes: dict[str, str] = field(default_factory=dict)  # role -> why it has no command
 
@@ -72,13 +73,15 @@ END = a("--", c="end of options: the prompt follows even if it starts with '-'")
 
 # ---- claude: Claude Code, `claude -p` ----------------------------------------------------
 _CLAUDE = [
-    a("--output-format", "text", c="the answer as plain text on stdout (runner reads stdout)", choice=True),
+    a("--output-format", "json", c="one JSON result on stdout: the answer, tokens, cost, and why it stopped",
+      choice=True),
     a("--no-session-persistence", c="save no session to disk (print mode only)"),
 ]
 _CLAUDE_READ_ONLY = a("--tools", "Read,Grep,Glob", c="read-only: the only tools in this run (no edits, no shell)")
 CLAUDE = Preset(
     "claude", "Claude Code in print mode", "npm:@anthropic-ai/claude-code",
     ("claude", "-p"), "print mode: run the prompt once, print the answer, exit (non-interactive)",
+    output="claude-json",
     roles={
         **{  # resolve edits files as implement does, with its own prompt
             role: [
@@ -116,6 +119,7 @@ def _codex(sandbox: str, why: str) -> list[Arg]:
         a("--sandbox", sandbox, c=why, choice=True),
         a("--ephemeral", c="keep no session files"),
         a("--color", "never", c="plain output", choice=True),
+        a("--json", c="JSONL events on stdout: runner reads the tokens and why it stopped from them"),
         a("--output-last-message", "{output}", c="write the final answer to {output}; runner reads it from there"),
         END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
     ]
@@ -125,6 +129,7 @@ _CODEX_READ_ONLY = "read-only sandbox: commands may read, never write"
 CODEX = Preset(
     "codex", "OpenAI Codex CLI, non-interactive", "npm:@openai/codex",
     ("codex", "exec"), "exec: run non-interactively, print the answer, exit",
+    output="codex-jsonl",
     roles={
         **{role: _codex("workspace-write", "may write inside the worktree only, no network")
            for role in ("implement", "resolve", "qa")},
@@ -139,7 +144,8 @@ def _gemini(mode: str, why: str) -> list[Arg]:
     return [
         a("--approval-mode", mode, c=why, choice=True),
         a("--skip-trust", c="trust the step's new worktree folder for this run"),
-        a("--output-format", "text", c="the answer as plain text on stdout", choice=True),
+        a("--output-format", "json", c="one JSON object on stdout: the answer and the tokens of each model",
+          choice=True),
         a("--prompt", "{prompt}",
           c="headless mode with the role's prompt (instructions + root.md + NOTES.md + step + feedback)"),
     ]
@@ -148,6 +154,7 @@ def _gemini(mode: str, why: str) -> list[Arg]:
 GEMINI = Preset(
     "gemini", "Gemini CLI in headless mode", "npm:@google/gemini-cli",
     ("gemini",), "Gemini CLI; --prompt below makes it non-interactive",
+    output="gemini-json",
     roles={
         **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)")
            for role in ("implement", "resolve", "qa")},
@@ -160,6 +167,7 @@ GEMINI = Preset(
 def _opencode(*access: Arg) -> list[Arg]:
     return [
         a("--dir", "{cwd}", c="run in the step's worktree"),
+        a("--format", "json", c="JSON events on stdout: the answer, and each step's tokens and cost", choice=True),
         *access,
         END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
     ]
@@ -170,6 +178,7 @@ _OPENCODE_AUTO = a("--auto",
 OPENCODE = Preset(
     "opencode", "opencode, non-interactive", "npm:opencode-ai",
     ("opencode", "run"), "run: send one message, print the answer, exit",
+    output="opencode-jsonl",
     roles={
         **{role: _opencode(_OPENCODE_AUTO) for role in ("implement", "resolve", "qa")},
         **{
@@ -197,6 +206,7 @@ _AIDER = [
 AIDER = Preset(
     "aider", "aider, one message per run", "pypi:aider-chat",
     ("aider",), "aider in the worktree (runner's cwd for every command)",
+    output="aider",
     roles={
         **{role: list(_AIDER) for role in ("implement", "resolve")},
         **{
@@ -267,6 +277,9 @@ def preset_tables(name: str, min_files: int = 5, boundaries: list[str] | tuple[s
         if table != "harness":
             lines.append("")
         lines += [f"[{table}]", f"# {ROLE_ABOUT[role]}", *_command_lines(preset, role)]
+        if role in preset.roles and preset.output != "text":
+            lines.append(f'output = "{preset.output}"'.ljust(24) + "# runner reads the answer, tokens, cost and limits "
+                                                                   "from this mode")
         if table == "roles.review":
             lines += [
                 f"min_files = {int(min_files)}".ljust(24) + "# review when the change touches at least this many files",

@@ -11,8 +11,11 @@ from runner.board.graph import layout
 from runner.core.errors import BadInput
 from runner.core.layout import HALT_FILE, handoff_path
 from runner.core.machine import KINDS, TABLE
+from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
+from runner.core.usage import Spend, plan_spend, run_note, runs_spend
 from runner.queue.audit import log
+from runner.queue.costs import WorkerSpend
 from runner.queue.livelog import step_output
 from runner.queue.notices import WHY_REVIEW
 from runner.queue.queue import Queue
@@ -40,12 +43,21 @@ def row(snap: Snapshot, step) -> dict[str, Any]:
         "depends_on": step.depends_on if valid else [], "priority": step.priority if valid else None,
         "tags": step.tags if valid else [], "review": step.get("review"), "last_error": step.get("last_error"),
         "since": step.get("last_updated") or step.get("claimed_at"), "problems": list(step.problems),
+        "usage": Spend.from_meta(step.get("usage")).as_json() if step.get("usage") is not None else None,
     }
+
+
+_WORKER_SPEND = WorkerSpend()  # the board is one long-lived process on one clone
 
 
 def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[str, Any]:
     plan = snap.plan
     workers = worker_rows(snap)
+    by_worker = _WORKER_SPEND.at(queue.store, snap.tip)
+    for worker in workers:
+        spend = by_worker.get(worker["worker"])
+        worker["spent"] = {**spend.as_json(), "money": spend.money()} if spend else None
+    spent = plan_spend(plan)
     steps = [row(snap, step) for step in sorted([*plan.steps.values(), *plan.invalid], key=lambda s: (s.id, s.path))]
     counts: dict[str, int] = {}
     for entry in steps:
@@ -54,6 +66,8 @@ def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[st
         "queue": queue.branch, "tip": snap.tip, "remote": queue.store.remote, "halted": plan.halted,
         "counts": counts, "needs": needs_you(snap, steps, workers, since_halt), "steps": steps,
         "graph": layout(plan), "workers": workers,
+        "spent": {**spent.as_json(), "money": spent.money(), "budget": snap.config.brakes.plan_budget_usd},
+        "paused": [pause.as_json() for _, pause in sorted(snap.pauses(utc_now()).items())],
     }
 
 
@@ -104,6 +118,7 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
         "diff": result_diff(queue, snap, step),
         "attempts": attempts(entries),
         "verdict": step.get("last_verdict"),
+        "spent": Spend.from_meta(step.get("usage")).describe() if step.get("usage") is not None else None,
         "handoff": handoff.decode("utf-8", "replace") if handoff else None,
         "manual": manual_checks(step.text),
         "history": [{k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")}
@@ -115,8 +130,8 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
 def attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every recorded attempt, newest first, with each run (name, result, seconds, detail)."""
     return [{"attempt": e["attempt"], "event": e["event"], "status": e["status"], "actor": e["actor"],
-             "time": e["time"],
-             "reason": e["reason"], "runs": e["runs"]} for e in entries if e["event"] in RECORDS]
+             "time": e["time"], "reason": e["reason"], "spent": runs_spend(e["runs"]).describe(),
+             "runs": [{**run, "spent": run_note(run)} for run in e["runs"]]} for e in entries if e["event"] in RECORDS]
 
 
 def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:

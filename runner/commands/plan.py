@@ -253,9 +253,13 @@ def status(target: Target, show_all: AllRows = False,
     if watch:
         render.watch(target, every)
         return
+    from runner.core.model import utc_now
+    from runner.queue.claims import pause_hold
+
     snap = _listed(target)
-    rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive)
-    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config))
+    rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive, pause_hold(snap, utc_now()))
+    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config),
+                        [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())])
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -268,7 +272,11 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
     step = snap.plan.find(step_id)
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
-    row = step_row(snap.plan, step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None)
+    from runner.core.model import utc_now
+    from runner.queue.claims import pause_hold
+
+    row = step_row(snap.plan, step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
+                   pause_hold(snap, utc_now()))
     if target.json:
         print_json({**row, "meta": step.meta, "text": step.text})
         return
@@ -276,6 +284,10 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
                 "claimed_at", "not_before", "last_error", "held_back", "path"):
         if row.get(key) not in (None, [], ""):
             typer.echo(f"{key + ':':<12} {row[key]}")
+    if step.get("usage") is not None:
+        from runner.core.usage import Spend
+
+        typer.echo(f"{'spent:':<12} {Spend.from_meta(step.get('usage')).describe()} (runner cost {step.id})")
     for problem in step.problems:
         typer.echo(f"problem:     {problem}")
     typer.echo("")
@@ -286,12 +298,15 @@ def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     """List the steps a worker could claim now.
 
     Best first, for a worker with these --tag values; then the ready steps held
-    back while a claimed step's `touches:` overlap theirs, each with why."""
+    back while a claimed step's `touches:` overlap theirs, or while an account they would spend
+    is paused by a provider's limit, each with why."""
     from runner.commands.render import print_ready, ready_rows
+    from runner.core.model import utc_now
+    from runner.queue.claims import pause_hold
 
     snap = _listed(target)
-    print_ready(snap.plan, ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive), target.branch, target.json,
-                show_all)
+    rows = ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive, pause_hold(snap, utc_now()))
+    print_ready(snap.plan, rows, target.branch, target.json, show_all)
 
 
 def _listed(target: Target):
@@ -302,8 +317,11 @@ def _listed(target: Target):
 
     queue = target.queue(one_shot=True)  # a listing reads a little and exits
     snap = queue.snapshot()
-    quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
-               warnings(snap.config))
+    from runner.core.model import utc_now
+
+    if not snap.pauses(utc_now()):  # a paused account holds steps back: the full listing says so, every time
+        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
+                   warnings(snap.config))
     return snap
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from runner.core.model import Step, parse_time, utc_now
 from runner.core.plan import Plan
+from runner.core.usage import Spend, plan_spend, run_note, runs_spend
 
 STATUS_STYLE = {
     "ready": "cyan",
@@ -51,9 +52,12 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{sign}{seconds}s"
 
 
-def step_row(plan: Plan, step: Step, holders: list[Step] | None = None) -> dict[str, Any]:
-    """A step as listings show it; `holders`: the claimed steps whose `touches:` may hold it back."""
+def step_row(plan: Plan, step: Step, holders: list[Step] | None = None,
+             paused: Callable[[Step], str | None] | None = None) -> dict[str, Any]:
+    """A step as listings show it; `holders`: the claimed steps whose `touches:` may hold it back;
+    `paused`: why a paused account holds it back (runner.queue.claims.pause_hold)."""
     status = plan.derived_status(step)
+    held = plan.held_back(step, holders) or (paused(step) if paused else None)
     return {
         "step": step.id,
         "title": step.title,
@@ -70,8 +74,9 @@ def step_row(plan: Plan, step: Step, holders: list[Step] | None = None) -> dict[
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),
         "last_error": step.get("last_error"),
-        "held_back": plan.held_back(step, holders) if status == "ready" else None,
+        "held_back": held if status == "ready" else None,
         "last_updated": step.get("last_updated"),
+        "usage": Spend.from_meta(step.get("usage")).as_json() if step.get("usage") is not None else None,
         "path": step.path,
         "problems": step.problems,
     }
@@ -202,9 +207,10 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(marked)
 
 
-def status_rows(plan: Plan, touches_exclusive: bool = True) -> list[dict[str, Any]]:
+def status_rows(plan: Plan, touches_exclusive: bool = True,
+                paused: Callable[[Step], str | None] | None = None) -> list[dict[str, Any]]:
     holders = plan.touch_holders() if touches_exclusive else None
-    return [step_row(plan, s, holders) for s in all_steps(plan)]
+    return [step_row(plan, s, holders, paused) for s in all_steps(plan)]
 
 
 def warnings(config) -> list[str]:
@@ -213,20 +219,27 @@ def warnings(config) -> list[str]:
 
 
 def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool,
-                 warned: list[str] | None = None) -> None:
+                 warned: list[str] | None = None, paused: list[dict[str, Any]] | None = None) -> None:
     if as_json:
-        print_json({"tip": tip, "halted": plan.halted, "warnings": warned or [], "steps": rows})
+        print_json({"tip": tip, "halted": plan.halted, "warnings": warned or [], "paused": paused or [],
+                    "spent": plan_spend(plan).as_json(), "steps": rows})
         return
     print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
+    for pause in paused or []:
+        sys.stdout.write(f"paused: account {pause['account']} until {pause['until']} ({pause['by']} on "
+                         f"{pause['step']}: {' '.join(pause['reason'].split())[:160]})\n")
+    if (spent := plan_spend(plan)).runs:
+        sys.stdout.write(f"spent: {spent.describe()} (runner cost)\n")
     if warned:
         sys.stdout.write("".join(f"warning: {w}\n" for w in warned))
 
 
-def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True) -> list[dict[str, Any]]:
+def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True,
+               paused: Callable[[Step], str | None] | None = None) -> list[dict[str, Any]]:
     """Every ready step a worker with `tags` may take, best first; those a claimed step's
-    `touches:` holds back say why (`held_back`)."""
+    `touches:` or a paused account holds back say why (`held_back`)."""
     holders = plan.touch_holders() if touches_exclusive else None
-    return [] if plan.halted else [step_row(plan, s, holders) for s in plan.ready(utc_now(), tags)]
+    return [] if plan.halted else [step_row(plan, s, holders, paused) for s in plan.ready(utc_now(), tags)]
 
 
 def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool) -> None:
@@ -259,8 +272,11 @@ def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> Non
                 lines.append(f"    reason: {' '.join(str(e['reason']).split())[:300]}")
             for run in e.get("runs") or []:
                 took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
-                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}"
+                spent = f" [{note}]" if (note := run_note(run)) else ""
+                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}{spent}"
                              + (f" ({run['detail']})" if run.get("detail") else ""))
+            if (spend := runs_spend(e.get("runs"))).runs:
+                lines.append(f"    spent: {spend.describe()}")
     sys.stdout.write("\n".join(lines) + "\n")
 
 

@@ -105,20 +105,23 @@ def workers(
     """List the workers from their heartbeats.
 
     Alive / late / gone, the step each holds, its last step
-    and outcome, ticks, uptime."""
+    and outcome, ticks, uptime; and the accounts a provider's limit paused (no worker starts
+    their commands until the reset)."""
     from runner.commands.render import age, console, print_json
-    from runner.core.model import parse_time
+    from runner.core.model import parse_time, utc_now
     from runner.queue.workers import forget, prunable, worker_rows
 
     queue = target.queue()
-    rows = worker_rows(queue.snapshot())
+    snap = queue.snapshot()
+    rows = worker_rows(snap)
+    paused = [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())]
     pruned = []
     if prune:
         pruned = [r["worker"] for r in prunable(rows)]
         forget(queue.store, {r["worker"]: r["commit"] for r in rows if r["worker"] in pruned})
         rows = [r for r in rows if r["worker"] not in pruned]
     if target.json:
-        print_json({"workers": rows, "pruned": pruned})
+        print_json({"workers": rows, "pruned": pruned, "paused": paused})
         return
     from rich.table import Table
 
@@ -136,5 +139,8 @@ def workers(
                       age(parse_time(r["started"])), f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "")
     out = console()
     out.print(table)
+    for pause in paused:
+        out.print(cell(f"account {pause['account']} paused until {pause['until']}: no worker starts its commands "
+                       f"({pause['by']} on {pause['step']}: {' '.join(pause['reason'].split())[:160]})"))
     for name in pruned:
         out.print(f"pruned {name}")

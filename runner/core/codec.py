@@ -24,6 +24,7 @@ from runner.core import jsonsafe
 from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES, clip_tail
 from runner.core.machine import Event, Kind
 from runner.core.model import format_time, parse_time
+from runner.core.usage import run_note
 
 PREFIX = "Runner-"
 _TRAILER_RE = re.compile(r"Runner-([A-Za-z][A-Za-z-]*): (.*)")
@@ -44,6 +45,7 @@ TRAILERS: tuple[tuple[str, str, str], ...] = (
     ("permanent", "Permanent", FLAG),
     ("hold", "Hold", FLAG),
     ("fault", "Fault", FLAG),
+    ("account", "Account", BARE),
     ("ignore_deps", "Ignore-Deps", FLAG),
     ("review", "Review", BARE),
     ("retry_at", "Retry-At", TIME),
@@ -107,7 +109,8 @@ def body_of(event: Event) -> str:
         for run in event.runs:
             took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
             detail = f": {one_line(run.get('detail'), 160)}" if run.get("detail") else ""
-            lines.append(f"- {one_line(run.get('name'), 80)}: {run.get('result')}{took}{detail}")
+            spent = f" [{one_line(note, 160)}]" if (note := run_note(run)) else ""
+            lines.append(f"- {one_line(run.get('name'), 80)}: {run.get('result')}{took}{spent}{detail}")
         parts.append("Runs:\n" + _indent("\n".join(lines)))
     return "\n\n".join(parts)
 

@@ -47,10 +47,21 @@ class Leases:
     backoff_cap: float = key(3600.0, v.duration, "the longest retry delay", '"1h"')
 
 
+OUTPUTS = ("text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider")  # runner.core.agentoutput
+_OUTPUT_DOC = ("how runner reads the command's output: text, or an agent CLI's machine-readable mode (claude-json, "
+               "codex-jsonl, gemini-json, opencode-jsonl, aider): its answer, tokens, money and limits")
+_ACCOUNT_DOC = ("the provider account the command spends: a usage limit it hits pauses every command of the account "
+                "(\"\": the command's program name)")
+_MODELS_DOC = "a model ladder for the {model} token: up one rung the attempt after a failing gate or verdict"
+
+
 @dataclass(frozen=True)
 class Harness:
     command: Words = key((), v.argv,
                          "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]")
+    output: str = key("text", v.choice(*OUTPUTS), _OUTPUT_DOC)
+    account: str | None = key(None, v.account, _ACCOUNT_DOC, '""')
+    models: Words = key((), v.models, _MODELS_DOC, "[]")
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,9 @@ class Role:
     timeout: float | None = key(None, v.optional_duration,
                                 "each run of this role lasts at most this long (\"none\": the step's timeout)",
                                 '"none"')
+    output: str = key("text", v.choice(*OUTPUTS), _OUTPUT_DOC)
+    account: str | None = key(None, v.account, _ACCOUNT_DOC, '""')
+    models: Words = key((), v.models, _MODELS_DOC, "[]")
 
 
 @dataclass(frozen=True)
@@ -89,6 +103,19 @@ class Brakes:
         "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or no "
         "answer) halts the queue (human_intervention:context_below_floor)",
         "[]")
+    step_budget_usd: float | None = key(
+        None, v.optional_money,
+        "US dollars a step's agent runs may spend across its attempts: past it the step waits for a person (review: "
+        "budget), never fails", '"none"')
+    step_budget_tokens: int | None = key(None, v.optional_count,
+                                         "tokens (in + out) a step's agent runs may spend; past it, as step_budget_usd",
+                                         '"none"')
+    plan_budget_usd: float | None = key(None, v.optional_money,
+                                        "US dollars the whole plan's agent runs may spend: past it the queue halts "
+                                        "(budget_exceeded:plan)", '"none"')
+    limit_wait: float = key(900.0, v.duration,
+                            "how long an account pauses after a usage or rate limit whose reset its CLI did not name",
+                            '"15m"')
 
 
 @dataclass(frozen=True)
@@ -134,7 +161,16 @@ class Hooks:
                                                   "pusher -> the worker ids they may act as", "{}")
 
 
-NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone")
+@dataclass(frozen=True)
+class Price:
+    input: float = key(0.0, v.price, "US dollars per million tokens sent (not read from a cache)")
+    output: float = key(0.0, v.price, "per million tokens received (reasoning included)")
+    cache_read: float | None = key(None, v.price, "per million tokens read from the provider's cache (default: input)",
+                                   "input")
+    cache_write: float | None = key(None, v.price, "per million tokens written to its cache (default: input)", "input")
+
+
+NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone", "paused")
 
 
 def _notice_events(value: Any) -> Words:
@@ -159,7 +195,7 @@ class Notify:
     events: Words = key(
         NOTICE_EVENTS, _notice_events,
         "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim "
-        "taken over)")
+        "taken over), paused (a provider's limit paused an account)")
     timeout: float = key(30.0, v.duration,
                          "a notice still running after this long is killed and logged; it never holds up a tick",
                          '"30s"')
@@ -191,6 +227,7 @@ class Config:
     worker: Worker = field(default_factory=Worker)
     hooks: Hooks = field(default_factory=Hooks)
     notify: Notify = field(default_factory=Notify)
+    prices: dict[str, Price] = field(default_factory=dict)  # model -> its price, for CLIs that report no money
     text: str = ""  # runner.toml as read
 
     @property
@@ -255,19 +292,36 @@ def _parse_roles(table: Any, where: str, problems: list[str], base: dict[str, Ro
     return {name: role for name, role in roles.items() if role.command}
 
 
+def _parse_prices(table: Any, where: str, problems: list[str]) -> dict[str, Price]:
+    if not isinstance(table, dict) or not all(isinstance(t, dict) for t in table.values()):
+        problems.append(f'{where} is a table of models: [prices."model-name"] input = 3.0, output = 15.0')
+        return {}
+    return {model: _parse_table(Price, prices, f"{where}.{model}", problems) for model, prices in table.items()}
+
+
+def _token_problems(config: Config, source: str) -> list[str]:
+    """A command that names {model} needs a ladder of models to fill it."""
+    tables = [("[harness]", config.harness.command, config.harness.models),
+              *((f"[roles.{name}]", role.command, role.models) for name, role in config.roles.items())]
+    return [f"{source}: {where} command uses {{model}} but the table sets no models = [...]"
+            for where, command, models in tables if any("{model}" in word for word in command) and not models]
+
+
 def _overlaid(config: Config, data: dict[str, Any], source: str, problems: list[str]) -> Config:
     changes: dict[str, Any] = {}
     for name, value in data.items():
         if name == "roles" and (source != "step" or isinstance(value, dict)):
             changes["roles"] = _parse_roles(value, f"{source}: [roles]" if source != "step" else "roles", problems,
                                             config.roles)
+        elif name == "prices" and source != "step":
+            changes["prices"] = _parse_prices(value, f"{source}: [prices]", problems)
         elif name in TABLES and (source != "step" or name in STEP_OVERRIDES):
             if source == "step" and not isinstance(value, dict):
                 continue
             where = f"{source}: [{name}]" if source != "step" else name
             changes[name] = _parse_table(TABLES[name], value, where, problems, getattr(config, name))
         elif source != "step":
-            problems.append(f"{source}: unknown table [{name}] (tables: {', '.join([*TABLES, 'roles'])})")
+            problems.append(f"{source}: unknown table [{name}] (tables: {', '.join([*TABLES, 'roles', 'prices'])})")
     return replace(config, **changes)
 
 
@@ -291,6 +345,7 @@ def parse_config(text: str | None, source: str = "runner.toml") -> Config:
         problems.append(
             f"{source}: [hooks] {', '.join(both)}: a pusher is a worker key (identities) or a person (people, admins), "
             "never both")
+    problems += _token_problems(config, source)
     if hooks.identities and not hooks.pusher_env:
         problems.append(
             f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name")
@@ -308,6 +363,8 @@ def step_override_problems(meta: dict[str, Any]) -> list[str]:
                 problems.append(f"{name} must be a table, as in runner.toml")
             else:
                 _overlaid(Config(), {name: meta[name]}, "step", problems)
+    if isinstance(meta.get("brakes"), dict) and "plan_budget_usd" in meta["brakes"]:
+        problems.append("brakes: plan_budget_usd is the plan's, set in runner.toml (a step sets step_budget_usd)")
     return problems
 
 
@@ -335,13 +392,15 @@ def default_toml() -> str:
     for role in ROLE_NAMES:
         skip = () if role == "review" else ("min_files", "boundaries")
         lines += ["# " + line if line else "" for line in _table_text(f"roles.{role}", Role, skip)]
+    lines += ["# Prices of models whose CLI reports tokens but no money (US dollars per million tokens):",
+              *("# " + line if line else "" for line in _table_text('prices."model-name"', Price))]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def schema_rows() -> list[tuple[str, str, str, str]]:
     """(table, key, default, meaning) for every key: docs/protocol.md is checked against it."""
     rows = []
-    for name, cls in [*TABLES.items(), ("roles.<role>", Role)]:
+    for name, cls in [*TABLES.items(), ("roles.<role>", Role), ("prices.<model>", Price)]:
         rows += [(name, spec.name, spec.metadata["toml"], spec.metadata["doc"]) for spec in fields(cls)]
     return rows
 

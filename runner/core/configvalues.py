@@ -115,3 +115,55 @@ def toml_literal(value: Any) -> str:
 
 
 # --- the tables -----------------------------------------------------------------------
+
+
+def optional_money(value: Any) -> float | None:
+    """US dollars, 0 or more; "none" for no limit."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 10**9:
+        raise ValueError(f'must be an amount of US dollars, 0 or more (or "none"), not {value!r}')
+    return float(value)
+
+
+def optional_count(value: Any) -> int | None:
+    """A whole number, 0 or more; "none" for no limit."""
+    if isinstance(value, str) and value.strip().lower() == "none":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f'must be a whole number, 0 or more (or "none"), not {value!r}')
+    return value
+
+
+def price(value: Any) -> float:
+    """US dollars per million tokens."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 10**6:
+        raise ValueError(f"must be US dollars per million tokens, 0 or more, not {value!r}")
+    return float(value)
+
+
+def choice(*names: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in names:
+            raise ValueError(f"must be one of {', '.join(names)}, not {value!r}")
+        return value
+
+    return parse
+
+
+def account(value: Any) -> str | None:
+    """An account name (letters, digits, . _ -), or "" for the command's program name."""
+    if value == "":
+        return None
+    import re
+
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", value):
+        raise ValueError(f"must be a name of letters, digits, '.', '_' or '-' (at most 64), not {value!r}")
+    return value
+
+
+def models(value: Any) -> tuple[str, ...]:
+    found = strings(value)
+    if any(not name.strip() or any(ord(c) < 32 for c in name) for name in found):
+        raise ValueError("each model is a non-empty name on one line")
+    return found

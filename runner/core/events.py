@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from runner.core.accounts import pause_after, pause_path
 from runner.core.codec import encode
 from runner.core.layout import HALT_FILE, NOTES_FILE, handoff_path
 from runner.core.limits import MAX_NOTES_BYTES
@@ -75,7 +76,17 @@ def allowed_paths(event: Event, step_path: str | None) -> set[str]:
         paths.add(handoff_path(step_path))
     if event.notes:
         paths.add(NOTES_FILE)
+    if event.account and event.kind == Kind.RELEASE:
+        paths.add(pause_path(event.account))
     return paths
+
+
+def pause_file(before: bytes | None, event: Event) -> tuple[str, bytes] | None:
+    """(path, bytes) of the account pause a release for a provider's limit writes, or None."""
+    if not (event.account and event.kind == Kind.RELEASE and event.retry_at):
+        return None
+    return pause_path(event.account), pause_after(before, event.account, event.retry_at, event.reason, event.actor,
+                                                  event.step)
 
 
 def halt_file(event: Event) -> bytes | None:

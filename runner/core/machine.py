@@ -14,9 +14,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from runner.core.accounts import is_account
 from runner.core.errors import RunnerError
+from runner.core.holding import attempt_of, failures_of, faults_in_a_row, holds, status_of
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, MAX_TEXT_BYTES, clip
 from runner.core.model import Status, format_time
+from runner.core.usage import Spend, runs_spend
 
 
 class Kind(StrEnum):
@@ -85,10 +88,12 @@ TABLE: dict[tuple[Status, Kind], tuple[Status, ...]] = {
 # (or could not say it is not).
 VERIFIER_HALT = "verifier_failed:"
 CONTEXT_HALT = "human_intervention:context_below_floor"
-WORKER_HALTS = (VERIFIER_HALT, CONTEXT_HALT)
+BUDGET_HALT = "budget_exceeded:"  # the plan's agent runs spent its [brakes] plan_budget_usd
+WORKER_HALTS = (VERIFIER_HALT, CONTEXT_HALT, BUDGET_HALT)
 
 # What a step in review waits for (the `review` key).
-REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED = "result", "deviation", "blocked"
+REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET = "result", "deviation", "blocked", "budget"
+REVIEWS = (REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET)
 
 
 class TransitionError(RunnerError):
@@ -115,9 +120,10 @@ class Event:
     retry_at: datetime | None = None  # fail / release: not before
     hold: bool = False  # complete, but a person must look (review did not run)
     fault: bool = False  # release: a fault of runner itself (a few in a row hold the step for a person)
-    review: str | None = None  # block: REVIEW_DEVIATION or REVIEW_BLOCKED
+    account: str | None = None  # release: a usage limit paused this account until retry_at (plans/pauses)
+    review: str | None = None  # block: REVIEW_DEVIATION, REVIEW_BLOCKED or REVIEW_BUDGET
     result: dict[str, Any] | None = None  # complete: branch, commit; approve: merge
-    metrics: dict[str, Any] | None = None  # scores / spent / last_verdict the holder carries across attempts
+    metrics: dict[str, Any] | None = None  # scores / spent / last_verdict / rung the holder carries across attempts
     ticked: tuple[str, ...] = ()  # complete: Automated checks whose boxes it ticks
     notes: str | None = None  # complete: lines appended to plans/NOTES.md, clipped to MAX_NOTES_APPEND_BYTES
     ignore_deps: bool = False  # claim by a person who runs a step before its dependencies
@@ -148,7 +154,7 @@ class Context:
     requires_approval: bool = False  # runner.toml [queue] requires_approval: a step's own value wins
 
 
-CARRIED = ("scores", "spent", "last_verdict")  # what a holder carries across attempts for the brakes
+CARRIED = ("scores", "spent", "last_verdict", "rung")  # what a holder carries across attempts for the brakes
 
 
 def person_event(event: Event) -> bool:
@@ -161,41 +167,8 @@ def person_event(event: Event) -> bool:
     return event.spec.person
 
 
-def status_of(meta: dict[str, Any]) -> Status:
-    return Status(meta.get("status") or "ready")
-
-
-def attempt_of(meta: dict[str, Any]) -> int:
-    return int(meta.get("attempt") or 0)
-
-
-def failures_of(meta: dict[str, Any]) -> int:
-    return int(meta.get("failures") or 0)
-
-
-def faults_in_a_row(meta: dict[str, Any]) -> int:
-    return int(meta.get("faults_in_a_row") or 0)
-
-
 def max_attempts_of(meta: dict[str, Any], context: Context) -> int:
     return int(meta.get("max_attempts") or context.max_attempts)
-
-
-def holds(meta: dict[str, Any], actor: str, attempt: int | None, incarnation: str | None = None) -> str | None:
-    """None when `actor` (and `incarnation`) still holds `attempt` of this step; else why not.
-    The one fence: the worker checks it before every publish, the hook on every holder event."""
-    status = status_of(meta)
-    if status != Status.CLAIMED:
-        return f"the step is {status}, not claimed"
-    if meta.get("assignee") != actor:
-        return f"the step is held by {meta.get('assignee')!r}, not {actor!r}"
-    if attempt is not None and attempt != attempt_of(meta):
-        return (f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record "
-                "anything")
-    held_by = (meta.get("holder") or {}).get("incarnation") if isinstance(meta.get("holder"), dict) else None
-    if incarnation and held_by and incarnation != held_by:
-        return f"the step is held by another incarnation of {actor} ({held_by})"
-    return None
 
 
 def transition(meta: dict[str, Any], event: Event, context: Context = Context()) -> dict[str, Any]:
@@ -210,8 +183,8 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
             f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
     if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
         raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
-    if event.fault and event.kind != Kind.RELEASE:
-        raise TransitionError("only a release gives a step back for a fault of runner itself")
+    if (event.fault or event.account) and event.kind != Kind.RELEASE:
+        raise TransitionError("only a release gives a step back for a fault of runner itself or a provider's limit")
     updates = _RULES[event.kind](meta, event, context)
     updates.setdefault("status", targets[0])
     assert updates["status"] in targets, (status, event.kind, updates["status"])  # the table is the truth
@@ -219,6 +192,10 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
         updates["faults_in_a_row"] = None  # the holder got through: runner's faults are no longer in a row
     if event.spec.holder and event.metrics:
         updates.update({k: event.metrics[k] for k in CARRIED if k in event.metrics})  # CARRIED's order, not the dict's
+    if event.spec.holder and meta.get("budget_waived"):
+        updates["budget_waived"] = None  # a person's go-ahead over the budget lasts one attempt
+    if event.spec.holder and (spent := runs_spend(event.runs)).runs:  # every recorded agent run of every attempt
+        updates["usage"] = Spend.from_meta(meta.get("usage")).plus(spent).as_meta()
     updates.update(last_updated=format_time(event.at), last_updated_by=event.actor)
     return updates
 
@@ -281,6 +258,9 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
 
 
 def _release(meta, event: Event, context: Context) -> dict[str, Any]:
+    if event.account and not (is_account(event.account) and event.retry_at):
+        raise TransitionError(f"a release that pauses an account names it ({event.account!r}: letters, digits, '.', "
+                              "'_', '-') and until when (Runner-Retry-At)")
     # A hand-back (a person's release, a shutdown, a runner error) spends no attempt; a fault
     # of runner itself is counted, so that a few in a row hold the step for a person.
     updates = {
@@ -334,8 +314,9 @@ def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
 
 
 def _block(meta, event: Event, context: Context) -> dict[str, Any]:
-    if event.review not in (REVIEW_DEVIATION, REVIEW_BLOCKED):
-        raise TransitionError(f"a block says why a person must decide: {REVIEW_DEVIATION} or {REVIEW_BLOCKED}")
+    if event.review not in (REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET):
+        raise TransitionError(f"a block says why a person must decide: {REVIEW_DEVIATION}, {REVIEW_BLOCKED} or "
+                              f"{REVIEW_BUDGET}")
     return {
         "status": Status.REVIEW,
         **_cleared_claim(),
@@ -348,6 +329,8 @@ def _block(meta, event: Event, context: Context) -> dict[str, Any]:
 
 def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     waiting = meta.get("review") or REVIEW_RESULT
+    if waiting == REVIEW_BUDGET:  # go on over the budget, for the next attempt only
+        return _over_budget(f"approved by {event.actor}: go on over the budget (for one attempt)")
     if waiting != REVIEW_RESULT:
         # A deviation or a blocked run: go ahead, for the next attempt only.
         return {"status": Status.READY, "review": None, "approved": True,
@@ -365,11 +348,17 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     return updates
 
 
+def _over_budget(why: str) -> dict[str, Any]:
+    return {"status": Status.READY, "review": None, "budget_waived": True, "last_error": why}
+
+
 def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
     if not event.reason:
         raise TransitionError("a rejection needs a reason (it is the feedback for the next attempt)")
     if event.permanent:
         return {"status": Status.FAILED, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
+    if meta.get("review") == REVIEW_BUDGET:
+        return _over_budget(f"decided by {event.actor} (over the budget, for one attempt): {event.reason}")
     if (meta.get("review") or REVIEW_RESULT) != REVIEW_RESULT:
         # The person decided the deviation: their words guide the next implement run.
         return {"status": Status.READY, "review": None, "approved": True,

@@ -91,6 +91,7 @@ INDEX_KEYS = frozenset((
     "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
     "touches",  # a claim compares a ready step's globs with every claimed step's
     "agent",  # `agent: self`: a worker's claim leaves it for an agent you run yourself
+    "usage",  # a plan's spend is the sum of its steps' (the plan budget, the listings)
 ))
 
 

@@ -162,9 +162,9 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
     StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback",
             _TEXT),
-    StepKey("review", RUNNER, "result / deviation / blocked", "in review: `result` (a change to approve), `deviation` "
-            "(orient), `blocked` (implement)",
-            _must(lambda v: v in ("result", "deviation", "blocked"), "result, deviation or blocked")),
+    StepKey("review", RUNNER, "result / deviation / blocked / budget", "in review: `result` (a change to approve), "
+            "`deviation` (orient), `blocked` (implement), `budget` (its agent runs spent the step's budget)",
+            _must(lambda v: v in ("result", "deviation", "blocked", "budget"), "result, deviation, blocked or budget")),
     StepKey("approved", RUNNER, "true or false", "a person decided a deviation or block: the next attempt goes ahead",
             _must(lambda v: isinstance(v, bool), "true or false")),
     StepKey("result", RUNNER, "a table", "`{branch, commit, merge}` of the step's change", _TABLE),
@@ -177,6 +177,13 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("spent", RUNNER, "seconds", "wall time spent across attempts (the step budget)",
             _must(lambda v: _is_number(v) and v >= 0, "a number of seconds")),
     StepKey("last_verdict", RUNNER, "a table", "the verifier's last verdict", _TABLE),
+    StepKey("usage", RUNNER, "a table", "what its agent runs spent, every attempt's: `{usd, input_tokens, "
+            "output_tokens, cache_read_tokens, cache_write_tokens, runs, unknown, unpriced, estimated}` (usd: an "
+            "estimate, of the runs whose money is known; unknown: runs whose CLI reported no usage)", _TABLE),
+    StepKey("rung", RUNNER, "a whole number", "its place on the roles' model ladders (`models`): up one after a "
+            "failing gate or verdict", _COUNT),
+    StepKey("budget_waived", RUNNER, "true", "a person let it go on over its budget: for its next attempt only",
+            _must(lambda v: v is True, "true")),
     StepKey("last_updated", RUNNER, "a time", "when the last event was recorded", _time),
     StepKey("last_updated_by", RUNNER, "text", "who recorded it", _TEXT),
 )

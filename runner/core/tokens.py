@@ -10,7 +10,7 @@ from collections.abc import Callable
 ROLE_TOKENS = (
     "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
     "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase", "context",
-    "scenario",
+    "scenario", "model",
 )
 
 

@@ -4,11 +4,12 @@ steps it may take, best first (priority, then id); and, when there is none, why.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
+from runner.core.accounts import held_by_pause
 from runner.core.machine import Kind
-from runner.core.model import Step, utc_now
+from runner.core.model import Step, format_time, utc_now
 from runner.core.plan import SELF_SERVE, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
@@ -21,6 +22,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     the only one that takes a step with `agent: self`."""
     plan = snap.plan
     holders = plan.touch_holders() if snap.config.queue.touches_exclusive else []  # touches: never run at once
+    paused = pause_hold(snap, now)  # a step that would run a paused account's command waits for its reset
     if step_id is not None:
         step = plan.steps.get(step_id)
         if step is not None and not barriers(snap, step, tags, ignore_deps, by_agent):
@@ -50,7 +52,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
     ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
-             if not plan.held_back(step, holders, by_agent))
+             if not plan.held_back(step, holders, by_agent) and not (paused and paused(step)))
     yield from spread_out(ready) if spread else ready
 
 
@@ -110,13 +112,33 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_dep
         summary += f"; {len(touching)} held back by touches (`runner ready` says why)"
     if for_agents := len(held) - len(touching):
         summary += f"; {for_agents} for an agent you run yourself (agent: self)"
+    if (paused := pause_hold(snap, now)) and (waiting := [s for s in plan.ready(now, tags) if paused(s)]):
+        accounts = ", ".join(f"{a} until {format_time(p.until)}" for a, p in sorted(snap.pauses(now).items()))
+        summary += f"; {len(waiting)} held back by a paused account ({accounts})"
     return f"nothing ready ({summary})"
 
 
 def held_back(snap: Snapshot, step: Step, by_agent: bool = False) -> str | None:
-    """Why a ready step is not for this claimer now (Plan.held_back), under this queue's runner.toml."""
-    return snap.plan.held_back(step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
-                               by_agent)
+    """Why a ready step is not for this claimer now: Plan.held_back (agent: self, touches) under
+    this queue's runner.toml, or an account it would spend that a provider's limit paused."""
+    touched = snap.plan.held_back(step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
+                                  by_agent)
+    paused = pause_hold(snap, utc_now())
+    return touched or (paused(step) if paused else None)
+
+
+def pause_hold(snap: Snapshot, now: datetime) -> Callable[[Step], str | None] | None:
+    """Why a step waits for a paused account (None when no account is paused): it would run a
+    command of that account (its implement or a role, under its own config)."""
+    pauses = snap.pauses(now)
+    if not pauses:
+        return None
+
+    def why(step: Step) -> str | None:
+        step = step.full()
+        return held_by_pause(snap.config.for_step(step.meta), step.get("run"), step.text, pauses)
+
+    return why
 
 
 def spread_out(ready: Iterable[tuple[Step, Kind, str | None]]):

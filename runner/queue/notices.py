@@ -3,7 +3,8 @@ process that published it (worker, CLI or board) hands it to the notifier, once:
 
 - needs-you: a step went to review (approval, a deviation, a block, a held review fault);
 - failed: a step failed for good, not by a person's hand;
-- halted: the queue halted (a person's halt, or a verifier that faulted);
+- halted: the queue halted (a person's halt, a verifier that faulted, the plan's budget spent);
+- paused: a provider's usage limit paused an account that was not paused (runner.core.accounts);
 - drained: the change left nothing to run (no step ready, claimed or waiting) where
   something was before it;
 - worker-gone: a worker's claim was taken over (it was gone while holding the step).
@@ -32,6 +33,7 @@ WHY_REVIEW = {
     "result": "its result waits for your approval",
     "deviation": "orient reported a major deviation",
     "blocked": "implement says it is blocked",
+    "budget": "its agent runs spent its budget",
 }
 _started: list[subprocess.Popen] = []  # notifiers not yet reaped
 
@@ -56,6 +58,8 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
 
     if event.kind == Kind.HALT:
         add("halted", f"the queue halted by {event.actor}: {reason}")
+    if event.account and event.account not in before.pauses(event.at):  # one notice a pause, not one a worker
+        add("paused", f"account {event.account} is paused by a provider's limit: {reason}")
     if event.kind == Kind.TAKEOVER and step is not None:
         add("worker-gone",
             f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over")

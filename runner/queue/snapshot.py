@@ -16,8 +16,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
+from runner.core.accounts import PAUSES_DIR, Pause, active_pauses
 from runner.core.codec import decode_beat
 from runner.core.config import Config
 from runner.core.errors import EXIT_BAD_INPUT
@@ -49,7 +51,7 @@ class Snapshot:
 
     def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None],
                  read_beats: Callable[[], dict[str, Beat]],
-                 fetched: bool = True):
+                 fetched: bool = True, read_pauses: Callable[[], dict[str, bytes]] | None = None):
         self.tip = tip
         self.fetched = fetched
         self.plan = plan
@@ -57,6 +59,14 @@ class Snapshot:
         self.tips = tips
         self._read_beats = read_beats
         self._beats: dict[str, Beat] | None = None
+        self._read_pauses = read_pauses
+        self._pause_files: dict[str, bytes] | None = None
+
+    def pauses(self, now: datetime) -> dict[str, Pause]:
+        """The accounts paused at `now` by a provider's limit (plans/pauses), read when first asked."""
+        if self._pause_files is None:
+            self._pause_files = self._read_pauses() if self._read_pauses else {}
+        return active_pauses(self._pause_files, now) if self._pause_files else {}
 
     @property
     def beats(self) -> dict[str, Beat]:
@@ -100,7 +110,14 @@ class Reader:
         if len(self._steps) >= len(plan.steps) + len(plan.invalid) + STALE_PARSES:
             self._prune(plan)
         tips = {branch: self.store.tip(branch) for branch in branches}
-        return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched)
+        return Snapshot(tip, plan, self.config_at(tip), tips, self.beats, fetched, lambda: self.pause_files(tip))
+
+    def pause_files(self, tip: str) -> dict[str, bytes]:
+        """plans/pauses at `tip`: file name -> bytes (nothing read when the folder is not there)."""
+        if self.store.tree_id(tip, PAUSES_DIR) is None:
+            return {}
+        return {entry.path.rsplit("/", 1)[-1]: self.store.read(entry.oid)
+                for entry in self.store.list_files(tip, PAUSES_DIR)[:256] if not entry.link}
 
     def config_at(self, tip: str) -> Config:
         return self.files.config(self.store.file_at(tip, CONFIG_FILE) or b"", f"{CONFIG_FILE} on {self.branch}")

@@ -12,14 +12,19 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from runner.core.accounts import Agent, agent_of
+from runner.core.agentoutput import read_output
 from runner.core.layout import without_repository_env
-from runner.core.model import Step
+from runner.core.model import Step, utc_now
+from runner.core.usage import Usage
 from runner.store import Store
 from runner.worker import executor, qa, worktrees
-from runner.worker.attempt import State
+from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.livelog import LiveOutput
@@ -115,9 +120,12 @@ class WorktreeActions:
             result = self.run("qa", state)
         finally:
             self.scenario = ""
+        if result is not None and result.limit is not None:
+            raise LimitReached(name, result)
         after = self.store.snapshot_worktree(self.worktree, self.base)[0]
         changed = sorted({c.path for c in self.store.diff_trees(before, after)}) if after != before else []
-        return qa.judge(name, scenario, result, changed)
+        judged = qa.judge(name, scenario, result, changed)
+        return replace(judged, usage=result.usage, model=result.model) if result is not None else judged
 
     def run(self, role: str, state: State) -> RunResult | None:
         argv = self.argv(role, state)
@@ -176,8 +184,17 @@ class WorktreeActions:
             "current_phase": lambda: current_phase(self.plan, step.id),
             "context": state.context,
             "scenario": scenario,
+            "model": self.model(role, state),
         }
         return tokens
+
+    def agent(self, role: str, state: State) -> Agent | None:
+        return agent_of(state.config, state.step.get("run"), role)
+
+    def model(self, role: str, state: State) -> str:
+        """The role's rung of its model ladder (`models`): the step's rung, or its top one."""
+        agent = self.agent(role, state)
+        return agent.models[min(state.rung, len(agent.models) - 1)] if agent and agent.models else ""
 
     def _diff(self) -> str:
         path = self.files / "change.diff"
@@ -191,6 +208,10 @@ class WorktreeActions:
             "RUNNER_ATTEMPT": str(state.attempt),
             "RUNNER_WORKER": self.worker,
             "RUNNER_WORKTREE": str(cwd),
+            # an agent CLI's own telemetry, attributed to the step, attempt and worker
+            "OTEL_RESOURCE_ATTRIBUTES": ",".join(filter(None, [
+                os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip(","), f"runner.step={state.step.id}",
+                f"runner.attempt={state.attempt}", f"runner.worker={quote(self.worker, safe='')}"])),
         }
 
     def timeout(self, state: State, role: str | None = None) -> float | None:
@@ -227,4 +248,22 @@ class WorktreeActions:
         if stdout and printed:
             with open(self.log_path, "a") as log:
                 log.write(printed)
+        if role is not None:
+            self.read(result, role, state, printed, written)
         return result
+
+    def read(self, result: RunResult, role: str, state: State, printed: str, written: str) -> None:
+        """An agent role's answer, usage (priced from [prices] when its CLI gave no money) and
+        limit, as its `output` reader reads them."""
+        agent = self.agent(role, state)
+        if agent is None:
+            return
+        ended = None if result.timed_out or result.cancelled or result.error else result.returncode
+        reading = read_output(agent.output, printed, written, result.stderr, ended, utc_now())
+        result.output = reading.answer
+        filled = self.model(role, state) or None
+        usage = reading.usage
+        if isinstance(usage, Usage):
+            usage = replace(usage, model=usage.model or filled).priced(state.config.prices)
+        result.usage, result.limit, result.account = usage, reading.limit, agent.account
+        result.model = usage.model if isinstance(usage, Usage) and usage.model else filled

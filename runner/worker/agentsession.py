@@ -18,6 +18,7 @@ from typing import Any
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE, handoff_path
 from runner.core.limits import KIB, clip
+from runner.core.usage import Spend, from_record
 from runner.worker.attempt import Run, State
 from runner.worker.prompts import prompt_text
 from runner.worker.report import HandIn, StepReport, TickResult
@@ -54,8 +55,8 @@ class Session:
         self.passes += 1
 
     def restore_runs(self) -> list[Run]:
-        return [Run(r.get("name", "?"), r.get("result", "not run"), r.get("seconds"), r.get("detail", ""))
-                for r in self.runs]
+        return [Run(r.get("name", "?"), r.get("result", "not run"), r.get("seconds"), r.get("detail", ""),
+                    from_record(r.get("usage")), r.get("model")) for r in self.runs]
 
 
 class Sessions:
@@ -109,7 +110,8 @@ def state_of(session: Session, step, config) -> State:
     return State(step=step, attempt=session.attempt, config=config, feedback=feedback,
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
                  implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
-                 resolves=session.resolves, context=session.context)
+                 resolves=session.resolves, context=session.context, usage_before=Spend.from_meta(step.get("usage")),
+                 rung=int(step.get("rung") or 0))
 
 
 def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts: tuple[str, ...] = ()) -> TickResult:

@@ -5,12 +5,14 @@ lists, the outcome it comes to, and the actions the pipeline asks of the world."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from runner.core.config import Config
 from runner.core.limits import MAX_TEXT_BYTES
 from runner.core.machine import Kind
 from runner.core.model import Step
+from runner.core.usage import UNKNOWN, Spend, Usage
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult
 from runner.worker.roles import Verdict
@@ -28,6 +30,14 @@ class ClaimLostDuringRun(Exception):
     """The claim went away while the step ran: nothing may be recorded."""
 
 
+class LimitReached(Exception):
+    """An agent run inside the gates (a QA scenario) ended on a provider's limit."""
+
+    def __init__(self, name: str, result: RunResult):
+        super().__init__(f"{name} hit a limit")
+        self.name, self.result = name, result
+
+
 MAX_FEEDBACK_BYTES = 4 * MAX_TEXT_BYTES  # what the next run of implement is told ({feedback}, {findings})
 
 
@@ -39,11 +49,17 @@ class Run:
     result: str  # pass | fail | not run
     seconds: float | None = None
     detail: str = ""
+    usage: Any = None  # an agent run's: a Usage, UNKNOWN, or None (a gate, a plain command)
+    model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "result": self.result, "detail": self.detail[:200]}
         if self.seconds is not None:
             data["seconds"] = round(self.seconds, 1)
+        if self.usage is not None:
+            data["usage"] = self.usage.record() if isinstance(self.usage, Usage) else UNKNOWN
+        if self.model:
+            data["model"] = self.model[:100]
         return data
 
 
@@ -57,6 +73,9 @@ class State:
     feedback: str = ""
     scores: list[float] = field(default_factory=list)
     spent_before: float = 0.0
+    usage_before: Spend = field(default_factory=Spend)  # what the step's agent runs spent in earlier attempts
+    plan_usd_before: float = 0.0  # what the plan's agent runs spent before this attempt (every step's)
+    rung: int = 0  # the step's place on the model ladders
     verdict: Verdict | None = None
     findings: str = ""
     gates: list[GateResult] = field(default_factory=list)
@@ -85,6 +104,9 @@ class Outcome:
     halt: str | None = None  # halt the queue with this reason (a verifier fault)
     fault: bool = False  # a release for a fault of runner itself
     rejected: bool = False  # a fail for good because the coder rejected the step (STEP_REJECTED)
+    retry_at: datetime | None = None  # a release for a provider's limit: not before its reset
+    account: str | None = None  # ...and the account it paused until then
+    escalate: bool = False  # a fail on evidence (a failing gate or verdict): the next attempt moves up the ladder
 
 
 class Actions(Protocol):

@@ -13,7 +13,9 @@ import time
 
 from filelock import Timeout
 
+from runner.core.model import utc_now
 from runner.queue.change import LostRace, PushRefused
+from runner.queue.claims import pause_hold
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
@@ -154,17 +156,19 @@ class Daemon:
             self.beat("idle")
 
     def drained(self) -> bool:
-        """No step is ready (even backing off) or running: nothing more can happen without a person
-        (or an agent you run yourself).
-        A queue that cannot be read now is not drained: a claim of ours may be left on it."""
+        """No step is ready (even backing off, but not waiting for a paused account's reset) or
+        running: nothing more can happen without a person, an agent you run yourself or the
+        reset. A queue that cannot be read now is not drained: a claim of ours may be left on it."""
         try:
-            plan = self.w.queue.snapshot().plan
+            snap = self.w.queue.snapshot()
         except NotInitialised:
             return True
         except StoreError:
             return False
+        plan = snap.plan
         if plan.halted:
             return True
+        paused = pause_hold(snap, utc_now())
         # a step for an agent you run yourself (agent: self) is never this worker's to run
-        return not any(plan.derived_status(s) == "claimed" or (plan.derived_status(s) == "ready" and not s.self_serve)
-                       for s in plan.steps.values())
+        return not any(status == "claimed" or status == "ready" and not s.self_serve and not (paused and paused(s))
+                       for s in plan.steps.values() if (status := plan.derived_status(s)) in ("ready", "claimed"))

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.worker import reaper
@@ -44,6 +44,11 @@ class RunResult:
     error: str | None = None  # the command could not start
     output: str = ""  # what it printed on stdout (or wrote to its {output} file)
     stderr: str = ""  # the tail of its stderr (with its stdout, when that is not kept apart)
+    # an agent role's run, read by its [harness]/[roles.*] `output` reader (runner.core.agentoutput):
+    usage: Any = None  # a Usage, UNKNOWN, or None (the command reports none)
+    model: str | None = None  # the model it ran, as it said or as {model} was filled
+    limit: Any = None  # the provider's limit it ended on (a runner.core.agentoutput.Limit), or None
+    account: str | None = None  # the account it spent
 
     @property
     def ok(self) -> bool:

@@ -34,6 +34,8 @@ class GateResult:
     seconds: float | None = None
     section: str | None = None  # "check" or "qa" for a checklist item
     label: str | None = None  # the checklist item as written
+    usage: Any = None  # a QA scenario's agent run: what it spent (runner.core.usage)
+    model: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"name": self.name, "result": self.result, "detail": self.detail}

@@ -12,6 +12,8 @@ for gates that fail after a clean implement exit.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runner.core.limits import MAX_TEXT_BYTES, clip
 from runner.core.machine import CONTEXT_HALT, REVIEW_BLOCKED, REVIEW_DEVIATION, VERIFIER_HALT, Kind
 from runner.worker.attempt import (
@@ -20,11 +22,13 @@ from runner.worker.attempt import (
     WHAT,
     Actions,
     ClaimLostDuringRun,
+    LimitReached,
     Outcome,
     Run,
     State,
     named,
 )
+from runner.worker.brakes import limited, over_budget
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult, gate_failure_feedback
 from runner.worker.roles import (
@@ -90,7 +94,10 @@ class _Pipeline:
     # -- helpers --
 
     def role(self, name: str, about: str = "") -> RunResult | None:
-        """Run a role (or implement) and put it on the record; stop on a lost claim or shutdown."""
+        """Run a role (or implement) and put it on the record; stop on a lost claim or shutdown,
+        on a spent budget (before it runs) and on a provider's limit (after)."""
+        if name != "context_floor" and (spent := over_budget(self.s)):
+            raise _Stop(spent)
         result = self.a.run(name, self.s)
         if self.a.lost():
             raise ClaimLostDuringRun(f"the claim of {self.s.step.id} attempt {self.s.attempt} was lost during {name}")
@@ -101,7 +108,10 @@ class _Pipeline:
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
             raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no "
                                                      "attempt spent)"))
-        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe()))
+        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe(),
+                               result.usage, result.model))
+        if result.limit is not None:
+            raise _Stop(limited(self.s, WHAT.get(name, name), result))
         return result
 
     def fault(self, name: str, result: RunResult) -> str:
@@ -129,20 +139,30 @@ class _Pipeline:
             if isinstance(checked, Outcome):
                 return checked
 
+    def gates(self) -> None:
+        if spent := over_budget(self.s):  # a QA scenario may run an agent
+            raise _Stop(spent)
+        try:
+            self.s.gates = self.a.gates(self.s)
+        except LimitReached as hit:
+            self.s.runs.append(Run(hit.name, FAIL, hit.result.duration, hit.result.describe(), hit.result.usage,
+                                   hit.result.model))
+            raise _Stop(limited(self.s, hit.name, hit.result)) from None
+
     def check(self) -> Outcome | str:
         """After a clean implement: the outcome, or the feedback of the next implement pass."""
-        self.s.gates = self.a.gates(self.s)
+        self.gates()
         for gate in self.s.gates:
             if gate.result != NOT_RUN:
-                self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail))
+                self.s.runs.append(Run(gate.name, gate.result, gate.seconds, gate.detail, gate.usage, gate.model))
             elif gate.detail.startswith(FAULT):  # a QA scenario [roles.qa] could not judge
-                self.s.runs.append(Run(gate.name, NOT_RUN, gate.seconds, gate.detail))
+                self.s.runs.append(Run(gate.name, NOT_RUN, gate.seconds, gate.detail, gate.usage, gate.model))
                 self.s.faults.append(gate.detail)
         failure = gate_failure_feedback(self.s.gates) or self.verify()
         self.budget()
         if failure:
             if self.s.fixes >= self.brakes.max_fix_attempts:
-                return Outcome(Kind.FAIL, reason=failure)
+                return Outcome(Kind.FAIL, reason=failure, escalate=True)
             self.s.fixes += 1
             self.s.feedback = clip(failure, MAX_FEEDBACK_BYTES)
             return self.s.feedback
@@ -155,7 +175,7 @@ class _Pipeline:
             return self.completed()
         if self.s.reviews >= self.brakes.max_review_attempts:
             return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): "
-                                             + "; ".join(critical)[:1000])
+                                             + "; ".join(critical)[:1000], escalate=True)
         self.s.reviews += 1
         self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical),
                                MAX_FEEDBACK_BYTES)
@@ -237,9 +257,9 @@ class _Pipeline:
                 why = str(exc)
         verdict = self.s.verdict if why is None else None
         # The record's run says what the verdict said, not only that the command exited 0.
-        self.s.runs[-1] = Run("verify", PASS if verdict and verdict.passed else FAIL, result.duration,
-                              f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict
-                              else why or "")
+        self.s.runs[-1] = replace(self.s.runs[-1], result=PASS if verdict and verdict.passed else FAIL,
+                                  detail=f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}"
+                                  if verdict else why or "")
         if why is not None:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
@@ -369,8 +389,8 @@ def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
         p.implement()
     p.s.roles.append(GateResult("resolve", PASS, how))
     p.s.roles = [r for r in p.s.roles if r.name != "verify"]  # the verdict that counts is this pass's
-    p.s.gates = p.a.gates(p.s)
-    p.s.runs += [Run(g.name, g.result, g.seconds, g.detail) for g in p.s.gates if g.result != NOT_RUN]
+    p.gates()
+    p.s.runs += [Run(g.name, g.result, g.seconds, g.detail, g.usage, g.model) for g in p.s.gates if g.result != NOT_RUN]
     failure = gate_failure_feedback(p.s.gates) or p.verify()
     p.budget()
     if failure:

@@ -10,9 +10,11 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from runner.core.accounts import AGENT_ROLES, agent_of
 from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
+from runner.core.usage import run_note
 from runner.queue.backoff import retry_at
 from runner.queue.change import ClaimLost, Published
 from runner.queue.merging import merge_update, step_branch_update
@@ -74,6 +76,10 @@ class Recorder:
             metrics["spent"] = round(state.spent_before + elapsed, 1)
         if state.verdict is not None:
             metrics["last_verdict"] = state.verdict.as_dict()
+        ladder = max((len(agent.models) for role in AGENT_ROLES
+                      if (agent := agent_of(state.config, state.step.get("run"), role))), default=0)
+        if outcome.escalate and outcome.kind == Kind.FAIL and state.rung < ladder - 1:
+            metrics["rung"] = state.rung + 1  # the next attempt runs the next model up: the evidence said fail
         failures = int(state.step.meta.get("failures") or 0)
         backoff = (failures + 1 if outcome.kind == Kind.FAIL
                    else faults_in_a_row(state.step.meta) + 1 if outcome.fault else None)
@@ -86,7 +92,8 @@ class Recorder:
             incarnation=self.incarnation,
             reason=outcome.hold or outcome.reason,
             permanent=outcome.permanent,
-            retry_at=retry_at(snap.config, backoff) if backoff else None,
+            retry_at=outcome.retry_at or (retry_at(snap.config, backoff) if backoff else None),
+            account=outcome.account,
             hold=bool(outcome.hold),
             fault=outcome.fault,
             review=outcome.review,
@@ -165,7 +172,7 @@ class Recorder:
             "Overrides": "\n".join(f"- {item}" for item in state.overrides),
             "Context from the caller": fence(state.context) if state.context.strip() else "",
             "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "")
-                              for r in event.runs),
+                              + (f" ({note})" if (note := run_note(r)) else "") for r in event.runs),
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
             "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",

@@ -24,6 +24,7 @@ from runner.core.errors import RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
 from runner.core.model import format_time, utc_now
+from runner.core.usage import Spend, plan_spend
 from runner.queue.change import ClaimLost, LostRace, Published, PushRefused, Skip
 from runner.queue.leases import holder_info, new_incarnation
 from runner.queue.queue import Queue
@@ -202,7 +203,9 @@ class Worker:
         config = snap.config.for_step(step.meta)
         state = State(step=step, attempt=attempt, config=config, feedback=str(step.meta.get("last_error") or ""),
                       scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
-                      spent_before=float(step.get("spent", 0) or 0), context=self.context)
+                      spent_before=float(step.get("spent", 0) or 0), context=self.context,
+                      usage_before=Spend.from_meta(step.get("usage")), rung=int(step.get("rung") or 0),
+                      plan_usd_before=plan_spend(snap.plan).usd)
         started = time.monotonic()
         self.running = f"{step_id} (attempt {attempt})"
         try:

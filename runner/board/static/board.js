@@ -164,8 +164,10 @@ function renderHome(data) {
     el("h2", {}, "Needs you", el("span", { class: "count" + (data.needs.length ? " hot" : "") }, data.needs.length)),
     needsList(data),
     el("h2", {}, "The plan", el("span", { class: "count" }, data.steps.length + " steps")),
+    spentCard(data.spent),
     el("div", { class: "grid2" }, graphCard(data.graph), stepsTable(data.steps)),
     el("h2", {}, "Workers", el("span", { class: "count" }, data.workers.length)),
+    pausedList(data.paused),
     workersTable(data.workers),
   );
   return true;
@@ -186,9 +188,42 @@ function needsList(data) {
   }));
 }
 
+function usd(value) { return "$" + Number(value).toFixed(4); }
+function kilo(n) { return n < 1000 ? String(n) : n < 1e6 ? (n / 1000).toFixed(1) + "k" : (n / 1e6).toFixed(2) + "M"; }
+
+// What the plan's agent runs spent: money is an estimate and says whose; tokens are as reported.
+function spentCard(spent) {
+  if (!spent || !spent.runs) return el("div", { class: "card pad muted", id: "plan-spent" }, "No agent usage recorded yet.");
+  const gaps = [spent.unknown ? spent.unknown + " unknown" : null, spent.unpriced ? spent.unpriced + " unpriced" : null].filter(Boolean);
+  return el("div", { class: "card pad spent", id: "plan-spent" },
+    el("b", {}, "Spent "), el("span", { class: "money" }, usd(spent.usd)), " ",
+    el("span", { class: "muted" }, spent.money.replace(/^\$[0-9.]+ /, "")),
+    ` · ${kilo(spent.input_tokens)} in, ${kilo(spent.output_tokens)} out · ${spent.runs} agent runs`,
+    gaps.length ? ` (${gaps.join(", ")})` : "",
+    spent.budget !== null && spent.budget !== undefined ? el("span", { class: "budget" }, ` · plan budget ${usd(spent.budget)}`) : null);
+}
+
+function pausedList(paused) {
+  if (!paused || !paused.length) return null;
+  return el("div", { class: "paused", id: "paused" }, paused.map(p => el("div", { class: "card need paused", "data-account": p.account },
+    el("div", {}, pill("paused")),
+    el("div", {},
+      el("div", { class: "what" }, `Account ${p.account} is paused until ${p.until}`),
+      el("div", { class: "why" }, `no worker starts its commands: ${p.by} hit a provider's limit on `, stepLink(p.step), `: ${p.reason}`),
+      el("div", { class: "since", title: p.until }, "resets " + until(p.until))))));
+}
+
+function until(when) {
+  const then = Date.parse(when);
+  if (isNaN(then)) return String(when);
+  const s = Math.round((then - Date.now()) / 1000);
+  if (s <= 0) return "now";
+  return "in " + (s < 3600 ? Math.round(s / 60) + "m" : s < 86400 ? Math.round(s / 3600) + "h" : Math.round(s / 86400) + "d");
+}
+
 function stepsTable(steps) {
   return el("div", { class: "card" }, el("table", { id: "steps" },
-    el("thead", {}, el("tr", {}, ["step", "title", "status", "assignee", "attempt", "depends on", "updated"].map(h => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["step", "title", "status", "assignee", "attempt", "depends on", "spent", "updated"].map(h => el("th", {}, h)))),
     el("tbody", {}, steps.map(s => el("tr", { "data-step": s.step, "data-status": s.status },
       el("td", { class: "id" }, stepLink(s.step)),
       el("td", { class: "title" }, s.title),
@@ -196,6 +231,8 @@ function stepsTable(steps) {
       el("td", {}, s.assignee || ""),
       el("td", { class: "num" }, s.attempt ?? ""),
       el("td", {}, s.depends_on.map((d, i) => [i ? ", " : "", stepLink(d)])),
+      el("td", { class: "num spent", title: s.usage ? `${kilo(s.usage.input_tokens)} in, ${kilo(s.usage.output_tokens)} out, ${s.usage.runs} runs` : "" },
+        s.usage ? usd(s.usage.usd) : ""),
       el("td", { class: "muted", title: s.since || "" }, ago(s.since)))))));
 }
 
@@ -236,7 +273,7 @@ function graphCard(graph) {
 function workersTable(workers) {
   if (!workers.length) return el("div", { class: "card pad muted" }, "No worker has beaten yet: start one with `runner worker --id NAME`.");
   return el("div", { class: "card" }, el("table", { id: "workers" },
-    el("thead", {}, el("tr", {}, ["worker", "liveness", "state", "host", "holds", "last step", "last beat"].map(h => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["worker", "liveness", "state", "host", "holds", "last step", "spent", "last beat"].map(h => el("th", {}, h)))),
     el("tbody", {}, workers.map(w => el("tr", { "data-worker": w.worker },
       el("td", { class: "id" }, w.worker),
       el("td", {}, pill(w.liveness)),
@@ -244,6 +281,7 @@ function workersTable(workers) {
       el("td", {}, w.host || ""),
       el("td", {}, w.step ? [stepLink(w.step), ` (attempt ${w.attempt})`] : ""),
       el("td", {}, w.last ? [stepLink(w.last.step), " ", w.last.outcome || ""] : ""),
+      el("td", { class: "num spent", title: w.spent ? w.spent.money : "" }, w.spent ? usd(w.spent.usd) + ` · ${w.spent.runs} runs` : ""),
       el("td", { class: "muted", title: w.last_beat || "" }, ago(w.last_beat)))))));
 }
 
@@ -260,7 +298,8 @@ function renderStep(data) {
       el("span", {}, el("b", {}, "attempt"), data.attempt ?? "-"),
       el("span", {}, el("b", {}, "failures"), data.failures ?? 0),
       el("span", {}, el("b", {}, "depends on"), data.depends_on.length ? data.depends_on.map((d, i) => [i ? ", " : "", stepLink(d)]) : "nothing"),
-      el("span", {}, el("b", {}, "updated"), data.since ? ago(data.since) : "-")),
+      el("span", {}, el("b", {}, "updated"), data.since ? ago(data.since) : "-"),
+      data.spent ? el("span", { id: "step-spent" }, el("b", {}, "spent"), data.spent) : null),
     data.last_error ? el("div", { class: "warn", id: "last-error" }, data.last_error) : null);
   const bar = el("div", { class: "bar", id: "actions" });
   const buttons = actionButtons(data.actions, data.step, (a) => reasonForm(bar, a, data.step));
@@ -315,13 +354,15 @@ function diffCard(diff) {
 function attemptsList(attempts) {
   if (!attempts.length) return el("div", { class: "card pad muted" }, "No attempt recorded yet.");
   return el("div", { id: "runs" }, attempts.map(a => el("div", { class: "card attempt", "data-attempt": a.attempt },
-    el("div", { class: "head" }, el("b", {}, `Attempt ${a.attempt}`), pill(a.status || a.event), el("span", { class: "muted" }, `${a.event} by ${a.actor} · ${ago(a.time)}`)),
+    el("div", { class: "head" }, el("b", {}, `Attempt ${a.attempt}`), pill(a.status || a.event), el("span", { class: "muted" }, `${a.event} by ${a.actor} · ${ago(a.time)}`),
+      a.spent && a.spent !== "no agent usage recorded" ? el("span", { class: "spent" }, a.spent) : null),
     a.reason ? el("div", { class: "reason" }, a.reason) : null,
     a.runs.length ? el("table", {},
-      el("thead", {}, el("tr", {}, ["run", "result", "took", "output"].map(h => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["run", "result", "took", "spent", "output"].map(h => el("th", {}, h)))),
       el("tbody", {}, a.runs.map(r => el("tr", {},
         el("td", {}, r.name), el("td", {}, pill(r.result)),
         el("td", { class: "num" }, r.seconds === undefined || r.seconds === null ? "" : r.seconds + "s"),
+        el("td", { class: "spent" }, r.spent || ""),
         el("td", {}, el("div", { class: "detail" }, r.detail || ""))))))
       : el("div", { class: "pad muted" }, "No runs listed."))));
 }
