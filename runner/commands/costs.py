@@ -15,7 +15,9 @@ By = Annotated[str, typer.Option("--by", help="Group by step (the default), work
 
 def cost(target: Target, step_id: Annotated[str | None, typer.Argument(help="Only this step.")] = None,
          by: By = "step") -> None:
-    """What the agent runs cost: tokens as each CLI reported them, money as an estimate that says
+    """Show what the agent runs cost.
+
+    Tokens as each CLI reported them, money as an estimate that says
     whose it is (reported by the CLI, or priced from runner.toml's [prices]), runs whose usage
     is unknown counted apart, never as zero. Read from the queue's history (every recorded run).
 

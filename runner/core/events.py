@@ -5,6 +5,7 @@ the files byte for byte.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,17 @@ def pause_file(before: bytes | None, event: Event) -> tuple[str, bytes] | None:
         return None
     return pause_path(event.account), pause_after(before, event.account, event.retry_at, event.reason, event.actor,
                                                   event.step)
+
+
+def side_files(event: Event, before: Callable[[str], bytes | None]) -> dict[str, bytes]:
+    """The queue's files a step event writes beside its step file and handoff: plans/NOTES.md
+    with its notes appended, an account's pause; `before(path)` reads a file as it was."""
+    files = {}
+    if (notes := notes_after(before(NOTES_FILE), event)) is not None:
+        files[NOTES_FILE] = notes
+    if event.account and (paused := pause_file(before(pause_path(event.account)), event)):
+        files[paused[0]] = paused[1]
+    return files
 
 
 def halt_file(event: Event) -> bytes | None:

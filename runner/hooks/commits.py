@@ -5,10 +5,9 @@ heard from by this server."""
 
 from __future__ import annotations
 
-from runner.core.accounts import pause_path
 from runner.core.codec import CodecError, decode, decode_beat, one_line
 from runner.core.errors import BadInput
-from runner.core.events import allowed_paths, context_for, halt_file, notes_after, pause_file, write_step_event
+from runner.core.events import allowed_paths, context_for, halt_file, side_files, write_step_event
 from runner.core.layout import (
     CONFIG_FILE,
     EMPTY_TREE,
@@ -127,12 +126,11 @@ class CommitCheck:
         if pushed != written.text.encode("utf-8"):
             problems.append(
                 f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}")
-        if event.notes and self.store.file_at(commit.id,
-                                              NOTES_FILE) != notes_after(self.store.file_at(parent, NOTES_FILE), event):
-            problems.append("plans/NOTES.md is not the notes file with the step's notes appended")
-        if event.account and (paused := pause_file(self.store.file_at(parent, pause_path(event.account)), event)) \
-                and self.store.file_at(commit.id, paused[0]) != paused[1]:
-            problems.append(f"{paused[0]} is not the account pause this release writes")
+        for side, text in side_files(event, lambda name: self.store.file_at(parent, name)).items():
+            if self.store.file_at(commit.id, side) != text:
+                what = ("the notes file with the step's notes appended" if side == NOTES_FILE
+                        else f"the account pause this {event.kind} writes")
+                problems.append(f"{side} is not {what}")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
         if not problems and (merge := (event.result or {}).get("merge")):

@@ -12,11 +12,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from runner.core.accounts import pause_path
 from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput
-from runner.core.events import allowed_paths, context_for, halt_file, notes_after, pause_file, write_step_event
+from runner.core.events import allowed_paths, context_for, halt_file, side_files, write_step_event
 from runner.core.layout import (
     CONFIG_FILE,
     DEFAULT_INTEGRATION_BRANCH,
@@ -152,10 +151,7 @@ class Queue:
         files: dict[str, bytes | None] = {step.path: written.text.encode("utf-8")}
         if handoff is not None and event.spec.handoff:
             files[handoff_path(step.path)] = handoff
-        if (notes := notes_after(self.store.file_at(snap.tip, NOTES_FILE), event)) is not None:
-            files[NOTES_FILE] = notes
-        if event.account and (paused := pause_file(self.store.file_at(snap.tip, pause_path(event.account)), event)):
-            files[paused[0]] = paused[1]
+        files.update(side_files(event, lambda path: self.store.file_at(snap.tip, path)))
         assert set(files) <= allowed_paths(event, step.path)
         return Change(files, written.message, event, written.status, written.updates, list(refs))
 
