@@ -4,10 +4,19 @@ and its docstring names the attack it repeats."""
 
 from __future__ import annotations
 
-from conftest import git
-from hooked import QUEUE, clone, refused, remote, template  # noqa: F401 - template and remote are fixtures
+import json
+
+from conftest import edit, git, runner, step_file
+from hooked import QUEUE, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
+from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TOUCHES
 from runner.queue.queue import author_for
 from runner.store import FORCE, RefUpdate
+
+
+def glob_bomb(last: str, segments: int = 60) -> list[str]:
+    """The attack's `touches:`: 64 globs of `**` and `a*` segments, the last one apart from the other step's."""
+    return ["/".join(("**" if k % 3 == 1 else f"a{n}*" if k == 0 else "a*") for k in range(segments)) + f"/{last}"
+            for n in range(MAX_TOUCHES)]
 
 
 def test_a_ref_named_like_a_folder_of_runners_refs_is_refused_with_its_reason(remote, tmp_path):
@@ -20,3 +29,21 @@ def test_a_ref_named_like_a_folder_of_runners_refs_is_refused_with_its_reason(re
                    ref="refs/heads/runner/steps")
     assert "hook failed" not in said and "UnboundLocalError" not in said
     assert git(remote, "rev-parse", "--verify", "-q", QUEUE)
+
+
+def test_a_glob_bomb_is_refused_by_the_hook_as_over_the_glob_bounds(queue, remote):
+    """Attack 2: two steps with 64 `touches:` globs of ~60 `**`/`a*` segments each; the hook accepted the plan
+    and every claim decision, `runner ready`, `status` and the board then spent half a minute of CPU."""
+    files = dict(step_file(step, touches=glob_bomb(last)) for step, last in (("01-bomb", "x"), ("02-bomb", "y")))
+    said = refused(remote, lambda: push_commit(queue, files, "add two glob bombs\n"),
+                   f"a glob has at most {MAX_GLOB_SEGMENTS}, and at most 4 `**`")
+    assert "01-bomb.md" in said
+
+
+def test_a_glob_bomb_already_on_a_queue_without_the_hook_is_an_invalid_step_no_claim_compares(queue_repo):
+    """Attack 2 on a queue without the hook: the bombs are invalid steps, never ready, never compared."""
+    edit(queue_repo, dict(step_file(step, touches=glob_bomb(last)) for step, last in (("01-bomb", "x"), ("02-bomb", "y"))))
+    assert json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"] == []
+    rows = {row["step"]: row for row in json.loads(runner(queue_repo, "status", "--json").stdout)["steps"]}
+    assert {rows[step]["status"] for step in ("01-bomb", "02-bomb")} == {"invalid"}
+    assert f"a glob has at most {MAX_GLOB_SEGMENTS}" in rows["01-bomb"]["problems"][0]

@@ -19,6 +19,9 @@ MAX_ARG_BYTES = 100 * KIB
 MAX_JSON_DEPTH = 20
 MAX_TOUCHES = 64
 MAX_GLOB_BYTES = 256
+MAX_GLOB_SEGMENTS = 16
+MAX_GLOB_STARS = 4
+MAX_TOUCH_SEGMENTS = 256
 MAX_CONTEXT_BYTES = 16 * KIB
 MAX_STDERR_TAIL_BYTES = 512
 
@@ -43,6 +46,10 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("globs in one step's `touches:` (each claim compares them with every claimed step's)", MAX_TOUCHES,
      "the step is invalid"),
     ("one of those globs", MAX_GLOB_BYTES, "the step is invalid"),
+    ("path segments of one glob", MAX_GLOB_SEGMENTS, "the step is invalid"),
+    ("`**` segments of one glob", MAX_GLOB_STARS, "the step is invalid"),
+    ("path segments of all of one step's globs (an overlap check costs theirs times a claimed step's)",
+     MAX_TOUCH_SEGMENTS, "the step is invalid"),
     ("the caller's context (`runner tick --context`)", MAX_CONTEXT_BYTES,
      "clipped before it reaches a prompt or the handoff"),
     ("the tail of a failing command's stderr in its fault", MAX_STDERR_TAIL_BYTES, "its last lines that fit"),
