@@ -5,7 +5,10 @@ and its docstring names the attack it repeats."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+import psutil
 
 from conftest import edit, git, runner, step_file, wait_for
 from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
@@ -51,8 +54,8 @@ def test_a_glob_bomb_already_on_a_queue_without_the_hook_is_an_invalid_step_no_c
     assert f"a glob has at most {MAX_GLOB_SEGMENTS}" in rows["01-bomb"]["problems"][0]
 
 
-def with_notify(command: list[str], urls: list[str] = ()) -> str:
-    text = DEFAULT_TOML.replace("detect = true", "detect = false")
+def with_notify(command: list[str], urls: list[str] = (), timeout: str = "30s") -> str:
+    text = DEFAULT_TOML.replace("detect = true", "detect = false").replace('timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice')
     return text.replace("[notify]\ncommand = []", f"[notify]\ncommand = {json.dumps(command)}").replace(
         "urls = []", f"urls = {json.dumps(list(urls))}")
 
@@ -92,3 +95,24 @@ def test_with_identities_only_an_admin_changes_notify(queue, remote, monkeypatch
                 "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
     accepted(push_commit(queue, {"runner.toml": (with_notify(["true"]) + IDENTITIES).encode()}, "notify\n", author="alice"))
+
+
+def test_a_notify_command_dies_at_its_timeout_with_every_process_it_started(queue_repo, tmp_path):
+    """Attack 9: a notify command's `setsid` child (its own session, out of the command's process group)
+    outlived the command's timeout."""
+    pids = tmp_path / "pids"
+    escape = (f'setsid sh -c \'echo $$ >> "{pids}"; exec sleep 600\' & '
+              f'until [ -s "{pids}" ]; do sleep 0.05; done; echo $$ >> "{pids}"; exec sleep 600')
+    edit(queue_repo, {"runner.toml": with_notify(["sh", "-c", escape], timeout="5s").encode()})
+    runner(queue_repo, "halt", "--reason", "lunch", "--by", "alice", env={"RUNNER_NOTIFY": "1"})
+    wait_for(lambda: "timed out (killed)" in notify_log(queue_repo))
+    started = [int(pid) for pid in pids.read_text().split()]
+    assert len(started) == 2  # the setsid child, then the command itself
+    assert wait_for(lambda: all(gone(pid) for pid in started), timeout=30)
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True

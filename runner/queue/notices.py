@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.layout import without_repository_env
 from runner.core.machine import Kind
+from runner.queue.processes import TAG
 from runner.store import StoreError
 
 if TYPE_CHECKING:
@@ -142,6 +143,7 @@ def send(store, settings, notices: list[dict[str, Any]]) -> None:
     log = store.state_dir / "logs" / "notify.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = without_repository_env(os.environ)
+    env.pop(TAG, None)  # its own lifetime (its timeout), not that of a step command that recorded the event
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
     for notice in notices:
         payload = json.dumps({"notice": notice, "log": str(log), "command": list(settings.command),
