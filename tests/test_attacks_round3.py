@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
+import pytest
 
-from conftest import edit, git, runner, step_file, wait_for
+from conftest import edit, git, review_remote, runner, start_board, step_file, stop, wait_for
 from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TOUCHES
@@ -116,3 +120,77 @@ def gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+# --- the board's edges (attacks 5, 6 and 7) ---------------------------------------------------------
+
+
+def ask(url: str, headers: dict | None = None, body: dict | None = None) -> tuple[int, str]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def fetches(trace: Path) -> int:
+    """The `git fetch` runs GIT_TRACE recorded for the board's process."""
+    return trace.read_text().count("built-in: git fetch") if trace.exists() else 0
+
+
+@pytest.fixture
+def board(tmp_path, monkeypatch):
+    """`runner board` on alice's clone of a hooked remote with one step, polling once an hour (so every
+    fetch after its start is one a request made), each git call it makes traced."""
+    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+    _, laptop = review_remote(tmp_path, (("01-a", {}),))
+    trace = tmp_path / "git-trace"
+    proc, url, _ = start_board(laptop, "--every", "3600", env={"GIT_TRACE": str(trace)})
+    yield {"base": url.split("#")[0], "token": url.split("#token=")[1], "trace": trace, "laptop": laptop}
+    stop(proc)
+
+
+def test_a_name_that_is_not_a_step_is_answered_404_before_any_git_call(board):
+    """Attack 5: the board passed a step id from the URL into a `git fetch` refspec (/api/steps/../../x answered 500)."""
+    base, before = board["base"], fetches(board["trace"])
+    for name in ("../../x", "..%2F..%2Fx", "x", "09-nope", "-x", "a..b"):
+        code, said = ask(base + "api/steps/" + name)
+        assert code == 404 and said.startswith('{"error":"error: '), (name, code, said)
+    act = {"Content-Type": "application/json", "X-Runner-Token": board["token"]}
+    for name in ("../../x", "09-nope"):
+        code, said = ask(base + "api/act", act, {"action": "retry", "step": name})
+        assert code == 404 and json.loads(said)["ok"] is False, (name, code, said)
+    assert fetches(board["trace"]) == before
+    assert ask(base + "api/steps/01-a")[0] == 200
+
+
+def test_many_requests_for_a_step_page_cost_one_fetch_a_poll_and_another_sites_page_reads_nothing(board):
+    """Attack 6: any web page's `<img src=http://127.0.0.1:PORT/api/steps/x>` ran a fetch per GET on the board's
+    one queue thread (50 of them made its own refresh take 9 s)."""
+    base, before = board["base"], fetches(board["trace"])
+    with ThreadPoolExecutor(10) as pool:
+        codes = list(pool.map(lambda _: ask(base + "api/steps/01-a")[0], range(50)))
+    assert codes == [200] * 50
+    assert fetches(board["trace"]) - before == 1  # the step's branches, once, for all fifty
+    for site, code in (("cross-site", 403), ("same-site", 403), ("same-origin", 200), ("none", 200)):
+        for path in ("api/state", "api/steps/01-a"):
+            assert ask(base + path, {"Sec-Fetch-Site": site})[0] == code, (site, path)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.2", "0.0.0.0"])
+def test_the_board_answers_only_its_own_names_on_any_address(tmp_path, monkeypatch, host):
+    """Attack 7: `--host 127.0.0.2` (a loopback address but the three listed) switched the Host guard off, so a
+    DNS-rebinding page could read the queue."""
+    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+    _, laptop = review_remote(tmp_path, (("01-a", {}),))
+    proc, url, _ = start_board(laptop, "--host", host)
+    try:
+        port = url.split("#")[0].rstrip("/").rsplit(":", 1)[1]
+        here = f"http://127.0.0.{2 if host == '127.0.0.2' else 1}:{port}/"
+        assert ask(here + "api/state", {"Host": f"evil.example:{port}"})[0] == 421
+        assert ask(here + "api/state", {"Host": f"127.0.0.1.evil.example:{port}"})[0] == 421
+        assert ask(here + "api/state")[0] == 200
+    finally:
+        stop(proc)
