@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import edit, git, review_remote, runner, start_board, step_file, stop, wait_for
+from conftest import ENV_PATH, add_step, edit, git, review_remote, runner, start_board, step_file, stop, wait_for
 from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TOUCHES
@@ -194,3 +196,31 @@ def test_the_board_answers_only_its_own_names_on_any_address(tmp_path, monkeypat
         assert ask(here + "api/state")[0] == 200
     finally:
         stop(proc)
+
+
+# --- a reader that stops early (attack 8) -------------------------------------------------------------
+
+
+def piped_into_a_closed_reader(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    """`runner ARGS | head -0`: the reader is gone before runner writes, and what runner writes is more than a
+    pipe holds, so its writes fail however the two processes are scheduled."""
+    proc = subprocess.Popen([sys.executable, "-m", "runner", *args, "--repo", str(repo)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV_PATH)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    return subprocess.CompletedProcess(args, proc.returncode, "", err.decode())
+
+
+def test_output_into_a_reader_that_went_away_ends_quietly_as_a_unix_tool_does(queue_repo):
+    """Attack 8: `runner work ... | head` and `runner show ... | head` ended in "runner failed unexpectedly
+    (BrokenPipeError)"; the fast path's `runner status | head` too."""
+    body = "A line of the step's instructions, repeated so that its text is more than a pipe holds.\n" * 2000
+    add_step(queue_repo, "01-big", "Big", body=body)
+    for n in range(2, 40):
+        add_step(queue_repo, f"{n:02d}-step", "A title long enough to fill a pipe with forty of them " * 40)
+    runner(queue_repo, "status", "--json")  # the fast path answers the next one from what this saved
+    for args in (("show", "01-big"), ("status", "--json"), ("work", "01-big", "--id", "agent-1")):
+        done = piped_into_a_closed_reader(queue_repo, *args)
+        assert (done.returncode, done.stderr) == (141, ""), (args, done.returncode, done.stderr)
+    runner(queue_repo, "release", "01-big", "--id", "agent-1", "--reason", "done looking")  # its keeper ends with it

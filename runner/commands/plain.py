@@ -47,6 +47,8 @@ def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], .
         return 0
     except passthrough:
         raise
+    except BrokenPipeError:
+        return closed_pipe()
     except BadInput as exc:
         if len(exc.problems) == 1:
             say(f"error: {exc.problems[0]}")
@@ -58,6 +60,19 @@ def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], .
         return exc.exit_code
     except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         return report_bug(exc)
+
+
+EXIT_CLOSED_PIPE = 128 + 13  # what a shell sees of a Unix tool that SIGPIPE ended
+
+
+def closed_pipe() -> int:
+    """What reads runner's output went away (`runner show STEP | head`): end quietly, as a Unix
+    tool does, with nothing more written to the closed pipe (not even at exit)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_CLOSED_PIPE
 
 
 def say(line: str) -> None:
