@@ -16,10 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ENV_PATH, add_step, edit, git, review_remote, runner, start_board, step_file, stop, wait_for
+from conftest import ENV_PATH, add_step, edit, git, review_remote, runner_json, set_config, tick, runner, start_board, step_file, stop, wait_for
 from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
 from runner.core.config import DEFAULT_TOML
-from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TOUCHES
+from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TEXT_BYTES, MAX_TOUCHES
 from runner.queue.queue import author_for
 from runner.store import FORCE, RefUpdate
 
@@ -224,3 +224,26 @@ def test_output_into_a_reader_that_went_away_ends_quietly_as_a_unix_tool_does(qu
         done = piped_into_a_closed_reader(queue_repo, *args)
         assert (done.returncode, done.stderr) == (141, ""), (args, done.returncode, done.stderr)
     runner(queue_repo, "release", "01-big", "--id", "agent-1", "--reason", "done looking")  # its keeper ends with it
+
+
+# --- earlier fixes, now repeated (attack 10) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("reasons", [["y" * 5_000_000], ["y" * 250_000] * 20, ["y" * 1000] * 5000],
+                         ids=["one-5-MB-reason", "twenty-of-250-KB", "five-thousand-of-1-KB"])
+def test_a_verifiers_five_megabytes_of_reasons_are_clipped_in_last_verdict_as_in_last_error(queue_repo, tmp_path, reasons):
+    """Attack 10: a verifier prints 5 MB of `reasons`; what the step file keeps of the verdict (last_verdict) is
+    bounded as last_error is, however the megabytes are split."""
+    verdict = tmp_path / "verdict.py"
+    verdict.write_text("import json, sys\n"
+                       f"json.dump({{'pass': False, 'score': 0.1, 'reasons': {reasons!r}, 'next_hint': 'h' * 3_000_000}}, sys.stdout)\n")
+    set_config(queue_repo, detect=False, max_attempts=1, max_fix_attempts=0, verifier=[sys.executable, str(verdict)])
+    add_step(queue_repo, "01-a")
+    assert tick(queue_repo)["sentinel"] == "STEP_FAILED"
+    meta = runner_json(queue_repo, "show", "01-a")["meta"]
+    kept = meta["last_verdict"]
+    assert kept["pass"] is False and kept["reasons"] and kept["reasons"][0].startswith("y")
+    text = "".join(kept["reasons"]) + kept.get("next_hint", "")
+    assert len(text.encode()) <= MAX_TEXT_BYTES, len(text.encode())
+    assert len(meta["last_error"].encode()) <= MAX_TEXT_BYTES
+    assert runner(queue_repo, "validate").returncode == 0

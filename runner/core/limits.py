@@ -32,6 +32,8 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("one carried text: a reason, `last_error`, a run's detail", MAX_TEXT_BYTES,
      "clipped where an event is made (head and tail kept, the cut said)"),
     ("a verdict's reason or next_hint", MAX_TEXT_BYTES // 4, "clipped as it is read; 20 reasons at most"),
+    ("a verdict's reasons and next_hint together (the step's `last_verdict`)", MAX_TEXT_BYTES,
+     "the reasons that fit are kept, and a line says how many more there were"),
     ("a queue commit's message", MAX_EVENT_BYTES, "the hook refuses more"),
     ("a heartbeat commit's message", MAX_HEARTBEAT_BYTES,
      "the hook refuses more, and a heartbeat whose parent is not the one it replaces"),
