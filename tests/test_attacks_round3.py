@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ENV_PATH, add_step, edit, git, review_remote, runner_json, set_config, tick, runner, start_board, step_file, stop, wait_for
+from conftest import ENV_PATH, add_step, edit, git, memory_queue, review_remote, runner_json, set_config, tick, runner, start_board, step_file, stop, wait_for
 from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TEXT_BYTES, MAX_TOUCHES
@@ -247,3 +247,74 @@ def test_a_verifiers_five_megabytes_of_reasons_are_clipped_in_last_verdict_as_in
     assert len(text.encode()) <= MAX_TEXT_BYTES, len(text.encode())
     assert len(meta["last_error"].encode()) <= MAX_TEXT_BYTES
     assert runner(queue_repo, "validate").returncode == 0
+
+
+class FakeClock:
+    """The publish loop's clock and sleep (runner.queue.queue, runner.queue.backoff): seconds pass only when
+    the test says, so the deferral's bound is a count of the claimer's tries, never the machine's speed."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_an_honest_claim_lands_within_a_bounded_deferral_beside_a_loop_of_legal_claims_and_releases(tmp_path, monkeypatch):
+    """Attack 10: a worker loops legal claim/release of one step, faster than an honest worker's claim of another
+    takes; the honest claim waited while the queue moved faster than it could claim, for ever."""
+    from runner.core.machine import Kind
+    from runner.queue import backoff
+    from runner.queue import queue as queue_module
+    from runner.queue.backoff import MAX_DEFERRAL
+    from runner.queue.leases import holder_info, new_incarnation
+    from runner.queue.queue import Queue
+
+    clock = FakeClock()
+    monkeypatch.setattr(queue_module, "time", clock)
+    monkeypatch.setattr(backoff, "time", clock)
+    attacker = memory_queue(tmp_path, {"01-bait": {}, "02-work": {}})
+    store, rounds, attacking = attacker.store, [], [False]
+
+    def loop(times: int) -> None:
+        """`times` rounds of the attacker's loop: a claim and a release, each a legal event, 10 ms a round."""
+        attacking[0] = True
+        try:
+            for _ in range(times):
+                incarnation = new_incarnation("evil")
+                attacker.claim("evil", incarnation, holder_info(), step_id="01-bait")
+                attacker.event("01-bait", Kind.RELEASE, "evil", incarnation=incarnation, reason="again")
+                clock.now += 0.01
+                rounds.append(clock.now)
+        finally:
+            attacking[0] = False
+
+    fetch, publish = store.fetch, store.publish
+    pushes: list[float] = []
+
+    def honest_fetch(branches, heartbeats=False):  # the attacker's rounds land while the honest worker reads
+        if not attacking[0]:
+            loop(5)
+        return fetch(branches, heartbeats)
+
+    def honest_publish(updates):  # an honest attempt takes 100 ms; the attacker's round lands inside the first
+        if attacking[0]:
+            return publish(updates)
+        pushes.append(clock.now)
+        if len(pushes) == 1:
+            loop(1)
+        clock.now += 0.1
+        return publish(updates)
+
+    monkeypatch.setattr(store, "fetch", honest_fetch)
+    monkeypatch.setattr(store, "publish", honest_publish)
+    honest = Queue(store)
+    claimed = honest.claim("honest", new_incarnation("honest"), holder_info(), step_id="02-work")
+    assert claimed.change.event.step == "02-work" and claimed.change.event.actor == "honest"
+    assert honest.races_lost == 1 and len(pushes) == 2  # it lost the race the attacker won, waited, then pushed once
+    deferred = [when for when in rounds if pushes[0] < when < pushes[1]]
+    assert len(deferred) >= 10  # the attacker's rounds it waited through, reading, not pushing
+    assert pushes[1] - pushes[0] <= MAX_DEFERRAL + 1.0 + 0.5  # the bound, one backoff (at most 1 s) and the reads between
