@@ -9,10 +9,17 @@ import sys
 
 def main() -> None:
     try:
-        _main(sys.argv[1:])
+        try:
+            _main(sys.argv[1:])
+        finally:
+            sys.stdout.flush()  # here, where a reader that went away is handled, not at exit
     except KeyboardInterrupt:  # Ctrl-C before a command has its own handler (while importing, say): quiet, as git is
         sys.stderr.write("\n")
         sys.exit(130)
+    except BrokenPipeError:  # `runner status | head` (the fast path prints outside any command's handler)
+        from runner.commands.plain import closed_pipe
+
+        sys.exit(closed_pipe())
 
 
 def _main(args: list[str]) -> None:

@@ -464,6 +464,30 @@ def test_a_hand_in_whose_merge_conflicts_is_left_to_the_agent_to_resolve_and_spe
     assert record["Attempt"] == "1" and any(run["name"] == "resolve" for run in json.loads(record["Runs"]))
 
 
+def test_a_hand_in_that_leaves_part_of_a_conflict_is_refused_and_nothing_is_recorded(tmp_path):
+    """Attack 3 (issue 48) on `runner submit`: the agent deletes only the <<<<<<< and >>>>>>> lines of the
+    conflict left in its worktree, and hands in ======= with both sides; nothing may be recorded."""
+    bare, (agent_clone, worker_clone) = served_plan(tmp_path)
+    add_step(agent_clone, "03-c", "Other", run=["sh", "-c", "echo worker > shared.txt"])
+    worktree = Path(runner_json(agent_clone, "work", "01-a", "--id", "agent-1")["worktree"])
+    (worktree / "out.txt").write_text("hello\n")
+    (worktree / "shared.txt").write_text("agent\n")
+    assert runner_json(worker_clone, "tick", "--id", "w1", "--step", "03-c")["sentinel"] == "STEP_COMPLETE"
+    assert runner(agent_clone, "submit", "01-a", "--id", "agent-1", check=False).returncode == 1  # the conflict
+    text = (worktree / "shared.txt").read_text()
+    (worktree / "shared.txt").write_text("".join(line for line in text.splitlines(True) if not line.startswith(("<<<<<<<", ">>>>>>>"))))
+    integration = git(bare, "rev-parse", "runner/integration")
+    half = runner(agent_clone, "submit", "01-a", "--id", "agent-1", "--json", check=False)
+    assert half.returncode == 1, half.stdout
+    said = json.loads(half.stdout.strip().splitlines()[-1])
+    assert said["outcome"] == "resolve" and "Conflict markers are left in shared.txt" in said["feedback"], said
+    assert git(bare, "rev-parse", "runner/integration") == integration
+    assert [e for e in events(bare) if e[1] == "01-a"] == [("claim", "01-a", "agent-1")]
+    (worktree / "shared.txt").write_text("agent\nworker\n")
+    assert "Final frontmatter status: done" in runner(agent_clone, "submit", "01-a", "--id", "agent-1").stdout
+    assert git(bare, "show", "runner/integration:shared.txt") == "agent\nworker"
+
+
 def test_work_takes_the_callers_context_into_the_prompt_and_the_handoff(tmp_path):
     bare, (agent_clone, _) = served_plan(tmp_path)
     claimed = runner_json(agent_clone, "work", "01-a", "--id", "agent-1", "--context", "the customer wants it in French")

@@ -199,7 +199,7 @@ def test_with_identities_only_an_admin_changes_the_branch_names_or_hooks(remote:
                     text.replace('key-b = ["w2"]', 'key-b = ["w2", "w1"]')):
         edit = lambda: push_commit(queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob")
         with pushing_as("bob"):
-            refused(remote, edit, "only [hooks] admins may change [hooks] or the branch names (pusher 'bob')")
+            refused(remote, edit, "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
         with pushing_as("key-a"):
             refused(remote, edit, "only people edit the plan: pusher 'key-a' is a worker key")
     with pushing_as("alice"):

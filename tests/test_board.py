@@ -86,7 +86,9 @@ def drained(tmp_path_factory, worker_id):
             with pytest.MonkeyPatch.context() as env:
                 env.setenv("RUNNER_PUSHER", "alice")
                 bare, _ = review_remote(made, STEPS, notify=NOTIFY)
-                drain(worker_clone(bare, made / "host-b"))
+                host_b = worker_clone(bare, made / "host-b")
+                git(host_b, "config", "runner.notify", "true")  # the worker's host sends [notify]'s notices
+                drain(host_b)
             (made / "made").touch()
     return made
 

@@ -126,6 +126,30 @@ def test_a_resolver_that_leaves_markers_fails_the_attempt_and_nothing_is_merged(
     assert [(run["name"], run["result"]) for run in runs_of(failed)] == [("implement", "pass"), ("resolve", "fail")]
 
 
+@pytest.mark.parametrize("style, deleted", [("merge", "<>"), ("diff3", "<>"), ("diff3", "<=>")],
+                         ids=["leaves-the-separator", "leaves-the-base-section", "leaves-only-the-base-marker"])
+def test_a_resolver_that_deletes_only_some_markers_fails_the_attempt_and_nothing_is_merged(queue_repo, tmp_path, style,
+                                                                                            deleted):
+    """Attack 3 (issue 48): a resolver deletes only the <<<<<<< and >>>>>>> lines (or the ======= too, in
+    git's diff3 style), leaving the rest of the conflict and both sides; the record merged it."""
+    git(queue_repo, "config", "merge.conflictStyle", style)
+    script = "; ".join(f"/^{char * 7}/d" for char in deleted)
+    edit(queue_repo, {"runner.toml": config(resolver=["sed", "-i", script, "shared.txt"])})
+    report = overtaken(queue_repo, tmp_path)
+    assert report["sentinel"] == "STEP_FAILED" and "conflict markers in shared.txt" in report["reason"], report
+    assert lines_merged(queue_repo) == ["second"]
+
+
+def test_a_marker_like_line_that_both_sides_already_held_is_kept_by_a_resolved_merge(queue_repo, tmp_path):
+    """Attack 3's fix must not refuse a file that legitimately holds ======= (a reST underline) on both sides."""
+    edit(queue_repo, {"runner.toml": config(resolver=RESOLVER)})
+    add_step(queue_repo, "00-title", run=["sh", "-c", "printf 'Title\n=======\n' > shared.txt"])
+    assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
+    report = overtaken(queue_repo, tmp_path)
+    assert report["sentinel"] == "STEP_COMPLETE", report
+    assert lines_merged(queue_repo) == ["Title", "=======", "first", "second"]
+
+
 def test_with_no_resolve_passes_a_conflict_fails_the_attempt_as_before(queue_repo, tmp_path):
     edit(queue_repo, {"runner.toml": config(max_resolve_attempts=0)})
     report = overtaken(queue_repo, tmp_path)

@@ -190,7 +190,7 @@ def test_a_worker_key_cannot_record_person_events_and_a_persons_key_can(hosts):
 def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
     bare, clones = hosts
     changed = CONFIG.replace(*change).encode()
-    for pusher, reason in (("key-a", "only people edit the plan"), ("bob", "only [hooks] admins may change [hooks] or the branch names")):
+    for pusher, reason in (("key-a", "only people edit the plan"), ("bob", "only [hooks] admins may change [hooks], [notify] or the branch names")):
         before = tip(bare)
         with pytest.raises(PushRefused) as info:
             queue_of(clones, pusher).edit(lambda snap: {"runner.toml": changed}, "change runner.toml", pusher)
@@ -263,3 +263,17 @@ def test_a_worker_keys_record_and_next_claim_pass_in_one_push_over_ssh(hosts):
     steps = queue_of(clones, "bob").snapshot().plan.steps
     assert {step: steps[step].status for step in ("a1", "f1", "r1", "r2", "t1")} == {
         "a1": "done", "f1": "done", "r1": "review", "r2": "ready", "t1": "ready"}
+
+
+def test_a_strangers_ref_that_would_block_runners_refs_is_refused_for_that_before_any_identity_check(hosts):
+    """Attack 10 (issue 48): a stranger's key pushes refs/heads/runner/steps over ssh; the hook must
+    refuse it as a clash with runner's refs, with that reason, whoever pushes."""
+    bare, clones = hosts
+    stranger = queue_of(clones, "carol").store
+    junk = stranger.make_commit([], {"junk.txt": b"x\n"}, "block the step branches\n", author_for("carol"))
+    outcome = stranger.publish([RefUpdate("refs/heads/runner/steps", junk, FORCE)])
+    assert isinstance(outcome, Refused), outcome
+    said = str(outcome)
+    assert "refs/heads/runner/steps: named like a folder of runner's refs" in said, said
+    assert "carol" not in said and "hook failed" not in said  # judged as a clash, not as who pushed
+    assert tip(bare, "refs/heads/runner/steps") is None

@@ -15,12 +15,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import (WORKER_ENV, add_step, edit, queue_history, review_remote, runner, start_worker, step_file, tick, wait_for,
+from conftest import (WORKER_ENV, add_step, edit, git, queue_history, review_remote, runner, start_worker, step_file, tick, wait_for,
                       worker_clone)
 from runner.core.config import DEFAULT_TOML
 
 
 def configure(repo: Path, command: list[str] | None = None, urls: list[str] | None = None, timeout: str = "30s", extra: str = "") -> None:
+    """[notify] on the queue, and this clone opted in to run it (its own git config says so)."""
+    git(repo, "config", "runner.notify", "true")
     text = DEFAULT_TOML.replace("detect = true", "detect = false")
     text = text.replace("[notify]\ncommand = []", f"[notify]\ncommand = {json.dumps(command or [])}")
     text = text.replace("urls = []", f"urls = {json.dumps(urls or [])}").replace('timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice')
@@ -51,7 +53,7 @@ def test_each_event_is_notified_once_by_the_process_that_records_it(tmp_path, mo
              ("04-d", {}), ("05-e", {"depends_on": ["04-d"]}))
     bare, laptop = review_remote(tmp_path, steps, notify=appender(told), extra_toml='key-c = ["w3"]\n')  # in [hooks.identities]
     envs = {**WORKER_ENV, "w3": {"RUNNER_PUSHER": "key-c"}}
-    workers = [start_worker(worker_clone(bare, tmp_path / f"host-{w}"), w, "--once", env=envs[w]) for w in ("w1", "w2", "w3")]
+    workers = [start_worker(worker_clone(bare, tmp_path / f"host-{w}"), w, "--once", "--notify", env=envs[w]) for w in ("w1", "w2", "w3")]
     for proc in workers:
         assert proc.wait(timeout=300) == 0, proc.stderr.read()
     seen = lines(told, 3)
@@ -62,7 +64,7 @@ def test_each_event_is_notified_once_by_the_process_that_records_it(tmp_path, mo
         assert actor == recorders[step]  # the process that recorded it told it
     needs = next(m for e, s, _, m in seen if e == "needs-you")
     assert needs == "02-b needs you: its result waits for your approval"
-    runner(laptop, "halt", "--reason", "lunch", "--by", "alice", env={"RUNNER_PUSHER": "alice"})
+    runner(laptop, "halt", "--reason", "lunch", "--by", "alice", env={"RUNNER_PUSHER": "alice", "RUNNER_NOTIFY": "1"})
     assert ["halted", "", "alice", "the queue halted by alice: lunch"] in lines(told, 4)
     assert len(told.read_text().splitlines()) == 4
 

@@ -1000,3 +1000,12 @@ def test_real_user_manager_refusing_to_enable_exits_1(user_manager, repo: Path, 
     assert "`systemctl --user enable --now runner-worker@host-a.service` failed" in result.stderr and "masked" in result.stderr
     user_manager("unmask", "runner-worker@host-a.service")
     assert cli.invoke(["uninstall-schedule", "--os", "systemd", "--id", "host-a"]).exit_code == 0
+
+
+def test_a_scheduled_worker_sends_the_queues_notices_only_when_installed_with_notify(repo: Path, cli) -> None:
+    """Attack 1 (issue 48): [notify] comes from the queue, so a host runs it only when it opted in; a schedule opts
+    its worker in with --notify, and only then."""
+    assert "--notify" not in schedules.worker_argv(build_spec(scheduler="systemd", **FIXED))
+    assert schedules.worker_argv(build_spec(scheduler="systemd", notify=True, **FIXED))[-3:] == ["--notify", "--repo", "/srv/work/repo"]
+    shown = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--notify", "--dry-run"])
+    assert shown.exit_code == 0 and f"--notify --repo {repo}" in shown.stdout, shown.stderr

@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT, add_step, drain, edit, git, queue_history, runner, runner_json, served, served_statuses, statuses, tick, wait_for
 from runner.core.config import DEFAULT_TOML
+from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_GLOB_STARS, MAX_TOUCH_SEGMENTS
 from runner.core.touches import covers, glob_problems, outside, overlap
 
 
@@ -54,6 +55,29 @@ def moves(repo: Path) -> list[tuple[str, str]]:
 ])
 def test_globs_overlap_when_one_path_could_match_both(a, b, apart):
     assert overlap(a, b) is not apart and overlap(b, a) is not apart
+
+
+def test_a_glob_is_bounded_in_segments_and_stars_and_a_steps_globs_in_segments_in_all():
+    """Attack 2 (issue 48): globs of ~60 `**`/`a*` segments were valid; they are over the bounds now."""
+    at_bounds = "/".join(["**"] * MAX_GLOB_STARS + ["a*"] * (MAX_GLOB_SEGMENTS - MAX_GLOB_STARS))
+    assert glob_problems("touches", [at_bounds]) == []
+    assert glob_problems("touches", [at_bounds + "/x"]) and glob_problems("touches", ["/".join(["**"] * (MAX_GLOB_STARS + 1))])
+    per_glob = MAX_TOUCH_SEGMENTS // MAX_GLOB_SEGMENTS
+    assert glob_problems("touches", [at_bounds] * per_glob) == []
+    assert "segments in all" in glob_problems("touches", [at_bounds] * (per_glob + 1))[0]
+
+
+def test_an_overlap_decision_costs_at_most_the_product_of_the_two_globs_segments():
+    """Attack 2 (issue 48): deciding two globs of `**`/`a*` that part only at their last segment walks their
+    product once (a backtracking search, or one that copies the rest of each glob at each step, costs more)."""
+    a, b = ("/".join(["a*", "**"] * MAX_GLOB_STARS + ["a*"] * (MAX_GLOB_SEGMENTS - 2 * MAX_GLOB_STARS - 1) + [last]) for last in "xy")
+    calls = []
+    sys.setprofile(lambda frame, event, arg: calls.append(1) if event == "call" else None)
+    try:
+        apart = not overlap(a, b)
+    finally:
+        sys.setprofile(None)
+    assert apart and len(calls) <= 2 * (MAX_GLOB_SEGMENTS + 2) ** 2, len(calls)
 
 
 def test_a_glob_covers_paths_by_segment_and_a_plain_path_covers_its_folder():

@@ -4,9 +4,11 @@ objects are not shared across threads), in turn; a poller fetches the queue ever
 seconds and tells open pages by server-sent events when it moved, and they read it again.
 
 Acting needs the token made at start (sent in a header, which no cross-site form can set),
-a JSON body and, when the browser sends one, an Origin that is this board; on loopback a
-request whose Host is not this board (DNS rebinding) is refused. `--read-only` serves no
-action at all."""
+a JSON body and, when the browser sends one, an Origin that is this board. A request whose
+Host is not one of this board's names (DNS rebinding) is refused, whatever address it listens
+on; so is a read of /api/ that the browser says another site's page made (Sec-Fetch-Site). A
+step's page fetches its branches at most once per poll, however many requests ask for it, and
+only for a step the queue has. `--read-only` serves no action at all."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import re
 import secrets
 import socket
 import sys
@@ -29,6 +32,7 @@ from starlette.routing import Route
 
 from runner.board import acts, view
 from runner.core.errors import BadInput, RunnerError
+from runner.core.ids import step_id_problem
 from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 
@@ -58,7 +62,9 @@ class Board:
         self.version = ""
         self.cached: tuple[str, dict[str, Any]] | None = None
         self.moved = asyncio.Event()  # set, then replaced, each time the queue moved (bound to the loop on first use)
-        self.hosts: set[str] = set()
+        self.hosts: set[str] = set()  # the Host headers a request may carry: this board's names
+        self.fetched: set[str] = set()  # branches fetched since the last read: one fetch serves every request
+        self.pages: dict[str, dict[str, Any]] = {}  # step pages made since the last read
 
     # --- on the queue's thread ------------------------------------------------------------
 
@@ -67,7 +73,7 @@ class Board:
         queue = self._queue()
         snap = queue.snapshot()
         beats = sorted(queue.store.heartbeats().items())
-        self.snap = snap
+        self.snap, self.fetched, self.pages = snap, set(), {}
         return hashlib.sha1(json.dumps([snap.tip, beats]).encode()).hexdigest()[:16]
 
     def home(self) -> dict[str, Any]:
@@ -77,16 +83,32 @@ class Board:
         return self.cached[1]
 
     def step(self, step_id: str) -> dict[str, Any]:
-        queue = self._queue()
+        """A step's page, made once per poll: a page of another site that asks for it in a loop
+        costs one fetch a poll, and a name the queue has no step of costs none."""
+        queue, last = self._queue(), self._snap()
+        if step_id in self.pages:
+            return self.pages[step_id]
+        if problem := self._not_a_step(step_id):
+            raise BadInput(problem)
         branches = queue.branches(step_id)
-        queue.store.fetch(branches)  # the step's result and the integration tip, for its diff
-        snap = queue.snapshot_at(self._snap().tip, branches)
-        return view.step_page(queue, snap, step_id)
+        if wanted := [branch for branch in branches if branch not in self.fetched]:
+            queue.store.fetch(wanted)  # the step's result and the integration tip, for its diff
+            self.fetched.update(wanted)
+        page = self.pages[step_id] = view.step_page(queue, queue.snapshot_at(last.tip, branches), step_id)
+        return page
 
     def act(self, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
         if self.actor is None:  # refused before it gets here: a read-only board acts as nobody
             return {"ok": False, "error": "error: this board is read-only"}
+        if step and (problem := self._not_a_step(step)):
+            return {"ok": False, "missing": True, "error": f"error: {problem}"}
         return acts.act(self._queue(), self.actor, action, step, reason)
+
+    def _not_a_step(self, step_id: str) -> str | None:
+        """Why `step_id` names no step of the queue (read before any git call is made with it)."""
+        if problem := step_id_problem(step_id):
+            return problem
+        return None if self._snap().plan.find(step_id) is not None else f"no step {step_id!r} (see `runner status`)"
 
     def _queue(self) -> Queue:
         if self.queue is None:
@@ -174,6 +196,8 @@ def app(board: Board) -> Starlette:
             return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\"}"}, 400,
                                 headers=HEADERS)
         done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"))
+        if done.pop("missing", False):
+            return JSONResponse(done, 404, headers=HEADERS)
         await board.refresh()
         return JSONResponse(done, 200 if done["ok"] else 409, headers=HEADERS)
 
@@ -191,8 +215,7 @@ def app(board: Board) -> Starlette:
     ]
     if not board.read_only:
         routes.append(Route("/api/act", act, methods=["POST"]))
-    application = Starlette(routes=routes, lifespan=lifespan)
-    return _guard_hosts(application, board) if board.hosts else application
+    return _guard(Starlette(routes=routes, lifespan=lifespan), board)
 
 
 def refused(board: Board, request: Request) -> str | None:
@@ -208,22 +231,57 @@ def refused(board: Board, request: Request) -> str | None:
     return None
 
 
-def _guard_hosts(application, board: Board):
-    """On loopback, only requests addressed to this board (a page of another site that
-    resolves its own name to 127.0.0.1 cannot read or act)."""
+def _guard(application, board: Board):
+    """Only requests addressed to this board by one of its names (a page of another site that
+    resolves its own name to this board's address cannot read or act), and no read of the
+    queue that a browser says another site's page made (an <img> of /api/steps/... on any page)."""
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            headers = dict(scope["headers"])
+            host = headers.get(b"host", b"").decode("latin-1")
             if host not in board.hosts:
                 await Response(f"misdirected request: {host!r} is not this board", 421)(scope, receive, send)
+                return
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1")
+            if scope["path"].startswith("/api/") and site not in ("", "same-origin", "none"):
+                await Response(f"a {site} request may not read this board", 403)(scope, receive, send)
                 return
         await application(scope, receive, send)
 
     return guarded
 
 
+def allowed_hosts(host: str, port: int, also: tuple[str, ...] = ()) -> set[str]:
+    """The Host headers this board answers: the address it listens on; on loopback the loopback
+    names; on another address this machine's names (and, on every address, its addresses);
+    and the names `also` gives (--allow-host, for a name a proxy or a tunnel uses; NAME:PORT
+    for a tunnel's own port)."""
+    given = {name for name in also if re.fullmatch(r"(\[[^\]]+\]|[^:\[\]]+):\d+", name)}  # NAME:PORT as it is
+    names = {host, *(set(also) - given)}
+    if _loopback(host):
+        names |= set(LOOPBACK)
+    else:
+        names |= {socket.gethostname(), socket.getfqdn()}
+        if host in ("0.0.0.0", "::", ""):
+            import psutil
+
+            names |= {a.address for nics in psutil.net_if_addrs().values() for a in nics
+                      if a.family in (socket.AF_INET, socket.AF_INET6) and "%" not in a.address}
+    shown = {f"[{name}]" if ":" in name else name for name in names if name}
+    return {f"{name}:{port}" for name in shown} | ({*shown} if port == 80 else set()) | given
+
+
+def _loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool, actor: str | None,
-          every: float) -> None:
+          every: float, also: tuple[str, ...] = ()) -> None:
     import uvicorn
 
     board = Board(make_queue, actor, read_only, every)
@@ -239,9 +297,8 @@ def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool
     sock.listen(128)  # before the address is printed: a browser opening it at once queues until uvicorn accepts
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    if host in LOOPBACK:
-        board.hosts = {f"{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
-    else:
+    board.hosts = allowed_hosts(host, port, also)
+    if not _loopback(host):
         print(f"warning: --host {host} lets other machines reach the board: anyone who can reach it reads the queue. "
               f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} "
               "THIS-HOST, "

@@ -32,6 +32,12 @@ def board(
     every: Annotated[
         float,
         typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
+    allow_host: Annotated[
+        list[str],
+        typer.Option(
+            "--allow-host",
+            help="Another name a browser reaches the board by (a proxy's, a tunnel's), repeatable: any other Host "
+                 "is refused (DNS rebinding).", metavar="NAME", show_default=False)] = [],
     by: By = None,
 ) -> None:
     """Serve the queue as a web page on this clone.
@@ -45,7 +51,7 @@ def board(
     from runner.board.server import serve
 
     actor = None if read_only else person(by, target.repo)
-    serve(target.queue, host, port, read_only, actor, max(every, 0.1))
+    serve(target.queue, host, port, read_only, actor, max(every, 0.1), tuple(allow_host))
 
 
 def logs(

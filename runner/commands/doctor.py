@@ -78,6 +78,8 @@ def run_checks(target) -> list[dict[str, Any]]:
         if snap.tips.get(integration)
         else _check("integration", "fail", f"no {integration} branch: run `runner init`")
     )
+    if snap.config.notify.command or snap.config.notify.urls:
+        checks.append(notices(store))
     if snap.plan.halted:
         checks.append(_check("halt", "warn", f"queue halted: {snap.plan.halted} (runner resume)"))
     if queue.reader.malformed_beats:
@@ -87,6 +89,16 @@ def run_checks(target) -> list[dict[str, Any]]:
             + " (delete the ref on the remote)"))
     checks.append(resources(store.state_dir, snap.config))
     return checks
+
+
+def notices(store) -> dict[str, Any]:
+    """[notify] runs only where a host opted in (docs/protocol.md, section 10): say which this is."""
+    from runner.queue.notices import OPT_IN_ENV, OPT_IN_KEY, opted_in
+
+    if opted_in(store):
+        return _check("notices", "ok", "this host sends [notify]'s notices (it opted in)")
+    return _check("notices", "ok", f"this host does not send [notify]'s notices: it has not opted in (`git config "
+                                   f"{OPT_IN_KEY} true` or {OPT_IN_ENV}=1 where a worker should)")
 
 
 def resources(folder: Path, config) -> dict[str, Any]:

@@ -48,10 +48,25 @@ def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], .
         return 0
     except passthrough:
         raise
+    except BrokenPipeError:
+        return closed_pipe()
     except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
         from runner.commands.failures import classify, tell
 
         return tell(classify(exc), json_out)
+
+
+EXIT_CLOSED_PIPE = 128 + 13  # what a shell sees of a Unix tool that SIGPIPE ended
+
+
+def closed_pipe() -> int:
+    """What reads runner's output went away (`runner show STEP | head`): end quietly, as a Unix
+    tool does, with nothing more written to the closed pipe (not even at exit)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_CLOSED_PIPE
 
 
 def say(line: str) -> None:

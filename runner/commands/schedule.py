@@ -104,6 +104,13 @@ def install_schedule(
     env_file: Annotated[
         Path | None,
         typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
+    notify: Annotated[
+        bool,
+        typer.Option(
+            "--notify",
+            help="The worker sends the notices runner.toml's [notify] names from this computer: it runs [notify]'s "
+                 "command and sends to its URLs, which come from the queue branch (with [hooks] identities, only "
+                 "admins change them).")] = False,
     dry_run: Annotated[bool,
                        typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
     output: Annotated[
@@ -139,6 +146,7 @@ def install_schedule(
         target_repo=target_repo,
         python=python,
         env_file=env_file,
+        notify=notify,
         files_only=output is not None or dry_run,
     )
     outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)

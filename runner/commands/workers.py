@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -11,9 +12,23 @@ from runner.commands.common import Tags, Target, WorkerId, check_worker_id
 from runner.core.errors import EXIT_FAILURE, BadInput
 
 LogFile = Annotated[Path | None, typer.Option("--log-file", help="Also append the worker's log lines to this file.")]
+Notify = Annotated[
+    bool,
+    typer.Option(
+        "--notify",
+        help="Send the notices runner.toml's [notify] names from this host: run its command, send to its URLs (they "
+             "come from the queue branch, so a host sends them only when it opts in: this, RUNNER_NOTIFY=1, or `git "
+             "config runner.notify true`).")]
 
 
-def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = None,
+def opt_in_to_notices(notify: bool) -> None:
+    if notify:
+        from runner.queue.notices import OPT_IN_ENV
+
+        os.environ[OPT_IN_ENV] = "1"
+
+
+def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = None, notify: Notify = False,
          step: Annotated[
              str | None,
              typer.Option(
@@ -36,6 +51,7 @@ def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = N
     from runner.worker.tick import Worker, stop_on_signals
 
     check_worker_id(worker)
+    opt_in_to_notices(notify)
     w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step, context=caller_context(context))
     stop_on_signals(w)
     result = w.tick()
@@ -83,6 +99,7 @@ def worker(
         typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml)."),
     ] = None,
     log_file: LogFile = None,
+    notify: Notify = False,
 ) -> None:
     """Run the worker daemon: tick until stopped.
 
@@ -92,6 +109,7 @@ def worker(
     from runner.worker.tick import Worker
 
     check_worker_id(worker_id)
+    opt_in_to_notices(notify)
     w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
     raise typer.Exit(Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json).run())
 

@@ -19,6 +19,9 @@ MAX_ARG_BYTES = 100 * KIB
 MAX_JSON_DEPTH = 20
 MAX_TOUCHES = 64
 MAX_GLOB_BYTES = 256
+MAX_GLOB_SEGMENTS = 16
+MAX_GLOB_STARS = 4
+MAX_TOUCH_SEGMENTS = 256
 MAX_CONTEXT_BYTES = 16 * KIB
 MAX_STDERR_TAIL_BYTES = 512
 
@@ -29,6 +32,8 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("one carried text: a reason, `last_error`, a run's detail", MAX_TEXT_BYTES,
      "clipped where an event is made (head and tail kept, the cut said)"),
     ("a verdict's reason or next_hint", MAX_TEXT_BYTES // 4, "clipped as it is read; 20 reasons at most"),
+    ("a verdict's reasons and next_hint together (the step's `last_verdict`)", MAX_TEXT_BYTES,
+     "the reasons that fit are kept, and a line says how many more there were"),
     ("a queue commit's message", MAX_EVENT_BYTES, "the hook refuses more"),
     ("a heartbeat commit's message", MAX_HEARTBEAT_BYTES,
      "the hook refuses more, and a heartbeat whose parent is not the one it replaces"),
@@ -43,6 +48,10 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("globs in one step's `touches:` (each claim compares them with every claimed step's)", MAX_TOUCHES,
      "the step is invalid"),
     ("one of those globs", MAX_GLOB_BYTES, "the step is invalid"),
+    ("path segments of one glob", MAX_GLOB_SEGMENTS, "the step is invalid"),
+    ("`**` segments of one glob", MAX_GLOB_STARS, "the step is invalid"),
+    ("path segments of all of one step's globs (an overlap check costs theirs times a claimed step's)",
+     MAX_TOUCH_SEGMENTS, "the step is invalid"),
     ("the caller's context (`runner tick --context`)", MAX_CONTEXT_BYTES,
      "clipped before it reaches a prompt or the handoff"),
     ("the tail of a failing command's stderr in its fault", MAX_STDERR_TAIL_BYTES, "its last lines that fit"),

@@ -186,6 +186,8 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
     if (event.fault or event.account) and event.kind != Kind.RELEASE:
         raise TransitionError("only a release gives a step back for a fault of runner itself or a provider's limit")
     updates = _RULES[event.kind](meta, event, context)
+    if isinstance(updates.get("last_error"), str):  # a clipped reason and what a rule adds to it, within the bound
+        updates["last_error"] = clip(updates["last_error"], MAX_TEXT_BYTES)
     updates.setdefault("status", targets[0])
     assert updates["status"] in targets, (status, event.kind, updates["status"])  # the table is the truth
     if event.spec.holder and not event.fault and faults_in_a_row(meta):

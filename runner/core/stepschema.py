@@ -138,9 +138,9 @@ STEP_KEYS: tuple[StepKey, ...] = (
             "paths that must exist in the worktree (relative, inside it)", _outputs),
     StepKey("requires_approval", PEOPLE, "true or false", "true: the result waits for `runner approve` before it is "
             "merged; absent: `[queue] requires_approval`", _must(lambda v: isinstance(v, bool), "true or false")),
-    StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64): with `[queue] "
-            "touches_exclusive`, it is not claimed while a claimed step's globs overlap its own; `runner validate` "
-            "warns when its last result changed a file outside them", glob_problems),
+    StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64 globs of 16 "
+            "segments): with `[queue] touches_exclusive`, it is not claimed while a claimed step's globs overlap its "
+            "own; `runner validate` warns when its last result changed a file outside them", glob_problems),
     StepKey("roles", PEOPLE, "a table", "this step's own `[roles.*]` values (runner.toml's schema)", _override),
     StepKey("brakes", PEOPLE, "a table", "this step's own `[brakes]` values", _override),
     StepKey("pipeline", PEOPLE, "a table", "this step's own `[pipeline]` values", _override),

@@ -227,7 +227,8 @@ class CommitCheck:
         old = self.plans.config(parent)
         problems = []
         guarded = (old.hooks != new.hooks, old.queue.integration_branch != new.queue.integration_branch,
-                   old.queue.step_branch_prefix != new.queue.step_branch_prefix)
+                   old.queue.step_branch_prefix != new.queue.step_branch_prefix,
+                   old.notify != new.notify)  # what runs on the hosts that send notices
         if any(guarded) and (problem := self.pushers.may_administer()):
             problems.append(problem)
         if old.harness.command and not new.harness.command:

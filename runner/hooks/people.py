@@ -9,8 +9,9 @@ the push:
   (release, fail, complete, block), halts and heartbeats it pushes name one of them, and it
   deletes only their heartbeats;
 - person events (approve, reject, retry, abort, resume, a claim with --ignore-deps) and
-  every plan edit (steps, bodies, runner.toml) come only from people; a change of [hooks] or
-  of the branch names only from admins;
+  every plan edit (steps, bodies, runner.toml) come only from people; a change of [hooks], of
+  [notify] (a command and URLs the hosts that opted in run) or of the branch names only from
+  admins;
 - a worker key moves the integration branch only in the push whose queue event records
   that merge (a complete of a step that needs no approval): it cannot merge its own work
   past a review;
@@ -26,7 +27,8 @@ live claim is not taken over and a live worker's heartbeat is not deleted. It do
 enforce who anyone is: any pusher may write any actor's name, so it may approve, reject,
 retry, abort or resume as a person, record a holder event as the holder (whose name and
 incarnation the step file shows), claim as any worker, edit the plan and runner.toml
-(including [hooks]: turning identities on is open to everyone until they are on), move the
+(including [hooks]: turning identities on is open to everyone until they are on, and [notify]:
+a host that opted in to notices runs its command), move the
 integration branch forward with any commit, and delete a heartbeat that is not live.
 """
 
@@ -99,4 +101,4 @@ class Pushers:
             return None
         if self.pusher is not None and self.pusher in self.hooks.admins:
             return None
-        return f"only [hooks] admins may change [hooks] or the branch names ({self.who()})"
+        return f"only [hooks] admins may change [hooks], [notify] or the branch names ({self.who()})"

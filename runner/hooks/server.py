@@ -86,7 +86,7 @@ class PushCheck:
         problems: list[str] = []
         for old, new, ref in sorted(updates, key=lambda update: update[2] != self.queue_ref):  # the queue first
             if new != ZERO and (clash := _clash(ref, [self.queue_ref, *integration, HEARTBEAT_PREFIX, *prefixes])):
-                problems.append(f"{ref}: {clash}")
+                found = [clash]
             elif ref == self.queue_ref:
                 found = self.check_queue(old, new)
             elif ref in integration:

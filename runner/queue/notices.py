@@ -11,7 +11,12 @@ process that published it (worker, CLI or board) hands it to the notifier, once:
 
 The notifier is a detached process (runner.queue.notifier): a command that fails or hangs is
 killed at [notify] timeout and logged in .git/runner/logs/notify.log, and never holds up or
-fails the publish that sent it."""
+fails the publish that sent it.
+
+[notify] comes from the queue branch, and a notifier runs its command (and sends to its URLs)
+on whatever host records the event, a person's laptop included. So a host runs them only when
+it opted in, by a setting of its own that no push can change (`opted_in`); else the notices
+are logged as not sent. With [hooks] identities, only admins change [notify] (the hook)."""
 
 from __future__ import annotations
 
@@ -24,11 +29,17 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.layout import without_repository_env
 from runner.core.machine import Kind
+from runner.queue.processes import TAG
+from runner.store import StoreError
 
 if TYPE_CHECKING:
     from runner.queue.change import Published
     from runner.queue.queue import Queue
 
+OPT_IN_ENV = "RUNNER_NOTIFY"  # 1: this process sends; 0: it does not, whatever git's config says
+OPT_IN_KEY = "runner.notify"  # git config (the clone's, or the user's): true to send from this host
+NOT_OPTED_IN = ("not sent: [notify] comes from the queue branch, and this host has not opted in to run it "
+                f"(`git config {OPT_IN_KEY} true` in this clone, {OPT_IN_ENV}=1, or a worker's --notify)")
 WHY_REVIEW = {
     "result": "its result waits for your approval",
     "deviation": "orient reported a major deviation",
@@ -93,15 +104,37 @@ def _runs(counts: dict[str, int]) -> bool:
     return any(counts.get(status) for status in ("ready", "claimed", "waiting"))
 
 
-def notify(queue: Queue, published: Published) -> None:
-    """Send the notices `published` calls for. Never raises: a notice must not fail a record."""
-    try:
-        send(queue.store, published.snapshot.config.notify, notices_of(queue, published))
-    except Exception as exc:  # noqa: BLE001 - logged; the event itself is published
-        from runner.queue.notifier import write
+def opted_in(store) -> bool:
+    """Does this host run the notifiers the queue's [notify] names? Only when it says so itself:
+    RUNNER_NOTIFY in this process's environment (1 or 0), else git's config runner.notify (the
+    clone's own, or the user's; never the queue's)."""
+    said = os.environ.get(OPT_IN_ENV, "").strip().lower()
+    if said in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return said in ("1", "true", "yes", "on")
+    from runner.store.gitcli import run_git
 
-        write(queue.store.state_dir / "logs" / "notify.log",
-              f"could not send the notices of {published.commit[:10]}: {exc}")
+    try:
+        done = run_git(store.workdir, "config", "--bool", "--get", OPT_IN_KEY, check=False)
+    except StoreError:
+        return False
+    return done.returncode == 0 and done.stdout.strip() == b"true"
+
+
+def notify(queue: Queue, published: Published) -> None:
+    """Send the notices `published` calls for, when this host opted in. Never raises: a notice
+    must not fail a record."""
+    from runner.queue.notifier import write
+
+    log = queue.store.state_dir / "logs" / "notify.log"
+    try:
+        notices = notices_of(queue, published)
+        if notices and not opted_in(queue.store):
+            log.parent.mkdir(parents=True, exist_ok=True)
+            write(log, f"{', '.join(n['event'] for n in notices)} of {published.commit[:10]}: {NOT_OPTED_IN}")
+            return
+        send(queue.store, published.snapshot.config.notify, notices)
+    except Exception as exc:  # noqa: BLE001 - logged; the event itself is published
+        write(log, f"could not send the notices of {published.commit[:10]}: {exc}")
 
 
 def send(store, settings, notices: list[dict[str, Any]]) -> None:
@@ -114,6 +147,7 @@ def send(store, settings, notices: list[dict[str, Any]]) -> None:
     log = store.state_dir / "logs" / "notify.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     env = without_repository_env(os.environ)
+    env.pop(TAG, None)  # its own lifetime (its timeout), not that of a step command that recorded the event
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
     for notice in notices:
         payload = json.dumps({"notice": notice, "log": str(log), "command": list(settings.command),

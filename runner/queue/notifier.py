@@ -1,7 +1,8 @@
 """The notifier: one detached process per notice (started by runner.queue.notices), so a
 notice command that hangs or fails costs the worker nothing. It runs [notify] command (an
-argv with {tokens}, never a shell) and sends [notify] urls with apprise, each within the
-timeout, and writes one line per outcome to .git/runner/logs/notify.log."""
+argv with {tokens}, never a shell; killed at the timeout with everything it started) and sends
+[notify] urls with apprise, each within the timeout, and writes one line per outcome to
+.git/runner/logs/notify.log."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from runner.core.model import format_time, utc_now
 from runner.core.tokens import substitute
+from runner.queue.processes import TAG, kill_tagged, kill_tree, new_prefix
 
 TOKENS = ("event", "step", "title", "status", "actor", "reason", "message", "queue")
 
@@ -33,21 +35,27 @@ def main(argv: list[str]) -> int:
 
 
 def run_command(command: list[str], notice: dict[str, Any], deadline: float, log: Path) -> bool:
+    """Run the notify command to its end or the deadline; what it started dies with it, as a
+    step's processes do (runner.queue.processes: a child that left with setsid too)."""
     argv = substitute(command, {name: str(notice.get(name, "")) for name in TOKENS})
     what = f"{notice['event']} {notice['step']}".strip()
+    tag = new_prefix("notify.")
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, TAG: tag})
     except OSError as exc:
         write(log, f"{what}: the notify command {argv[0]!r} could not start: {exc.strerror}")
         return False
     try:
         _, err = proc.communicate(timeout=max(deadline - time.monotonic(), 0.1))
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_tree(proc.pid)
         proc.wait()
+        kill_tagged(tag)
         write(log, f"{what}: the notify command {argv[0]!r} timed out (killed)")
         return False
+    finally:
+        kill_tagged(tag)  # what it left running ends with it
     if proc.returncode != 0:
         tail = " ".join(err.decode("utf-8", "replace").split())[-300:]
         write(log, f"{what}: the notify command {argv[0]!r} exited {proc.returncode}" + (f": {tail}" if tail else ""))

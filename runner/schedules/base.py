@@ -34,6 +34,7 @@ class ScheduleSpec:
     grace: int | None = None  # daemon: seconds to finish a step after SIGTERM (None: runner.toml's)
     remote: str | None = None  # None: the worker's default (origin when it exists)
     queue_branch: str | None = None  # None: the default queue branch
+    notify: bool = False  # the worker sends the queue's [notify] notices from this host (it opted in)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))  # a JSON record gives a list
@@ -97,6 +98,8 @@ def worker_argv(spec: ScheduleSpec, log_file: str | None = None) -> list[str]:
         argv += ["--remote", spec.remote]
     if spec.queue_branch is not None:
         argv += ["--queue-branch", spec.queue_branch]
+    if spec.notify:
+        argv += ["--notify"]
     argv += ["--repo", spec.repo]
     if log_file is not None:
         argv += ["--log-file", log_file]

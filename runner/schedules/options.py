@@ -82,6 +82,7 @@ def build_spec(
     python: str | None = None,
     env_file: str | os.PathLike | None = None,
     home: str | os.PathLike | None = None,
+    notify: bool = False,
 ) -> ScheduleSpec:
     """Validate and normalize the options (pure: no file or command is looked at);
     every problem is reported at once, as BadInput."""
@@ -136,6 +137,7 @@ def build_spec(
         grace=grace,
         remote=remote,
         queue_branch=queue_branch,
+        notify=notify,
     )
     if problems := target.problems(spec):
         raise BadInput(problems)

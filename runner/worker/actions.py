@@ -28,16 +28,8 @@ from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
 from runner.worker.livelog import LiveOutput
+from runner.worker.markers import markers_left
 from runner.worker.prompts import as_argument, current_phase, prompt_text, substitute, verdict_json, write
-
-
-def has_conflict_markers(path: Path) -> bool:
-    """A line git starts a conflict with (<<<<<<< ours) or ends it with (>>>>>>> theirs)."""
-    try:
-        with open(path, "rb") as handle:
-            return any(line.startswith((b"<<<<<<< ", b">>>>>>> ")) for line in handle)
-    except (FileNotFoundError, IsADirectoryError):
-        return False  # resolved by deleting it
 
 
 class AnyEvent:
@@ -105,7 +97,7 @@ class WorktreeActions:
         self.base, self.parents = onto, [onto]
 
     def conflicts_left(self, paths: tuple[str, ...]) -> list[str]:
-        return [path for path in paths if has_conflict_markers(self.worktree / path)]
+        return markers_left(self.store, self.worktree, paths, self.parents)
 
     def gates(self, state: State) -> list[GateResult]:
         walk = (lambda name, label: self.walk_through(name, label, state)) if state.config.roles.get("qa") else None

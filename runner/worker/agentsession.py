@@ -42,6 +42,8 @@ class Session:
     reviews: int = 0
     swept: bool = False
     resolves: int = 0  # times the integration branch moved under a hand-in and was merged into the worktree
+    conflicts: list[str] = field(default_factory=list)  # what that merge left to the agent to resolve
+    sides: list[str] = field(default_factory=list)  # the merge's two parents: a marker in neither is left over
     context: str = ""  # the caller's context (`runner work --context`): in the prompt and the handoff
     scores: list[float] = field(default_factory=list)
     feedback: str = ""

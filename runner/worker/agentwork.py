@@ -48,6 +48,7 @@ from runner.worker.agentsession import (
 from runner.worker.attempt import Outcome, Run, State, named
 from runner.worker.gates import PASS
 from runner.worker.heartbeat import Heartbeat
+from runner.worker.markers import MARKERS_LEFT, markers_left
 from runner.worker.pipeline import RESOLVE_FEEDBACK, run_checks
 from runner.worker.record import MergeConflict, Recorder, outcome_report
 from runner.worker.report import TickResult
@@ -193,6 +194,8 @@ class AgentWork:
             now = wall_clock()
             state.runs.append(Run("implement", PASS, max(now - session.since, 0.0),
                                   f"handed in by {self.agent} from its own session"))
+            if left := markers_left(self.store, Path(session.worktree), session.conflicts, session.sides):
+                return not_yet(session, state, MARKERS_LEFT.format(paths=named(left)), self.agent, tuple(left))
             checked = run_checks(state, worktree_actions(self, session, state, snap))
             if isinstance(checked, Outcome):
                 return self.finish(session, state, checked, notes)
@@ -374,6 +377,7 @@ def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot
                                                           f"{where}: left to {work.agent}"))
         feedback = RESOLVE_FEEDBACK.format(where=where, paths=named(conflicted))
         state.feedback = feedback
+        session.conflicts, session.sides = list(conflicted), [conflict.onto, result]
     session.keep(state)
     session.since = wall_clock()
     work.sessions.save(session)

@@ -120,5 +120,5 @@ class Actions(Protocol):
     # git's merge of onto into ours' files: the paths left in conflict
     def merge_onto(self, ours: str, onto: str) -> tuple[str, ...]: ...
     def restart_at(self, onto: str) -> None: ...  # the worktree as a fresh checkout of onto
-    # those of the paths that still hold conflict markers
+    # those of the paths that still hold a conflict-marker line neither side of the merge has
     def conflicts_left(self, paths: tuple[str, ...]) -> list[str]: ...

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
+from runner.queue.processes import TAG, kill_tagged, kill_tree
 from runner.worker import reaper
 
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
@@ -115,26 +116,6 @@ def _program(argv: list[str], cwd: Path, env: dict[str, str]) -> str | None:
     return None
 
 
-def kill_tree(pid: int, sig: int = signal.SIGKILL) -> None:
-    """Kill a process, its process group, and every descendant (even ones that left the group)."""
-    import psutil
-
-    try:
-        parent = psutil.Process(pid)
-        family = [parent, *parent.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        family = []
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for proc in family:
-        try:
-            proc.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass
-
-
 def run(
     argv: list[str],
     cwd: Path,
@@ -149,7 +130,7 @@ def run(
     given). While it runs, `session_file` names its session for a takeover on this host."""
     started = time.monotonic()
     tag = reaper.new_tag()
-    env = {**env, reaper.TAG: tag}
+    env = {**env, TAG: tag}
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(argv)}\n".encode())  # as a shell would read it: what a person may paste
@@ -178,7 +159,7 @@ def run(
         try:
             result = _wait(proc, argv, started, timeout, cancel)
         finally:
-            reaper.kill_tagged(tag)  # what the command left running (a daemon, a setsid child) ends with it
+            kill_tagged(tag)  # what the command left running (a daemon, a setsid child) ends with it
             if stdout_path:
                 out.close()
             if session_file is not None:
@@ -201,7 +182,7 @@ def kill_recorded_session(path: Path) -> int:
     """Kill what a dead holder's command left running (the run's tag in `path`), then forget it."""
     try:
         tag = json.loads(path.read_text())["run"]
-        killed = reaper.kill_tagged(tag) if isinstance(tag, str) and tag.endswith("/") and "/" in tag[:-1] else 0
+        killed = kill_tagged(tag) if isinstance(tag, str) and tag.endswith("/") and "/" in tag[:-1] else 0
     except (OSError, ValueError, KeyError, TypeError):
         killed = 0
     path.unlink(missing_ok=True)

@@ -177,8 +177,25 @@ def parse_verdict(stdout: str) -> Verdict:
     hint = data.get("next_hint")
     if hint is not None and not isinstance(hint, str):
         raise VerdictError('"next_hint" must be a string')
-    # An agent's reasons are hostile input too: bounded here, whatever reads them later.
-    more = [f"... and {len(reasons) - 20} more reasons"] if len(reasons) > 20 else []
-    reasons = [clip(r, MAX_TEXT_BYTES // 4) for r in reasons[:20]] + more
-    return Verdict(passed=data["pass"], score=float(score), reasons=reasons,
-                   next_hint=clip(hint, MAX_TEXT_BYTES // 4) or None)
+    hint = clip(hint, MAX_TEXT_BYTES // 4) or None
+    return Verdict(passed=data["pass"], score=float(score), reasons=bounded_reasons(reasons, hint), next_hint=hint)
+
+
+def bounded_reasons(reasons: list[str], hint: str | None) -> list[str]:
+    """An agent's reasons are hostile input too: bounded here, whatever reads them later (the
+    step file's last_verdict, the next attempt's feedback). Each is clipped, at most 20 are
+    kept, and with the hint they hold at most MAX_TEXT_BYTES, as one carried text does; a last
+    line says how many more there were."""
+    room = MAX_TEXT_BYTES - _size(hint) - 64  # 64: the line that says how many more
+    kept: list[str] = []
+    for reason in reasons[:20]:
+        reason = clip(reason, MAX_TEXT_BYTES // 4)
+        if _size(reason) > room:
+            break
+        kept.append(reason)
+        room -= _size(reason)
+    return kept + ([f"... and {len(reasons) - len(kept)} more reasons"] if len(reasons) > len(kept) else [])
+
+
+def _size(text: str | None) -> int:
+    return len((text or "").encode("utf-8", "surrogatepass"))
