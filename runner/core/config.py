@@ -165,6 +165,17 @@ class Notify:
                          '"30s"')
 
 
+@dataclass(frozen=True)
+class Secrets:
+    env: Words = key(
+        (), v.strings,
+        "environment variables whose values never leave the worker (beside every name holding TOKEN, SECRET, "
+        "PASSWORD or API_KEY, or ending in _KEY): redacted from what a step printed",
+        "[]")
+    allow: Words = key((), v.strings,
+                       "known false positives: texts never redacted, refused by the hook or held for a person", "[]")
+
+
 TABLES: dict[str, type] = {
     "queue": Queue,
     "leases": Leases,
@@ -175,6 +186,7 @@ TABLES: dict[str, type] = {
     "worker": Worker,
     "hooks": Hooks,
     "notify": Notify,
+    "secrets": Secrets,
 }
 STEP_OVERRIDES = ("roles", "brakes", "pipeline")  # tables a step's frontmatter may override
 
@@ -191,6 +203,7 @@ class Config:
     worker: Worker = field(default_factory=Worker)
     hooks: Hooks = field(default_factory=Hooks)
     notify: Notify = field(default_factory=Notify)
+    secrets: Secrets = field(default_factory=Secrets)
     text: str = ""  # runner.toml as read
 
     @property

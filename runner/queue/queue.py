@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from runner.core import secrets
 from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput
@@ -147,10 +148,13 @@ class Queue:
             raise BadInput(f"no step {event.step!r} on {self.branch} (see `runner status`)")
         if not step.valid:
             raise BadInput(f"{step.path} is invalid and cannot change state: {'; '.join(step.problems)}")
+        # What a step printed leaves through here (its reason, runs, verdict, notes, handoff): scrubbed once.
+        scrubber = secrets.for_config(snap.config.secrets)
+        event = secrets.scrub_event(event, scrubber)
         written = write_step_event(step, event, self.context(snap, step))
         files: dict[str, bytes | None] = {step.path: written.text.encode("utf-8")}
         if handoff is not None and event.spec.handoff:
-            files[handoff_path(step.path)] = handoff
+            files[handoff_path(step.path)] = scrubber.scrub(handoff.decode("utf-8", "replace")).encode("utf-8")
         if (notes := notes_after(self.store.file_at(snap.tip, NOTES_FILE), event)) is not None:
             files[NOTES_FILE] = notes
         assert set(files) <= allowed_paths(event, step.path)
@@ -225,6 +229,8 @@ class Queue:
         """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
         previous = self.store.heartbeat(worker)
         body = {"host": host_name(), "at": format_time(utc_now()), **info}
+        if isinstance(body.get("output"), str):  # a running step's output tail: it may start inside a secret
+            body["output"] = secrets.for_config().scrub(body["output"], cut_start=True)
         commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body),
                                         author_for(worker), base_tree=EMPTY_TREE)
         return RefUpdate(heartbeat_ref(worker), commit, previous)
@@ -290,6 +296,7 @@ class Queue:
             if reason is None and not snap.plan.halted:
                 raise Skip("the queue is not halted")
             event = Event(Kind.HALT if reason is not None else Kind.RESUME, actor, utc_now(), reason=reason)
+            event = secrets.scrub_event(event, secrets.for_config(snap.config.secrets))  # a verifier's last words
             return Change({HALT_FILE: halt_file(event)}, encode(event), event)
 
         return self.publish(build, actor)

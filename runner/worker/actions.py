@@ -223,6 +223,7 @@ class WorktreeActions:
         written = output.read_text(errors="replace") if output and output.exists() else ""
         printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
         result.output = written if written.strip() else printed
+        executor.scrub(result, state.config.secrets)  # what it printed goes no further than the log with a secret in it
         if stdout and printed:
             with open(self.log_path, "a") as log:
                 log.write(printed)

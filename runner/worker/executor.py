@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from runner.core import secrets
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.worker import reaper
 
@@ -60,6 +61,14 @@ class RunResult:
             said = f"exit code {self.returncode}"
         last = last_words(self.stderr) if not self.ok else ""
         return f"{said}: {last}" if last else said
+
+
+def scrub(result: RunResult, section) -> None:
+    """What a run printed, cleaned of secrets ([secrets] of runner.toml, runner.core.secrets)
+    before runner reads it: every reason, verdict, finding and note made from it is clean."""
+    scrubber = secrets.for_config(section)
+    result.output = scrubber.scrub(result.output)
+    result.stderr = scrubber.scrub(result.stderr, cut_start=True)  # a tail
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
