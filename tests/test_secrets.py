@@ -198,3 +198,133 @@ def test_the_allow_list_lets_a_known_false_positive_through(remote, queue):
             "holds a Google API Key")
     accepted(push_commit(queue, {"runner.toml": toml.encode()}, "a documented example key"))
     accepted(push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"))
+
+
+# --- the whole pipeline over a real remote: nothing leaks ------------------------------------
+
+LEAKY = '''
+import json, os, sys, time
+role, args = sys.argv[1], sys.argv[2:]
+secret, token = os.environ["DEPLOY_TOKEN"], os.environ["LEAK_SHAPE"]
+said = f"{role} saw DEPLOY_TOKEN={secret} and {token}"
+print(said, file=sys.stderr, flush=True)
+if role in ("verify", "verify-fail"):
+    print(json.dumps({"pass": role == "verify", "score": 0.9 if role == "verify" else 0.1,
+                      "reasons": [said], "next_hint": f"try {token}"}))
+    sys.exit(0)
+print(said, flush=True)
+if role == "implement":
+    notes, release = args
+    with open(notes, "a") as handle:
+        handle.write(f"the deploy key is {secret}, the token {token}\\n")
+    with open("out.txt", "a") as handle:
+        handle.write("work\\n")
+    while release != "-" and not os.path.exists(release):
+        time.sleep(0.05)  # until the test saw this output on another clone (the heartbeat's)
+    print(f"printed after the heartbeat: {secret} {token}", file=sys.stderr, flush=True)
+if role == "crash":
+    print(f"Error: could not deploy with {secret} / {token}", file=sys.stderr)
+    sys.exit(1)
+if role == "env-file":
+    with open(".env", "w") as handle:
+        handle.write(f"# the deploy\\nGITHUB_TOKEN={token}\\n")
+'''
+
+
+def leaky_remote(tmp_path: Path, monkeypatch, steps, extra: str = "") -> tuple[Path, Path, Path]:
+    """A remote under the hook with identities whose every role is the leaky stub; (remote, alice's
+    clone, the file notices are written to)."""
+    from conftest import review_remote
+
+    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+    stub = tmp_path / "leaky.py"
+    stub.write_text(LEAKY)
+    notices = tmp_path / "notices.txt"
+
+    def command(role: str, *more: str) -> str:
+        return json.dumps([sys.executable, str(stub), role, *more])
+
+    roles = "".join(f"\n[roles.{role}]\ncommand = {command(role)}\n" for role in ("orient", "verify", "sweep", "orchestrate"))
+    roles += f"\n[roles.review]\ncommand = {command('review')}\nmin_files = 0\n"
+    notify = [sys.executable, "-c", f"import sys; open({str(notices)!r}, 'a').write(sys.argv[1] + '\\n')", "{message}"]
+    bare, laptop = review_remote(tmp_path, steps, notify=notify, extra_toml=roles + extra)
+    return bare, laptop, stub
+
+
+def every_object(bare: Path) -> bytes:
+    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=bare, capture_output=True,
+                          check=True).stdout
+
+
+def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(tmp_path, monkeypatch):
+    from conftest import ENV_PATH, runner, runner_json, wait_for, worker_clone
+
+    secret, token = rand(24), fake_tokens()["GitHub Token"]
+    release = tmp_path / "release"
+    stub = tmp_path / "leaky.py"
+    check = "#### Automated Verification:\n- [ ] leaks too: `{} {} gate`\n".format(sys.executable, stub)
+    steps = (
+        ("01-all", {"run": [sys.executable, str(stub), "implement", "{notes_file}", str(release)], "body": check,
+                    "max_attempts": 1}),
+        ("02-fails", {"run": [sys.executable, str(stub), "implement", "{notes_file}", "-"], "max_attempts": 1,
+                      "roles": {"verify": {"command": [sys.executable, str(stub), "verify-fail"]}},
+                      "brakes": {"max_fix_attempts": 0}}),
+        ("03-crashes", {"run": [sys.executable, str(stub), "crash"], "max_attempts": 1}),
+    )
+    bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
+    host = worker_clone(bare, tmp_path / "host-a")
+    env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
+    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--once", "--interval", "0.2",
+                               "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # The running step's output reaches alice's clone on a heartbeat, scrubbed.
+        live = wait_for(lambda: (runner_json(laptop, "logs", "01-all").get("output") or "").count("[redacted") >= 2
+                        and runner_json(laptop, "logs", "01-all"))
+        assert "[redacted: DEPLOY_TOKEN]" in live["output"] and "[redacted: GitHub Token]" in live["output"]
+        release.write_text("go")
+        out, err = worker.communicate(timeout=300)
+    finally:
+        release.write_text("go")
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, out + err
+    assert "refused" not in out + err
+    seen = {step: runner_json(laptop, "show", step)["status"] for step in ("01-all", "02-fails", "03-crashes")}
+    assert seen == {"01-all": "done", "02-fails": "failed", "03-crashes": "failed"}, out + err
+
+    objects = every_object(bare)
+    printed = [runner(laptop, *command).stdout + runner(laptop, *command).stderr for command in
+               (["status"], ["status", "--json"], ["log"], ["log", "--json"], *[[what, step, *more]
+               for step in ("01-all", "02-fails", "03-crashes") for what in ("show", "log", "logs")
+               for more in ([], ["--json"])])]
+    notices = wait_for(lambda: (tmp_path / "notices.txt").exists() and (tmp_path / "notices.txt").read_text())
+    for leaked in (secret, token, token[4:20], secret[4:12]):
+        assert leaked.encode() not in objects
+        assert not [text for text in printed if leaked in text]
+        assert leaked not in notices
+    # ...and what was said was kept, redacted: the verdict, the fault, the notes, the handoff.
+    assert "[redacted: DEPLOY_TOKEN]".encode() in objects and b"[redacted: GitHub Token]" in objects
+    fault = runner_json(laptop, "show", "03-crashes")["last_error"]
+    assert "exit code 1: " in fault and "Error: could not deploy with [redacted: DEPLOY_TOKEN] / [redacted: GitHub Token]" in fault
+    assert "verify-fail saw DEPLOY_TOKEN=[redacted: DEPLOY_TOKEN]" in runner_json(laptop, "show", "02-fails")["last_error"]
+
+
+def test_a_result_that_adds_a_token_is_held_for_a_person_and_never_published(tmp_path, monkeypatch):
+    from conftest import ENV_PATH, runner, runner_json, worker_clone
+
+    secret, token = rand(24), fake_tokens()["GitHub Token"]
+    stub = tmp_path / "leaky.py"
+    steps = (("01-env", {"run": [sys.executable, str(stub), "env-file"]}),)
+    bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
+    host = worker_clone(bare, tmp_path / "host-a")
+    ticked = runner(host, "tick", "--id", "w1", "--json",
+                    env={**ENV_PATH, "RUNNER_PUSHER": "key-a", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token})
+    assert json.loads(ticked.stdout.splitlines()[-1])["sentinel"] == "STEP_BLOCKED"
+    shown = runner_json(laptop, "show", "01-env")
+    assert shown["status"] == "review"
+    assert "review: blocked" in subprocess.run(["git", "show", f"runner/queue:{shown['path']}"], cwd=bare,
+                                               capture_output=True, text=True).stdout
+    assert "the result adds a secret in .env line 2 (GitHub Token); it was not published" in shown["last_error"]
+    assert token.encode() not in every_object(bare)
+    assert "runner/steps/01-env" not in subprocess.run(["git", "branch", "--list"], cwd=bare, capture_output=True,
+                                                       text=True).stdout

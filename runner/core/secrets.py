@@ -18,6 +18,7 @@ positives, never redacted.
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import os
 import re
@@ -169,6 +170,27 @@ def _merged(spans: list[Finding]) -> list[Finding]:
         else:
             merged.append(found)
     return merged
+
+
+def lines_holding(scrubber: Scrubber, lines: list[str], which: list[int] | None = None) -> list[tuple[int, str]]:
+    """(line number, what) of the secrets in `lines` (only those `which` names), in one scan."""
+    which = list(range(len(lines))) if which is None else which
+    starts, at = [], 0
+    for index in which:
+        starts.append(at)
+        at += len(lines[index]) + 1
+    text = "\n".join(lines[index] for index in which)
+    return [(which[bisect.bisect_right(starts, found.start) - 1] + 1, found.name) for found in scrubber.findings(text)]
+
+
+def added_lines_holding(scrubber: Scrubber, old: bytes | None, new: bytes) -> list[tuple[int, str]]:
+    """(line number, what) of the secrets in the lines `new` adds to `old` (a file's two
+    versions); none in a binary file."""
+    if b"\0" in new[:8192]:
+        return []
+    lines = new.decode("utf-8", "replace").splitlines()
+    kept = set(old.decode("utf-8", "replace").splitlines()) if old else set()
+    return lines_holding(scrubber, lines, [i for i, line in enumerate(lines) if line not in kept])
 
 
 def scrubbed(value: Any, scrubber: Scrubber) -> Any:

@@ -14,11 +14,10 @@ Each finding is one line: the ref, the commit, the file and line, the shape; nev
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 
 from runner.core.layout import EMPTY_TREE, HEARTBEAT_PREFIX
-from runner.core.secrets import Scrubber
+from runner.core.secrets import Scrubber, added_lines_holding, lines_holding
 from runner.core.shapes import shapes
 from runner.store import CommitInfo, Store
 
@@ -61,7 +60,7 @@ class _Scan:
 
     def commit(self, ref: str, commit: CommitInfo, files: bool) -> None:
         where = f"{ref}: {commit.id[:10]}"
-        for line, name in self.lines_holding(commit.message.splitlines()):
+        for line, name in lines_holding(self.scrubber, commit.message.splitlines()):
             self.found.append(f"{where}: its message, line {line}, holds a {name} (push protection)")
         if not files:
             return
@@ -74,27 +73,6 @@ class _Scan:
             if (old, change.oid) in self.seen:
                 continue
             self.seen.add((old, change.oid))
-            for line, name in self.added_lines_holding(old, change.oid):
+            data = self.store.read(change.oid)
+            for line, name in added_lines_holding(self.scrubber, self.store.read(old) if old else None, data):
                 self.found.append(f"{where}: {change.path} line {line} holds a {name} (push protection)")
-
-    def added_lines_holding(self, old: str | None, new: str) -> list[tuple[int, str]]:
-        data = self.store.read(new)
-        if b"\0" in data[:8192]:
-            return []  # a binary file: no text to read a shape in
-        lines = data.decode("utf-8", "replace").splitlines()
-        kept = set(self.store.read(old).decode("utf-8", "replace").splitlines()) if old else set()
-        return self.lines_holding(lines, [i for i, line in enumerate(lines) if line not in kept])
-
-    def lines_holding(self, lines: list[str], which: list[int] | None = None) -> list[tuple[int, str]]:
-        """(line number, shape) of the findings in `lines` (only the lines `which` names), one
-        scan over them joined."""
-        which = list(range(len(lines))) if which is None else which
-        starts, at = [], 0
-        for index in which:
-            starts.append(at)
-            at += len(lines[index]) + 1
-        text = "\n".join(lines[index] for index in which)
-        found = []
-        for finding in self.scrubber.findings(text):
-            found.append((which[bisect.bisect_right(starts, finding.start) - 1] + 1, finding.name))
-        return found
