@@ -70,6 +70,8 @@ class Role:
     timeout: float | None = key(None, v.optional_duration,
                                 "each run of this role lasts at most this long (\"none\": the step's timeout)",
                                 '"none"')
+    sandbox: str | None = key(None, v.optional_one_of("none", "bwrap"),
+                              "this role's own [worker] sandbox (\"\": the worker's)", '""')
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,21 @@ class Worker:
         "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "
         "(`runner logs`; \"none\": only every lease/3)",
         '"5s"')
+    sandbox: str = key(
+        "none", v.one_of("none", "bwrap"),
+        "\"bwrap\": every command of a step (implement, gates, roles) runs in a bubblewrap sandbox: only its worktree "
+        "writable, $HOME empty but sandbox_home, a private /tmp, the environment cut to an allow-list; a worker where "
+        "it cannot run refuses to start",
+        '"none"')
+    network: bool = key(True, v.as_bool, "with the sandbox: the step may reach the network (agents call their model)")
+    env_pass: Words = key((), v.strings,
+                          "with the sandbox: variables a step receives beyond PATH, HOME, LANG, TERM, RUNNER_*, ...",
+                          "[]")
+    sandbox_home: Words = key(
+        (), v.strings,
+        "with the sandbox: files and folders of $HOME a step sees, writable (an agent CLI's config and login: "
+        "runner init --agent names them)",
+        "[]")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 from runner.core.layout import without_repository_env
 from runner.core.model import Step
 from runner.store import Store
-from runner.worker import executor, qa, worktrees
+from runner.worker import executor, qa, sandbox, worktrees
 from runner.worker.attempt import State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
@@ -215,9 +215,12 @@ class WorktreeActions:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(name, stdout)
         try:
-            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role),
+            box, env = sandbox.wrap(state.config, role, cwd, self.files, self.store.state_dir, self.store.workdir,
+                                    self.env(state, cwd))
+            result = executor.run(argv, cwd, env, self.log_path, self.timeout(state, role),
                                   self.cancel, stdout,
-                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
+                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json",
+                                  sandbox=box)
         finally:
             self.live.running(None)
         written = output.read_text(errors="replace") if output and output.exists() else ""

@@ -147,9 +147,11 @@ def run(
     cancel: Cancel | None = None,
     stdout_path: Path | None = None,
     session_file: Path | None = None,
+    sandbox: list[str] | None = None,
 ) -> RunResult:
     """Run argv to completion; stdout+stderr append to log_path (stdout alone to stdout_path if
-    given). While it runs, `session_file` names its session for a takeover on this host."""
+    given). While it runs, `session_file` names its session for a takeover on this host.
+    `sandbox`: the argv that starts it inside a sandbox (runner.worker.sandbox)."""
     started = time.monotonic()
     tag = reaper.new_tag()
     env = {**env, reaper.TAG: tag}
@@ -164,7 +166,8 @@ def run(
             if problem:
                 raise OSError(0, problem)
             proc = subprocess.Popen(
-                [*DIE_WITH_PARENT, *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
+                [*DIE_WITH_PARENT, *(sandbox or ()), *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=log,
                 start_new_session=True,
                 # one prctl call, no lock taken:
                 preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509
