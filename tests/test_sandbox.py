@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, runner, set_config, step_file, edit
+from conftest import edit, git, runner, step_file
 from runner.core.config import DEFAULT_TOML
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
@@ -95,3 +95,25 @@ def test_a_sandbox_that_cannot_run_stops_the_worker_before_it_claims(queue_repo:
     assert 'sandbox = "bwrap" but bubblewrap is not installed' in said.stderr
     assert len(said.stderr.strip().splitlines()) == 1
     assert runner(queue_repo, "show", "01-x", "--json").stdout.count('"status": "ready"') == 1
+
+
+def test_init_agent_turns_the_sandbox_on_with_the_agents_own_files_and_doctor_says_so(repo: Path):
+    said = runner(repo, "init", "--agent", "codex").stdout
+    assert "steps run in a bubblewrap sandbox" in said
+    toml = git(repo, "show", "runner/queue:runner.toml")
+    assert 'sandbox = "bwrap"' in toml and 'sandbox_home = ["~/.codex"]' in toml and '"OPENAI_API_KEY"' in toml
+    doctor = runner(repo, "doctor", "--json", check=False)
+    checks = {c["name"]: c for c in json.loads(doctor.stdout)["checks"]}
+    assert checks["sandbox"]["result"] == "ok", checks["sandbox"]
+
+
+def test_a_role_may_leave_the_sandbox_or_enter_it_on_its_own():
+    from runner.core.config import parse_config
+    from runner.worker.sandbox import configured, mode
+
+    config = parse_config('[worker]\nsandbox = "bwrap"\n[roles.verify]\ncommand = ["v"]\nsandbox = "none"\n'
+                          '[roles.review]\ncommand = ["r"]\n')
+    assert (mode(config, None), mode(config, "implement"), mode(config, "review"), mode(config, "verify")) == \
+        ("bwrap", "bwrap", "bwrap", "none")
+    alone = parse_config('[roles.review]\ncommand = ["r"]\nsandbox = "bwrap"\n')
+    assert configured(alone) and mode(alone, "review") == "bwrap" and mode(alone, None) == "none"

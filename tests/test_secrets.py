@@ -328,3 +328,24 @@ def test_a_result_that_adds_a_token_is_held_for_a_person_and_never_published(tmp
     assert token.encode() not in every_object(bare)
     assert "runner/steps/01-env" not in subprocess.run(["git", "branch", "--list"], cwd=bare, capture_output=True,
                                                        text=True).stdout
+
+
+def test_a_heartbeats_tail_that_starts_inside_a_secret_carries_no_piece_of_it(tmp_path, monkeypatch):
+    from runner.core.limits import MAX_LOG_TAIL_BYTES
+    from runner.worker.livelog import LiveOutput
+
+    value = rand(30)
+    monkeypatch.setenv("DEPLOY_TOKEN", value)
+    secrets.for_config(None)
+    token = fake_tokens()["GitHub Token"]
+    for secret in (value, token):
+        for inside in (5, 12, 20):  # where the 16 KiB window starts, inside the secret (6 characters or more left)
+            log = tmp_path / f"step-{inside}.log"
+            rest = MAX_LOG_TAIL_BYTES - (len(secret) - inside)
+            log.write_text("no line break at all " * 10 + secret + "b" * rest)  # one long line
+            output = LiveOutput(log).facts()["output"]
+            assert output.startswith("[redacted: cut]") and output.endswith("b" * 100), output[:80]
+            assert not any(secret[i:i + 6] in output for i in range(len(secret) - 6))
+    log = tmp_path / "lines.log"
+    log.write_text("x" * 200 + token + "\n" + "a line\n" * (MAX_LOG_TAIL_BYTES // 7))
+    assert LiveOutput(log).facts()["output"].startswith("a line\n")  # a tail starts at a line when it can

@@ -37,8 +37,8 @@ CUT_TOKEN_CHARS = 20  # a token-like word this long at a cut is taken for a piec
 REDACTED = "[redacted: {}]"
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|API_?KEY|_KEY$")
 _URL_PASSWORD = re.compile(r"[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]*:([^/\s@]+)@")
-_CUT_WORD_START = re.compile(f"^[{TOKEN_CHARS}+/=.]{{{CUT_TOKEN_CHARS},}}")
-_CUT_WORD_END = re.compile(f"[{TOKEN_CHARS}+/=.]{{{CUT_TOKEN_CHARS},}}$")
+_CUT_WORD_START = re.compile(f"^[{TOKEN_CHARS}+=.]{{{CUT_TOKEN_CHARS},}}")
+_CUT_WORD_END = re.compile(f"[{TOKEN_CHARS}+=.]{{{CUT_TOKEN_CHARS},}}$")
 _MARKER = re.compile(re.escape(CLIP_MARKER).replace(r"\{cut:,\}", r"[0-9,]+"))
 
 
@@ -92,6 +92,7 @@ class Scrubber:
                     variants.setdefault(text, name)
         self.variants = sorted(variants.items(), key=lambda item: -len(item[0]))  # the longest first
         self.shapes = tuple(token_shapes)
+        self.folded = any(shape.folded for shape in self.shapes)
 
     def findings(self, text: str) -> list[Finding]:
         """Every secret in `text` (overlaps merged), but what `[secrets] allow` lists."""
@@ -101,7 +102,7 @@ class Scrubber:
             while at >= 0:
                 spans.append(Finding(at, at + len(variant), name))
                 at = text.find(variant, at + len(variant))
-        lowered = text.lower() if any(s.pattern.flags & re.IGNORECASE for s in self.shapes) else None
+        lowered = text.lower() if self.folded else None
         for shape in self.shapes:
             spans += [Finding(start, end, shape.name) for start, end in shape.spans(text, lowered)
                       if text[start:end] not in self.allow]
@@ -145,7 +146,7 @@ class Scrubber:
                 if text.startswith(variant[-size:], at):
                     return at + size
         word = _CUT_WORD_START.match(text[at:at + 4096])
-        return at + word.end() if word and _mixed(word.group()) else None
+        return at + word.end() if word else None
 
     def _piece_before(self, text: str, at: int) -> int | None:
         for variant, _ in self.variants:
@@ -153,12 +154,7 @@ class Scrubber:
                 if text.endswith(variant[:size], 0, at):
                     return at - size
         word = _CUT_WORD_END.search(text[max(0, at - 4096):at])
-        return at - len(word.group()) if word and _mixed(word.group()) else None
-
-
-def _mixed(word: str) -> bool:
-    """Letters and digits both: a token's piece, not a path or a word."""
-    return any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+        return at - len(word.group()) if word else None
 
 
 def _merged(spans: list[Finding]) -> list[Finding]:
@@ -170,6 +166,16 @@ def _merged(spans: list[Finding]) -> list[Finding]:
         else:
             merged.append(found)
     return merged
+
+
+def tail_text(data: bytes, cut: bool) -> tuple[str, bool]:
+    """The text of a file's tail, and whether it still starts inside a line: read from the
+    middle of a file (`cut`), it starts after its first line break when that is in its first
+    half (as limits.clip_tail), so no secret is cut in two at its start but in a line longer
+    than that (the caller scrubs such a tail with cut_start)."""
+    if cut and 0 <= (newline := data.find(b"\n")) < len(data) // 2:
+        return data[newline + 1:].decode("utf-8", "replace"), False
+    return data.decode("utf-8", "replace"), cut
 
 
 def lines_holding(scrubber: Scrubber, lines: list[str], which: list[int] | None = None) -> list[tuple[int, str]]:

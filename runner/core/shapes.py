@@ -30,11 +30,14 @@ OWN: tuple[tuple[str, str, int], ...] = (
     ("Private Key", r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----", 0),
 )
 # detect-secrets' detectors left out: the entropy ones (every git object id would be redacted),
-# the keyword ones (`password = ...` in any code), a public IP (not a credential), and the
+# the keyword ones (`password = ...` in any code), a public IP (not a credential), the
 # IBM/Cloudant/SoftLayer detectors keyed by a variable's name (as noisy, and each 10+ ms on
-# 256 KiB of text where the rest together take less).
+# 256 KiB of text where the rest together take less), and Telegram's and Discord's bot tokens,
+# whose patterns hold no literal to find them by: each costs more than all the others together
+# on a heartbeat's 16 KiB of test output.
 SKIPPED = ("Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)",
-           "IBM Cloud IAM Key", "IBM COS HMAC Credentials", "Cloudant Credentials", "SoftLayer Credentials")
+           "IBM Cloud IAM Key", "IBM COS HMAC Credentials", "Cloudant Credentials", "SoftLayer Credentials",
+           "Telegram Bot Token", "Discord Bot Token")
 FORMAT = 1  # bump when what the cache holds changes
 TOKEN_CHARS = "A-Za-z0-9_\\-"
 _PRIVATE_END = re.compile(r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|^Private-MAC: *[0-9a-fA-F]*$",
@@ -46,14 +49,17 @@ class Shape:
     name: str  # what the redaction says: "GitHub Token"
     pattern: re.Pattern[str]
     literals: tuple[str, ...]  # a match holds one of these (lowercase when the pattern ignores case); () = unknown
+    folded: bool = False  # the pattern ignores case
 
     def spans(self, text: str, lowered: str | None = None) -> list[tuple[int, int]]:
         """Where this shape is in `text`: the secret (a pattern's groups when it has them),
         widened to the whole token it sits in; a private key to its block's end."""
         if self.literals:
-            folded = self.pattern.flags & re.IGNORECASE
-            haystack = (lowered if lowered is not None else text.lower()) if folded else text
-            if not any(literal in haystack for literal in self.literals):
+            haystack = (lowered if lowered is not None else text.lower()) if self.folded else text
+            for literal in self.literals:
+                if literal in haystack:
+                    break
+            else:
                 return []
         found = []
         for match in self.pattern.finditer(text):
@@ -114,7 +120,7 @@ def shapes(cache_dir: Path | None = None) -> tuple[Shape, ...]:
     global _loaded
     if _loaded is None:
         patterns = _cached_library_patterns(cache_dir or _cache_dir()) + [list(row) for row in OWN]
-        _loaded = tuple(Shape(name, re.compile(pattern, flags), tuple(literals))
+        _loaded = tuple(Shape(name, re.compile(pattern, flags), tuple(literals), bool(flags & re.IGNORECASE))
                         for name, pattern, flags, *rest in patterns
                         for literals in [rest[0] if rest else required_literals(pattern, flags)])
     return _loaded

@@ -31,7 +31,7 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
         if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):
-            found.update(run=info.get("run"), output=scrubber.scrub(info["output"], cut_start=True),
+            found.update(run=info.get("run"), output=scrubber.scrub(info["output"]),
                          output_bytes=info.get("output_bytes"), at=info.get("at"))
         return found
     if read_file is not None:

@@ -44,6 +44,7 @@ class RunResult:
     error: str | None = None  # the command could not start
     output: str = ""  # what it printed on stdout (or wrote to its {output} file)
     stderr: str = ""  # the tail of its stderr (with its stdout, when that is not kept apart)
+    stderr_cut: bool = False  # that tail starts inside a line (a line longer than the tail)
 
     @property
     def ok(self) -> bool:
@@ -68,7 +69,7 @@ def scrub(result: RunResult, section) -> None:
     before runner reads it: every reason, verdict, finding and note made from it is clean."""
     scrubber = secrets.for_config(section)
     result.output = scrubber.scrub(result.output)
-    result.stderr = scrubber.scrub(result.stderr, cut_start=True)  # a tail
+    result.stderr = scrubber.scrub(result.stderr, cut_start=result.stderr_cut)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -189,18 +190,20 @@ def run(
                 out.close()
             if session_file is not None:
                 session_file.unlink(missing_ok=True)
-    result.stderr = _read_from(log_path, start)
+    result.stderr, result.stderr_cut = _read_from(log_path, start)
     return result
 
 
-def _read_from(path: Path, start: int, max_bytes: int = 4096) -> str:
-    """The last `max_bytes` of a file after offset `start`."""
+def _read_from(path: Path, start: int, max_bytes: int = 4096) -> tuple[str, bool]:
+    """The last `max_bytes` of a file after offset `start`, from a line's start (and whether it
+    still starts inside one: runner.core.secrets.tail_text)."""
     try:
         with open(path, "rb") as handle:
-            handle.seek(max(start, handle.seek(0, os.SEEK_END) - max_bytes))
-            return handle.read(max_bytes).decode("utf-8", errors="replace")
+            at = max(start, handle.seek(0, os.SEEK_END) - max_bytes)
+            handle.seek(at)
+            return secrets.tail_text(handle.read(max_bytes), at > start)
     except OSError:
-        return ""
+        return "", False
 
 
 def kill_recorded_session(path: Path) -> int:
@@ -269,12 +272,13 @@ def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
 
 
 def tail(path: Path, lines: int = 40, max_bytes: int = 8192) -> str:
+    """The last lines of a log, scrubbed ([secrets] last read: runner.core.secrets)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
-            data = handle.read().decode("utf-8", errors="replace")
+            data, cut = secrets.tail_text(handle.read(), size > max_bytes)
     except OSError:
         return ""
-    return "\n".join(data.splitlines()[-lines:])
+    return secrets.for_config().scrub("\n".join(data.splitlines()[-lines:]), cut_start=cut)

@@ -10,7 +10,6 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from runner.core import secrets
 from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
@@ -172,8 +171,7 @@ class Recorder:
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
             "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",
-            "Log tail": fence(secrets.for_config().scrub(executor.tail(log_path), cut_start=True))
-            if log_path.exists() else "",
+            "Log tail": fence(executor.tail(log_path)) if log_path.exists() else "",
         }
         return render_handoff(meta, sections)
 

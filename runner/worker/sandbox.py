@@ -3,8 +3,9 @@ a step runs (implement, its gates, its roles) starts inside bubblewrap, which se
 
 - the whole filesystem read-only; a private, empty /tmp;
 - $HOME empty, but the files and folders `[worker] sandbox_home` names (an agent CLI's own
-  config and login, which `runner init --agent` writes), writable, and the folders of PATH
-  that $HOME or /tmp would hide, read-only (where the CLI is installed);
+  config and login, which `runner init --agent` writes), writable, and, read-only, the
+  toolchains people keep there (TOOLCHAINS: pyenv, nvm, ~/.local/bin, ...) and the folders
+  of PATH that $HOME or /tmp would hide (where the CLI is installed);
 - the clone's working tree hidden, but its .git read-only (objects writable: git may commit),
   and `.git/runner/` hidden (the worker's logs, its other worktrees, its claims), but the
   step's own worktree and attempt folder (prompts, outputs), writable;
@@ -29,6 +30,10 @@ BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TER
             "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
             "SSL_CERT_FILE", "SSL_CERT_DIR")
 BASE_PREFIXES = ("RUNNER_", "LC_")
+# Where people install interpreters and tools under $HOME (a venv's python is often pyenv's, an
+# agent CLI nvm's node): seen read-only, so what runs there still starts in an empty $HOME.
+TOOLCHAINS = (".pyenv", ".nvm", ".volta", ".bun", ".deno", ".cargo/bin", ".rustup", "go/bin", ".asdf",
+              ".local/bin", ".local/lib", ".local/share/mise", ".npm-global", ".sdkman", ".linuxbrew")
 
 
 def mode(config, role: str | None) -> str:
@@ -85,7 +90,8 @@ def wrap(config, role: str | None, cwd: Path, files: Path, state_dir: Path, work
     if not config.worker.network:
         box.append("--unshare-net")
     box += ["--tmpfs", str(home)]
-    for folder in _hidden_path_folders(env.get("PATH", ""), home):
+    toolchains = [str(home / name) for name in TOOLCHAINS if (home / name).is_dir()]
+    for folder in dict.fromkeys([*toolchains, *_hidden_path_folders(env.get("PATH", ""), home)]):
         box += ["--ro-bind", folder, folder]
     for name in config.worker.sandbox_home:
         path = home / name.removeprefix("~/").lstrip("/")
