@@ -117,3 +117,39 @@ def test_a_role_may_leave_the_sandbox_or_enter_it_on_its_own():
         ("bwrap", "bwrap", "bwrap", "none")
     alone = parse_config('[roles.review]\ncommand = ["r"]\nsandbox = "bwrap"\n')
     assert configured(alone) and mode(alone, "review") == "bwrap" and mode(alone, None) == "none"
+
+
+def test_a_sandboxed_steps_process_tree_dies_with_its_worker(queue_repo: Path):
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from conftest import ENV_PATH, wait_for
+
+    mark = str(30000 + os.getpid() % 20000)
+    marks = {mark, str(int(mark) + 1), str(int(mark) + 2)}
+    script = f"sleep {mark} & setsid sleep {int(mark) + 1} & echo started > started.txt; sleep {int(mark) + 2}"
+    edit(queue_repo, {"runner.toml": sandboxed_toml().encode(), **dict([step_file("01-long", run=["sh", "-c", script])])})
+    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--repo", str(queue_repo)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV_PATH)
+
+    def sleepers() -> list:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if (proc.info["cmdline"] or [None])[0] == "sleep" and proc.info["cmdline"][-1] in marks:
+                found.append(proc)
+        return found
+
+    try:
+        wait_for(lambda: list((queue_repo / ".git" / "runner" / "worktrees" / "w1").glob("01-long-a1/started.txt")))
+        assert len(wait_for(lambda: len(sleepers()) == 3 and sleepers())) == 3
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+        wait_for(lambda: not sleepers(), timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        for proc in sleepers():
+            proc.kill()

@@ -17,15 +17,14 @@ positives, never redacted.
 
 from __future__ import annotations
 
-import base64
 import bisect
+import functools
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote
 
 from runner.core.limits import CLIP_MARKER
 from runner.core.machine import Event
@@ -64,6 +63,9 @@ def encodings(value: str) -> set[str]:
     """The ways a value is often printed: itself, JSON-escaped, URL-encoded, and base64 (its
     three alignments inside a longer encoded text, the characters that depend on neighbours
     left out)."""
+    import base64
+    from urllib.parse import quote
+
     found = {value, json.dumps(value, ensure_ascii=False)[1:-1], quote(value, safe="")}
     data = value.encode("utf-8")
     for shift in range(3):
@@ -83,7 +85,8 @@ class Finding:
 
 
 class Scrubber:
-    def __init__(self, values: Mapping[str, str], allow: Iterable[str] = (), token_shapes: Iterable[Shape] = ()):
+    def __init__(self, values: Mapping[str, str], allow: Iterable[str] = (),
+                 token_shapes: Iterable[Shape] | Callable[[], Iterable[Shape]] = ()):
         self.allow = frozenset(allow)
         variants: dict[str, str] = {}
         for value, name in values.items():
@@ -91,8 +94,15 @@ class Scrubber:
                 for text in encodings(value):
                     variants.setdefault(text, name)
         self.variants = sorted(variants.items(), key=lambda item: -len(item[0]))  # the longest first
-        self.shapes = tuple(token_shapes)
-        self.folded = any(shape.folded for shape in self.shapes)
+        self._shapes = token_shapes  # read on the first text to scan: a claim scans none
+
+    @functools.cached_property
+    def shapes(self) -> tuple[Shape, ...]:
+        return tuple(self._shapes() if callable(self._shapes) else self._shapes)
+
+    @functools.cached_property
+    def folded(self) -> bool:
+        return any(shape.folded for shape in self.shapes)
 
     def findings(self, text: str) -> list[Finding]:
         """Every secret in `text` (overlaps merged), but what `[secrets] allow` lists."""
@@ -237,5 +247,5 @@ def for_config(section=None, environ: Mapping[str, str] | None = None) -> Scrubb
     if key not in _made:
         if len(_made) > 16:
             _made.clear()
-        _made[key] = Scrubber(values, allow, shapes())
+        _made[key] = Scrubber(values, allow, shapes)
     return _made[key]

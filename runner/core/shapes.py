@@ -11,13 +11,10 @@ pattern itself, so a text that holds none of them costs one substring search, no
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 
 # Shapes detect-secrets lacks (1.5.0), each from the vendor's documented format.
@@ -97,6 +94,8 @@ def _private_key_block(text: str, at: int) -> tuple[int, int]:
 def _formally_a_jwt(token: str) -> bool:
     """detect-secrets' check (JwtTokenDetector.is_formally_valid): each part is base64 and the
     first two are JSON."""
+    import base64
+
     for index, part in enumerate(token.split(".")):
         try:
             data = part.encode("ascii")
@@ -134,6 +133,9 @@ def _cache_dir() -> Path:
 def library_key() -> str:
     """What the cached patterns were read from: the installed detect-secrets' detector files
     (names, sizes, times) and this module's own text."""
+    import hashlib
+    from importlib.util import find_spec
+
     spec = find_spec("detect_secrets")
     if spec is None or not spec.origin:
         raise ImportError("detect-secrets is not installed (pip install detect-secrets): runner finds token shapes "
