@@ -68,6 +68,8 @@ class _Scan:
         for change in self.store.diff_trees(parent.tree if parent else EMPTY_TREE, commit.tree):
             if change.oid is None or change.link:
                 continue
+            if self.store.entry_at(commit.id, change.path) is None:
+                continue  # not a blob (a gitlink): the commit's own check refuses it
             before = self.store.entry_at(parent.id, change.path) if parent else None
             old = before.oid if before is not None else None
             if (old, change.oid) in self.seen:
