@@ -156,7 +156,7 @@ class Scrubber:
                 if text.startswith(variant[-size:], at):
                     return at + size
         word = _CUT_WORD_START.match(text[at:at + 4096])
-        return at + word.end() if word else None
+        return at + word.end() if word and _random_looking(word.group()) else None
 
     def _piece_before(self, text: str, at: int) -> int | None:
         for variant, _ in self.variants:
@@ -164,7 +164,13 @@ class Scrubber:
                 if text.endswith(variant[:size], 0, at):
                     return at - size
         word = _CUT_WORD_END.search(text[max(0, at - 4096):at])
-        return at - len(word.group()) if word else None
+        return at - len(word.group()) if word and _random_looking(word.group()) else None
+
+
+def _random_looking(word: str) -> bool:
+    """Two of lowercase, uppercase and digits: a token's piece (random characters almost never
+    keep to one of them), not a word, a name or a row of one character."""
+    return sum((any(c.islower() for c in word), any(c.isupper() for c in word), any(c.isdigit() for c in word))) >= 2
 
 
 def _merged(spans: list[Finding]) -> list[Finding]:
