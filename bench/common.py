@@ -480,3 +480,49 @@ class InProcessTicker:
         if result.sentinel != "STEP_COMPLETE":
             raise RuntimeError(f"the tick ended {result.sentinel}: {result.reason}")
         return time.perf_counter() - start
+
+
+class InProcessLeakyTicker:
+    """A tick whose step prints a full output tail and fails (a fault note with its stderr's last
+    words), then the heartbeat that carries that tail, in one long-lived process; with
+    `scrub=False` runner.core.secrets' scrubber is swapped for one that changes nothing."""
+
+    def __init__(self, repo: Path, worker: str):
+        from runner.queue.queue import open_queue
+        from runner.worker.tick import Worker
+
+        self.worker = Worker(open_queue(repo), worker)
+
+    def tick(self, scrub: bool) -> float:
+        from runner.core import secrets
+        from runner.worker.livelog import LiveOutput
+
+        real = secrets.for_config, secrets.Scrubber.scrub, secrets.added_lines_holding
+        inside = [0.0]  # seconds spent in the scrubber's two ways in: scrub, and the read of a result's files
+
+        def timing(function):
+            def timed_call(*args, **kwargs):
+                began = time.perf_counter()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    inside[0] += time.perf_counter() - began
+            return timed_call
+
+        if scrub:
+            secrets.Scrubber.scrub = timing(real[1])  # type: ignore[method-assign]
+            secrets.added_lines_holding = timing(real[2])
+        else:
+            nothing = secrets.Scrubber({}, (), ())
+            secrets.for_config = lambda section=None, environ=None: nothing  # type: ignore[assignment]
+        try:
+            start = time.perf_counter()
+            result = self.worker.tick()
+            if result.sentinel != "STEP_FAILED":
+                raise RuntimeError(f"the tick ended {result.sentinel}: {result.reason}")
+            log = self.worker.dirs["logs"] / "steps" / f"{result.step}-a{result.attempt}.log"
+            self.worker.queue.beat(self.worker.id, {**self.worker.facts("running"), **LiveOutput(log).facts()})
+            self.scrubbing = inside[0]
+            return time.perf_counter() - start
+        finally:
+            secrets.for_config, secrets.Scrubber.scrub, secrets.added_lines_holding = real  # type: ignore[method-assign]

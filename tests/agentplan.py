@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -77,6 +78,8 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
         toml = with_agent_tables(toml, tables or fake_agent_tables())
     if agent != "fake":  # `runner init --agent` turns plan-wide approval on; here only 03-tests asks a person, as the plan says
         assert tomllib.loads(toml)["queue"]["requires_approval"] is True
+        # ...and the sandbox, where bubblewrap works (.ci/run installs it): every preset's stub runs inside it
+        assert tomllib.loads(toml)["worker"]["sandbox"] == ("bwrap" if shutil.which("bwrap") else "none")
         toml = toml.replace("requires_approval = true", "requires_approval = false", 1)
     toml = toml.replace("detect = true", "detect = false").replace("min_files = 5", "min_files = 0") + IDENTITIES + extra  # review every change
     for table, lines in (keys or {}).items():

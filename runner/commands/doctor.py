@@ -88,6 +88,7 @@ def run_checks(target) -> list[dict[str, Any]]:
             "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items())
             + " (delete the ref on the remote)"))
     checks.append(resources(store.state_dir, snap.config))
+    checks.append(sandbox_check(snap.config))
     return checks
 
 
@@ -100,6 +101,19 @@ def notices(store) -> dict[str, Any]:
     return _check("notices", "ok", f"this host does not send [notify]'s notices: it has not opted in (`git config "
                                    f"{OPT_IN_KEY} true` or {OPT_IN_ENV}=1 where a worker should)")
 
+
+def sandbox_check(config) -> dict[str, Any]:
+    """Whether steps run in the sandbox runner.toml asks for, and whether they could."""
+    from runner.worker.sandbox import configured, unusable
+
+    why = unusable()
+    if configured(config):
+        return (_check("sandbox", "fail", f"runner.toml asks for bwrap but {why}: workers here refuse to start") if why
+                else _check("sandbox", "ok", "steps run in bubblewrap ([worker] sandbox = \"bwrap\")"))
+    if why:
+        return _check("sandbox", "warn", f"steps run unsandboxed, and could not be here: {why}")
+    return _check("sandbox", "warn", "steps run unsandboxed as this user, with its files and keys (bubblewrap works "
+                                     "here: set [worker] sandbox = \"bwrap\")")
 
 def resources(folder: Path, config) -> dict[str, Any]:
     import psutil

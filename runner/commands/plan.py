@@ -37,7 +37,7 @@ def init(
     With --agent NAME, runner.toml's [harness] and [roles.*] commands run that agent's CLI and
     plan-wide approval is on ([queue] requires_approval = true: every result waits for
     `runner approve`); on a queue that exists, only those change (one commit shows the change)."""
-    from runner.commands.agents import APPROVAL_ON, init_files, set_agent
+    from runner.commands.agents import APPROVAL_ON, init_files, sandbox_said, set_agent
 
     if prime:
         from runner.commands.agentwork import check_prime
@@ -49,7 +49,7 @@ def init(
     if agent and not created:
         message += "; " + set_agent(queue, agent, actor)
     elif agent:
-        message += "; " + APPROVAL_ON
+        message += "; " + APPROVAL_ON + "; " + sandbox_said()
     if prime:
         from runner.commands.agentwork import write_prime
 

@@ -84,6 +84,8 @@ class Role:
     output: str = key("text", v.choice(*OUTPUTS), _OUTPUT_DOC)
     account: str | None = key(None, v.account, _ACCOUNT_DOC, '""')
     models: Words = key((), v.models, _MODELS_DOC, "[]")
+    sandbox: str | None = key(None, v.optional_one_of("none", "bwrap"),
+                              "this role's own [worker] sandbox (\"\": the worker's)", '""')
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,21 @@ class Worker:
         "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "
         "(`runner logs`; \"none\": only every lease/3)",
         '"5s"')
+    sandbox: str = key(
+        "none", v.one_of("none", "bwrap"),
+        "\"bwrap\": every command of a step (implement, gates, roles) runs in a bubblewrap sandbox: only its worktree "
+        "writable, $HOME empty but sandbox_home, a private /tmp, the environment cut to an allow-list; a worker where "
+        "it cannot run refuses to start",
+        '"none"')
+    network: bool = key(True, v.as_bool, "with the sandbox: the step may reach the network (agents call their model)")
+    env_pass: Words = key((), v.strings,
+                          "with the sandbox: variables a step receives beyond PATH, HOME, LANG, TERM, RUNNER_*, ...",
+                          "[]")
+    sandbox_home: Words = key(
+        (), v.strings,
+        "with the sandbox: files and folders of $HOME a step sees, writable (an agent CLI's config and login: "
+        "runner init --agent names them)",
+        "[]")
 
 
 @dataclass(frozen=True)
@@ -201,6 +218,17 @@ class Notify:
                          '"30s"')
 
 
+@dataclass(frozen=True)
+class Secrets:
+    env: Words = key(
+        (), v.strings,
+        "environment variables whose values never leave the worker (beside every name holding TOKEN, SECRET, "
+        "PASSWORD or API_KEY, or ending in _KEY): redacted from what a step printed",
+        "[]")
+    allow: Words = key((), v.strings,
+                       "known false positives: texts never redacted, refused by the hook or held for a person", "[]")
+
+
 TABLES: dict[str, type] = {
     "queue": Queue,
     "leases": Leases,
@@ -211,6 +239,7 @@ TABLES: dict[str, type] = {
     "worker": Worker,
     "hooks": Hooks,
     "notify": Notify,
+    "secrets": Secrets,
 }
 STEP_OVERRIDES = ("roles", "brakes", "pipeline")  # tables a step's frontmatter may override
 
@@ -228,6 +257,7 @@ class Config:
     hooks: Hooks = field(default_factory=Hooks)
     notify: Notify = field(default_factory=Notify)
     prices: dict[str, Price] = field(default_factory=dict)  # model -> its price, for CLIs that report no money
+    secrets: Secrets = field(default_factory=Secrets)
     text: str = ""  # runner.toml as read
 
     @property

@@ -42,6 +42,21 @@ def optional_text(value: Any) -> str | None:
     return text(value)
 
 
+def one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(map(repr, choices))}, not {value!r}")
+        return value
+
+    return parse
+
+
+def optional_one_of(*choices: str) -> Callable[[Any], str | None]:
+    """One of `choices`, or "" for none (as the default is written)."""
+    parse = one_of(*choices)
+    return lambda value: None if value == "" else parse(value)
+
+
 def duration(value: Any) -> float:
     return parse_duration(value)
 

@@ -57,6 +57,9 @@ BOUNDS: tuple[tuple[str, int, str], ...] = (
     ("the tail of a failing command's stderr in its fault", MAX_STDERR_TAIL_BYTES, "its last lines that fit"),
 )
 
+CLIP_MARKER = "\n[... {cut:,} bytes clipped ...]\n"  # where clip cut a text (the scrubber looks there too)
+
+
 def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:
     """`text` within `limit` UTF-8 bytes: its head and its tail (where errors usually are), and
     between them a line saying how much was cut. Short text comes back unchanged."""
@@ -64,11 +67,11 @@ def clip(text: str | None, limit: int = MAX_TEXT_BYTES) -> str:
     data = text.encode("utf-8", "surrogatepass")
     if len(data) <= limit:
         return text
-    marker = f"\n[... {len(data) - limit:,} bytes clipped ...]\n"
+    marker = CLIP_MARKER.format(cut=len(data) - limit)
     room = max(limit - len(marker.encode()) - 16, 0)  # 16: the figure in the marker may grow
     head, tail = room // 4, room - room // 4
     cut = len(data) - (head + tail)
-    marker = f"\n[... {cut:,} bytes clipped ...]\n"
+    marker = CLIP_MARKER.format(cut=cut)
     return data[:head].decode("utf-8", "ignore") + marker + data[len(data) - tail:].decode("utf-8", "ignore")
 
 

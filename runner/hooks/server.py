@@ -31,6 +31,7 @@ from runner.core.limits import MAX_HEARTBEAT_BYTES
 from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
+from runner.hooks.protection import secrets_in_push
 from runner.store import CommitInfo
 from runner.store.choice import open_store
 
@@ -100,6 +101,8 @@ class PushCheck:
             else:
                 found = []  # branches and tags people keep on the remote are theirs
             problems += [f"{ref}: {problem}" for problem in found]
+        allow = {*config.secrets.allow, *after.secrets.allow}
+        problems += secrets_in_push(self.store, updates, self.queue_ref, integration, prefixes, allow)
         return problems + self._merges_landed(updates, integration)
 
     def check_step_branch(self, new: str, step: str) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from runner.core import secrets
 from runner.core.errors import BadInput
 from runner.core.layout import handoff_path
 from runner.queue.snapshot import Snapshot
@@ -24,18 +25,20 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
     found = {"step": step.id, "status": snap.plan.derived_status(step), "attempt": step.attempt if step.valid else None,
              "worker": step.assignee, "running": step.status == "claimed", "run": None, "output": None,
              "output_bytes": None, "at": None}
+    # Written scrubbed; scrubbed again as it is shown, for what an older runner or a hand wrote.
+    scrubber = secrets.for_config(snap.config.secrets)
     if step.status == "claimed":
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
         if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):
-            found.update(run=info.get("run"), output=info["output"], output_bytes=info.get("output_bytes"),
-                         at=info.get("at"))
+            found.update(run=info.get("run"), output=scrubber.scrub(info["output"]),
+                         output_bytes=info.get("output_bytes"), at=info.get("at"))
         return found
     if read_file is not None:
         data = read_file(handoff_path(step.path))
         match = _LOG_TAIL.search(data.decode("utf-8", "replace")) if data else None
         if match:
-            found["output"] = match.group(2) + "\n"
+            found["output"] = scrubber.scrub(match.group(2)) + "\n"
     return found
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from runner.core import secrets
 from runner.core.codec import encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput
@@ -147,6 +148,7 @@ class Queue:
             raise BadInput(f"no step {event.step!r} on {self.branch} (see `runner status`)")
         if not step.valid:
             raise BadInput(f"{step.path} is invalid and cannot change state: {'; '.join(step.problems)}")
+        event, handoff = _scrubbed(snap, event, handoff)
         written = write_step_event(step, event, self.context(snap, step))
         files: dict[str, bytes | None] = {step.path: written.text.encode("utf-8")}
         if handoff is not None and event.spec.handoff:
@@ -225,7 +227,7 @@ class Queue:
     def beat_update(self, worker: str, info: dict[str, Any]) -> RefUpdate:
         """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
         previous = self.store.heartbeat(worker)
-        body = {"host": host_name(), "at": format_time(utc_now()), **info}
+        body = _beat_body(info)
         commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body),
                                         author_for(worker), base_tree=EMPTY_TREE)
         return RefUpdate(heartbeat_ref(worker), commit, previous)
@@ -291,6 +293,7 @@ class Queue:
             if reason is None and not snap.plan.halted:
                 raise Skip("the queue is not halted")
             event = Event(Kind.HALT if reason is not None else Kind.RESUME, actor, utc_now(), reason=reason)
+            event = secrets.scrub_event(event, secrets.for_config(snap.config.secrets))  # a verifier's last words
             return Change({HALT_FILE: halt_file(event)}, encode(event), event)
 
         return self.publish(build, actor)
@@ -301,6 +304,22 @@ class Queue:
         from runner.queue.audit import log
 
         return log(self.store, self.snapshot().tip, step_id, limit)
+
+
+def _beat_body(info: dict[str, Any]) -> dict[str, Any]:
+    """A heartbeat's facts, a running step's output tail scrubbed (runner.worker.livelog made it)."""
+    body = {"host": host_name(), "at": format_time(utc_now()), **info}
+    if isinstance(body.get("output"), str):
+        body["output"] = secrets.for_config().scrub(body["output"])
+    return body
+
+
+def _scrubbed(snap: Snapshot, event: Event, handoff: bytes | None) -> tuple[Event, bytes | None]:
+    """What a step printed leaves through a step event (its reason, runs, verdict, notes, and
+    the handoff): scrubbed here, once for every writer (runner.core.secrets)."""
+    scrubber = secrets.for_config(snap.config.secrets)
+    text = scrubber.scrub(handoff.decode("utf-8", "replace")).encode("utf-8") if handoff is not None else None
+    return secrets.scrub_event(event, scrubber), text
 
 
 def ensure_integration(queue: Queue, config: Config, actor: str) -> str:

@@ -23,7 +23,7 @@ from runner.core.layout import without_repository_env
 from runner.core.model import Step, utc_now
 from runner.core.usage import Usage
 from runner.store import Store
-from runner.worker import executor, qa, worktrees
+from runner.worker import executor, qa, sandbox, worktrees
 from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
@@ -229,19 +229,23 @@ class WorktreeActions:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(f"{name}: {shlex.join(argv)}", stdout)  # the run, and its command as a shell would read it
         try:
-            result = executor.run(argv, cwd, self.env(state, cwd), self.log_path, self.timeout(state, role),
+            box, env = sandbox.wrap(state.config, role, cwd, self.files, self.store.state_dir, self.store.workdir,
+                                    self.env(state, cwd))
+            result = executor.run(argv, cwd, env, self.log_path, self.timeout(state, role),
                                   self.cancel, stdout,
-                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json")
+                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json",
+                                  sandbox=box)
         finally:
             self.live.running(None)
         written = output.read_text(errors="replace") if output and output.exists() else ""
         printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
         result.output = written if written.strip() else printed
+        if role is not None:  # an agent's JSON is read whole, before the scrub replaces anything in it
+            self.read(result, role, state, printed, written)
+        executor.scrub(result, state.config.secrets)  # what it printed goes no further than the log with a secret in it
         if stdout and printed:
             with open(self.log_path, "a") as log:
                 log.write(printed)
-        if role is not None:
-            self.read(result, role, state, printed, written)
         return result
 
     def read(self, result: RunResult, role: str, state: State, printed: str, written: str) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from runner.core import secrets
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, clip_tail
 from runner.queue.processes import TAG, kill_tagged, kill_tree
 from runner.worker import reaper
@@ -50,6 +51,7 @@ class RunResult:
     model: str | None = None  # the model it ran, as it said or as {model} was filled
     limit: Any = None  # the provider's limit it ended on (a runner.core.agentoutput.Limit), or None
     account: str | None = None  # the account it spent
+    stderr_cut: bool = False  # that tail starts inside a line (a line longer than the tail)
 
     @property
     def ok(self) -> bool:
@@ -67,6 +69,14 @@ class RunResult:
             said = f"exit code {self.returncode}"
         last = last_words(self.stderr) if not self.ok else ""
         return f"{said}: {last}" if last else said
+
+
+def scrub(result: RunResult, section) -> None:
+    """What a run printed, cleaned of secrets ([secrets] of runner.toml, runner.core.secrets)
+    before runner reads it: every reason, verdict, finding and note made from it is clean."""
+    scrubber = secrets.for_config(section)
+    result.output = scrubber.scrub(result.output)
+    result.stderr = scrubber.scrub(result.stderr, cut_start=result.stderr_cut)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -125,9 +135,11 @@ def run(
     cancel: Cancel | None = None,
     stdout_path: Path | None = None,
     session_file: Path | None = None,
+    sandbox: list[str] | None = None,
 ) -> RunResult:
     """Run argv to completion; stdout+stderr append to log_path (stdout alone to stdout_path if
-    given). While it runs, `session_file` names its session for a takeover on this host."""
+    given). While it runs, `session_file` names its session for a takeover on this host.
+    `sandbox`: the argv that starts it inside a sandbox (runner.worker.sandbox)."""
     started = time.monotonic()
     tag = reaper.new_tag()
     env = {**env, TAG: tag}
@@ -142,7 +154,8 @@ def run(
             if problem:
                 raise OSError(0, problem)
             proc = subprocess.Popen(
-                [*DIE_WITH_PARENT, *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=log,
+                [*DIE_WITH_PARENT, *(sandbox or ()), *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                stdout=out, stderr=log,
                 start_new_session=True,
                 # one prctl call, no lock taken:
                 preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509
@@ -164,18 +177,20 @@ def run(
                 out.close()
             if session_file is not None:
                 session_file.unlink(missing_ok=True)
-    result.stderr = _read_from(log_path, start)
+    result.stderr, result.stderr_cut = _read_from(log_path, start)
     return result
 
 
-def _read_from(path: Path, start: int, max_bytes: int = 4096) -> str:
-    """The last `max_bytes` of a file after offset `start`."""
+def _read_from(path: Path, start: int, max_bytes: int = 4096) -> tuple[str, bool]:
+    """The last `max_bytes` of a file after offset `start`, from a line's start (and whether it
+    still starts inside one: runner.core.secrets.tail_text)."""
     try:
         with open(path, "rb") as handle:
-            handle.seek(max(start, handle.seek(0, os.SEEK_END) - max_bytes))
-            return handle.read(max_bytes).decode("utf-8", errors="replace")
+            at = max(start, handle.seek(0, os.SEEK_END) - max_bytes)
+            handle.seek(at)
+            return secrets.tail_text(handle.read(max_bytes), at > start)
     except OSError:
-        return ""
+        return "", False
 
 
 def kill_recorded_session(path: Path) -> int:
@@ -244,12 +259,13 @@ def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
 
 
 def tail(path: Path, lines: int = 40, max_bytes: int = 8192) -> str:
+    """The last lines of a log, scrubbed ([secrets] last read: runner.core.secrets)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
-            data = handle.read().decode("utf-8", errors="replace")
+            data, cut = secrets.tail_text(handle.read(), size > max_bytes)
     except OSError:
         return ""
-    return "\n".join(data.splitlines()[-lines:])
+    return secrets.for_config().scrub("\n".join(data.splitlines()[-lines:]), cut_start=cut)

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from runner.core import secrets
 from runner.core.codec import one_line
 from runner.core.limits import MAX_LOG_TAIL_BYTES, clip_tail
 
@@ -30,18 +31,25 @@ class LiveOutput:
         """What the next heartbeat carries: {run, output, output_bytes}."""
         with self._lock:
             run, stdout = self._run, self._stdout
-        log_size, log_tail = _tail(self.log_path)
-        out_size, out_tail = _tail(stdout) if stdout is not None else (0, b"")
-        text = (log_tail + out_tail).decode("utf-8", "replace")
-        return {"run": run, "output": clip_tail(text, MAX_LOG_TAIL_BYTES), "output_bytes": log_size + out_size}
+        log_size, log_tail, log_cut = _tail(self.log_path)
+        out_size, out_tail, out_cut = _tail(stdout) if stdout is not None else (0, "", False)
+        # a stdout tail cut short fills the whole tail on its own
+        whole, cut = (out_tail, True) if out_cut else (log_tail + out_tail, log_cut)
+        text = clip_tail(whole, MAX_LOG_TAIL_BYTES)
+        at = len(whole) - len(text)
+        if (at == 0 and cut) or (at > 0 and whole[at - 1] != "\n"):  # it starts inside a line, maybe a secret
+            text = secrets.for_config().scrub(text, cut_start=True)
+        return {"run": run, "output": text, "output_bytes": log_size + out_size}
 
 
-def _tail(path: Path) -> tuple[int, bytes]:
-    """(the file's size, its last MAX_LOG_TAIL_BYTES); (0, b"") when it is not there yet."""
+def _tail(path: Path) -> tuple[int, str, bool]:
+    """(the file's size, its last MAX_LOG_TAIL_BYTES from a line's start when it can, whether
+    it starts inside a line); (0, "", False) when it is not there yet."""
     try:
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             handle.seek(max(0, size - MAX_LOG_TAIL_BYTES))
-            return size, handle.read(MAX_LOG_TAIL_BYTES)
+            text, cut = secrets.tail_text(handle.read(MAX_LOG_TAIL_BYTES), size > MAX_LOG_TAIL_BYTES)
     except OSError:
-        return 0, b""
+        return 0, "", False
+    return size, text, cut

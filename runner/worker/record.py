@@ -25,6 +25,7 @@ from runner.worker import executor
 from runner.worker.attempt import Outcome, State, named
 from runner.worker.gates import PASS
 from runner.worker.handoff import HandoffMeta, fence, render_handoff
+from runner.worker.leaks import held_for_secrets
 from runner.worker.report import StepReport, TickResult
 
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.MULTILINE)
@@ -111,6 +112,7 @@ class Recorder:
         `resolve` raises MergeConflict (a resolve pass may still bring it onto the new tip)."""
         queue = self.queue
         integration = snapshot.config.queue.integration_branch
+        outcome, result = held_for_secrets(queue.store, outcome, result, snapshot.config.secrets)
 
         def build(snap: Snapshot):
             step = snap.plan.steps.get(state.step.id)

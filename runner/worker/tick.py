@@ -20,7 +20,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from runner.core.config import Config
-from runner.core.errors import RunnerError
+from runner.core.errors import BadInput, RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
 from runner.core.model import format_time, utc_now
@@ -30,7 +30,7 @@ from runner.queue.leases import holder_info, new_incarnation
 from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
-from runner.worker import report, resolving, worktrees
+from runner.worker import report, resolving, sandbox, worktrees
 from runner.worker.actions import WorktreeActions
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.faults import crash_point
@@ -140,6 +140,8 @@ class Worker:
             self.grace = snap.config.worker.grace_period
         if snap.plan.halted:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
+        if why := sandbox.problem(snap.config):
+            raise BadInput(why)  # before any claim: a step never runs without the sandbox it was promised
         if floor := resource_floor(snap.config, self.store.state_dir):
             return self.skip(floor)
         mine = snap.plan.steps.get(self.only_step or "")
