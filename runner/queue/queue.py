@@ -298,9 +298,8 @@ class Queue:
 
         return self.publish(build, actor)
 
-    # --- the audit trail -------------------------------------------------------------------
-
     def log(self, step_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """The audit trail: the queue's events, newest first (one step's with `step_id`)."""
         from runner.queue.audit import log
 
         return log(self.store, self.snapshot().tip, step_id, limit)
