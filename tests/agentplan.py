@@ -58,6 +58,18 @@ def stub_agents(tmp_path: Path) -> dict:
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
+STUB_VARIABLES = ("STUB_AGENT_CALLS", "STUB_AGENT_LIMIT", "STUB_AGENT_LIMIT_ROLE", "STUB_AGENT_LIMIT_TEXT",
+                  "STUB_AGENT_RESET_IN")
+
+
+def side_folder(tmp_path: Path) -> Path:
+    """Where a test's stub agent leaves what the test reads (its calls, its limit's mark): the one
+    folder beside its worktree a sandboxed step may write (`[worker] sandbox_write`)."""
+    folder = tmp_path / "side"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: str = "",
                 keys: dict[str, str] | None = None, steps: dict[str, str] | None = None) -> tuple[Path, Path]:
     """A hooked bare remote whose queue runs the agent plan with `agent`'s commands (or the
@@ -81,6 +93,10 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
         # ...and the sandbox, where bubblewrap works (.ci/run installs it): every preset's stub runs inside it
         assert tomllib.loads(toml)["worker"]["sandbox"] == ("bwrap" if shutil.which("bwrap") else "none")
         toml = toml.replace("requires_approval = true", "requires_approval = false", 1)
+    if agent != "fake":  # the stub's own variables and the folder it tells the test through pass the sandbox
+        passed = [*tomllib.loads(toml)["worker"]["env_pass"], *STUB_VARIABLES]
+        toml = with_keys(toml, "worker", f"env_pass = {json.dumps(passed)}\n"
+                                         f"sandbox_write = {json.dumps([str(side_folder(tmp_path))])}")
     toml = toml.replace("detect = true", "detect = false").replace("min_files = 5", "min_files = 0") + IDENTITIES + extra  # review every change
     for table, lines in (keys or {}).items():
         toml = with_keys(toml, table, lines)

@@ -12,7 +12,7 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentplan import as_pusher, drain, read_case, served_plan, statuses, stub_agents  # noqa: F401 (a fixture)
+from agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses, stub_agents  # noqa: F401 (a fixture)
 from conftest import git, queue_history
 
 from runner.agents.presets import preset_tables
@@ -46,7 +46,7 @@ def per_call() -> dict[str, Usage]:
 
 
 def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, stub_agents):  # noqa: F811
-    calls_file = tmp_path / "calls.txt"
+    calls_file = side_folder(tmp_path) / "calls.txt"
     bare, alice = served_plan(tmp_path, "claude", tables=mixed_tables(), extra=PRICES)
     said = drain(bare, tmp_path, {**stub_agents, "STUB_AGENT_CALLS": str(calls_file)})
     assert statuses(alice, tmp_path) == {"01-count": "done", "02-cli": "done", "03-tests": "review"}, said

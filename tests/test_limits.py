@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from agentplan import KEYS, as_pusher, drain, served_plan, statuses, stub_agents  # noqa: F401 (a fixture)
+from agentplan import KEYS, as_pusher, drain, served_plan, side_folder, statuses, stub_agents  # noqa: F401 (a fixture)
 from conftest import ROOT, git, queue_history, wait_for
 from hooked import claim, forge, push_commit, queue, record, refused, remote, template  # noqa: F401 (fixtures)
 
@@ -63,11 +63,12 @@ def listing(alice, tmp_path, *args: str, env: dict | None = None) -> dict:
 
 def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spends_nothing(tmp_path, stub_agents):  # noqa: F811
     notices = tmp_path / "notices.txt"
-    calls = tmp_path / "calls.txt"
-    (tmp_path / "limit").mkdir()
+    calls = side_folder(tmp_path) / "calls.txt"
+    (side_folder(tmp_path) / "limit").mkdir()
     bare, alice = served_plan(tmp_path, "claude", keys={"notify": NOTICE.format(file=notices)},
                               steps={"plans/steps/04-plain.md": PLAIN_STEP, "plans/steps/05-more.md": AGENT_STEP})
-    env = {**stub_agents, "STUB_AGENT_CALLS": str(calls), "STUB_AGENT_LIMIT": str(tmp_path / "limit"),
+    env = {**stub_agents, "RUNNER_NOTIFY": "1",  # the workers' hosts send [notify]'s notices
+           "STUB_AGENT_CALLS": str(calls), "STUB_AGENT_LIMIT": str(side_folder(tmp_path) / "limit"),
            "STUB_AGENT_LIMIT_ROLE": "orient", "STUB_AGENT_LIMIT_TEXT": "Claude AI usage limit reached|{epoch}",
            "STUB_AGENT_RESET_IN": "600"}
 

@@ -33,6 +33,7 @@ try "write tmp" "echo x > /tmp/escape-{mark}"
 try "see DEPLOY_TOKEN" "test -n \"$DEPLOY_TOKEN\""
 try "see PASSED_ON" "test -n \"$PASSED_ON\""
 try "see RUNNER_STEP" "test -n \"$RUNNER_STEP\""
+try "write the shared cache" "echo x > '{cache}/made.txt'"
 """
 
 
@@ -55,8 +56,11 @@ def test_a_sandboxed_step_writes_only_its_worktree_and_its_change_is_merged(queu
     other.mkdir(parents=True)
     (other / "secret.txt").write_text("another step's work\n")
     mark = os.urandom(4).hex()
-    script = PROBE.format(clone=queue_repo, beside=tmp_path, home=home, other=other, state=state, mark=mark)
-    edit(queue_repo, {"runner.toml": sandboxed_toml(env_pass='["PASSED_ON"]', sandbox_home='["~/.agent"]').encode(),
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    script = PROBE.format(clone=queue_repo, beside=tmp_path, home=home, other=other, state=state, mark=mark, cache=cache)
+    edit(queue_repo, {"runner.toml": sandboxed_toml(env_pass='["PASSED_ON"]', sandbox_home='["~/.agent"]',
+                                                    sandbox_write=f'["{cache}"]').encode(),
                       **dict([step_file("01-probe", run=["sh", "-c", script])])})
     env = {"HOME": str(home), "DEPLOY_TOKEN": "t" * 20, "PASSED_ON": "yes"}
     done = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json", env=env).stdout.splitlines()[-1])
@@ -68,10 +72,11 @@ def test_a_sandboxed_step_writes_only_its_worktree_and_its_change_is_merged(queu
     assert said == {"write the clone": "yes", "write beside the clone": "yes", "write /var/tmp": "no",
                     "write home": "yes", "read ssh": "no",
                     "read another worktree": "no", "read the worker state": "no", "see the agent login": "yes",
-                    "write tmp": "yes", "see DEPLOY_TOKEN": "no", "see PASSED_ON": "yes", "see RUNNER_STEP": "yes"}, report
+                    "write tmp": "yes", "see DEPLOY_TOKEN": "no", "see PASSED_ON": "yes", "see RUNNER_STEP": "yes",
+                    "write the shared cache": "yes"}, report
     # What it wrote outside its worktree went into the sandbox's own empty folders, and is gone.
     assert not (queue_repo / "outside.txt").exists() and not (tmp_path / "outside.txt").exists()
-    assert (home / ".profile").read_text() == "# mine\n"
+    assert (home / ".profile").read_text() == "# mine\n" and (cache / "made.txt").read_text() == "x\n"
     assert not Path(f"/tmp/escape-{mark}").exists() and not Path(f"/var/tmp/escape-{mark}").exists()
 
 

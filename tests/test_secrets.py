@@ -273,7 +273,7 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
     )
     bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
     host = worker_clone(bare, tmp_path / "host-a")
-    env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
+    env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "RUNNER_NOTIFY": "1", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
     worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--once", "--interval", "0.2",
                                "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -166,6 +166,11 @@ class Worker:
         "with the sandbox: files and folders of $HOME a step sees, writable (an agent CLI's config and login: "
         "runner init --agent names them)",
         "[]")
+    sandbox_write: Words = key(
+        (), v.folders,
+        "with the sandbox: folders outside the worktree a step may write, absolute or ~/ (a shared build cache); "
+        "the rest stays read-only",
+        "[]")
 
 
 TABLES: dict[str, type] = {

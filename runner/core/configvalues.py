@@ -85,6 +85,13 @@ def strings(value: Any) -> tuple[str, ...]:
     raise ValueError(f"must be a list of strings, not {value!r}")
 
 
+def folders(value: Any) -> tuple[str, ...]:
+    names = strings(value)
+    if bad := [name for name in names if not name.startswith(("/", "~/"))]:
+        raise ValueError(f"must name folders by absolute paths or ~/..., not {', '.join(map(repr, bad))}")
+    return names
+
+
 def parse_size(value: Any) -> int:
     units = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2, "gb": 1000**3}
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:

@@ -6,6 +6,7 @@ a step runs (implement, its gates, its roles) starts inside bubblewrap, which se
   config and login, which `runner init --agent` writes), writable, and, read-only, the
   toolchains people keep there (TOOLCHAINS: pyenv, nvm, ~/.local/bin, ...) and the folders
   of PATH that $HOME or /tmp would hide (where the CLI is installed);
+- the folders `[worker] sandbox_write` names (a shared build cache), writable;
 - the clone's working tree hidden, but its .git read-only (objects writable: git may commit),
   and `.git/runner/` hidden (the worker's logs, its other worktrees, its claims), but the
   step's own worktree and attempt folder (prompts, outputs), writable;
@@ -96,6 +97,10 @@ def wrap(config, role: str | None, cwd: Path, files: Path, state_dir: Path, work
     for name in config.worker.sandbox_home:
         path = home / name.removeprefix("~/").lstrip("/")
         if path.exists():
+            box += ["--bind", str(path), str(path)]
+    for name in config.worker.sandbox_write:
+        path = home / name[2:] if name.startswith("~/") else Path(name)
+        if path.is_dir():
             box += ["--bind", str(path), str(path)]
     if workdir != git_dir:  # a working tree around .git: hidden but .git
         box += ["--tmpfs", str(workdir), "--ro-bind", str(git_dir), str(git_dir)]
