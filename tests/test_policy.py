@@ -187,9 +187,21 @@ def test_a_sweep_and_a_review_that_fault_are_both_flagged_and_the_review_still_l
     held = run_pipeline(state(config), script)
     assert held.kind == Kind.COMPLETE and "edge-case sweep did not run" in held.hold and "independent review did not run (exit code 4), twice" in held.hold
     assert script.calls == ["implement", "sweep", "review", "review"]
-    script = Script(roles={"implement": [ok()], "sweep": [crashed()], "review": [ok("CRITICAL: broken"), ok("fine")]})
-    held = run_pipeline(state(config), script)  # critical findings still send it back; the sweep is not run again, its fault still holds
-    assert held.kind == Kind.COMPLETE and "not passed as swept" in held.hold and script.calls == ["implement", "sweep", "review", "implement", "review"]
+    script = Script(roles={"implement": [ok()], "sweep": [crashed(), crashed()], "review": [ok("CRITICAL: broken"), ok("fine")]})
+    held = run_pipeline(state(config), script)  # critical findings still send it back; the fix is swept again, its fault holds once
+    assert held.kind == Kind.COMPLETE and held.hold.count("not passed as swept") == 1
+    assert script.calls == ["implement", "sweep", "review", "implement", "sweep", "review"]
+
+
+def test_a_sweep_runs_again_after_a_critical_review_and_its_new_findings_replace_the_old():
+    config = ROLES.format("sweep") + '[roles.review]\ncommand = ["review"]\nmin_files = 0\n'
+    script = Script(roles={"implement": [ok()], "sweep": [crashed(), ok("edge: empty input")],
+                           "review": [ok("CRITICAL: broken"), ok("fine")]})
+    st = state(config)
+    outcome = run_pipeline(st, script)  # the first sweep faulted; the sweep of the fix ran: nothing holds the result
+    assert (outcome.kind, outcome.hold) == (Kind.COMPLETE, None), outcome
+    assert script.calls == ["implement", "sweep", "review", "implement", "sweep", "review"]
+    assert st.notes["Sweep findings"] == "edge: empty input" and [r.name for r in st.roles].count("sweep") == 1
 
 
 def test_the_coders_own_verdict_is_read_from_implements_last_line():

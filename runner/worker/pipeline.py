@@ -43,6 +43,7 @@ from runner.worker.roles import (
     switch,
 )
 
+NOT_SWEPT = "not passed as swept"
 RESOLVE_FEEDBACK = (
     "The integration branch moved while this step ran: merging its new tip ({where}) into this step's change conflicts "
     "in {paths}. The conflicts are left in those files between <<<<<<< and >>>>>>> lines. Resolve each one so that "
@@ -177,6 +178,7 @@ class _Pipeline:
             return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): "
                                              + "; ".join(critical)[:1000], escalate=True)
         self.s.reviews += 1
+        self.s.swept = False  # the fix is new work: the sweep looks at it again
         self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical),
                                MAX_FEEDBACK_BYTES)
         return self.s.feedback
@@ -293,9 +295,12 @@ class _Pipeline:
         result = self.role("sweep")
         if result is None:
             return
+        # what an earlier sweep said was about the work before the review's fix
+        self.s.holds = [hold for hold in self.s.holds if not hold.endswith(NOT_SWEPT)]
+        self.s.roles = [r for r in self.s.roles if r.name != "sweep"]
         # the result goes on, to be held for a person: never passed as swept, never a reason to implement again
         if not result.ok:
-            self.s.holds.append(f"{self.fault('sweep', result)}; not passed as swept")
+            self.s.holds.append(f"{self.fault('sweep', result)}; {NOT_SWEPT}")
             return
         self.s.notes["Sweep findings"] = result.output
         self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings",
