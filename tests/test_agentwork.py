@@ -218,7 +218,7 @@ def test_a_second_session_cannot_claim_the_step_the_first_holds(tmp_path):
             return refused_other[1], refused_same[1]
 
     other, same = anyio.run(sessions)
-    assert "01-a is claimed" in other
+    assert "01-a is claimed by agent-1 (attempt 1)" in other
     assert "agent-1 already holds 01-a (attempt 1) in another session" in same
     assert [e for e in events(bare) if e[0] in ("claim", "takeover")] == [("claim", "01-a", "agent-1")]
 
@@ -394,7 +394,7 @@ def test_a_shell_agent_cannot_take_a_step_another_holds(tmp_path):
     bare, (first, second) = served_plan(tmp_path)
     runner_json(first, "work", "01-a", "--id", "agent-1")
     refused = runner(second, "work", "01-a", "--id", "agent-2", check=False)
-    assert refused.returncode == 3 and "01-a is claimed" in refused.stderr
+    assert refused.returncode == 3 and "01-a is claimed by agent-1 (attempt 1)" in refused.stderr
     twice = runner(first, "work", "02-b", "--id", "agent-1", check=False)
     assert twice.returncode == 1 and "agent-1 already holds 01-a (attempt 1)" in twice.stderr and "one step at a time" in twice.stderr
     runner(first, "release", "01-a", "--id", "agent-1", "--reason", "done for today")

@@ -63,6 +63,8 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
     even while it backs off after a failure (a person asked for it)."""
     plan = snap.plan
     status = plan.derived_status(step)
+    if status == "claimed":
+        return [f"is claimed by {step.assignee} (attempt {step.attempt})"]
     if status not in ("ready", "waiting", "blocked"):
         return [f"is {status}"]
     reasons = _not_for(step, tags, by_agent)
