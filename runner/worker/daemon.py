@@ -27,8 +27,9 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 class Daemon:
     def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-                 json_out: bool = False):
+                 json_out: bool = False, fleet=None):
         self.w = worker
+        self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
         self.interval = interval
         self.max_ticks = max_ticks
         self.once = once
@@ -57,7 +58,8 @@ class Daemon:
         if w.grace is None:
             w.grace = config.worker.grace_period if config else 30.0
         interval = self.interval if self.interval is not None else (config.worker.interval if config else 30.0)
-        stop_on_signals(w)
+        if self.fleet is None:
+            stop_on_signals(w)
         w.log("START", f"incarnation {w.incarnation} pid {os.getpid()}")
         self.beat("idle")
         ticks = errors = faults = 0
@@ -144,6 +146,8 @@ class Daemon:
             return None
 
     def beat(self, state: str) -> None:
+        if self.fleet is not None:
+            return
         try:
             self.w.queue.beat(self.w.id, self.w.facts(state))
             self.last_beat = time.monotonic()
