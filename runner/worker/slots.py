@@ -85,7 +85,8 @@ class Fleet:
                 "incarnation": first.get("incarnation", self.incarnation), "claims": claims,
                 "slots": len(self.slots), "pid": os.getpid(), "started": self.main.started,
                 "process_started": self.main.holder.get("started"), "lease": max(w.lease for w in self.slots),
-                "ticks": sum(w.ticks for w in self.slots), "last": (asking.last if asking else None) or last}
+                "ticks": sum(w.ticks for w in self.slots), "last": (asking.last if asking else None) or last,
+                "tags": self.main.tags}
 
     def beat(self, state: str) -> None:
         try:

@@ -87,7 +87,7 @@ class Worker:
             return self.fleet.facts(self, state, step, attempt)
         return {"state": state, "step": step, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(),
                 "started": self.started, "process_started": self.holder.get("started"), "lease": self.lease,
-                "ticks": self.ticks, "last": self.last or None}
+                "ticks": self.ticks, "last": self.last or None, "tags": self.tags}
 
     def log(self, kind: str, message: str) -> None:
         line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
