@@ -36,6 +36,7 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
+from runner.worker.hostguard import worktree_budget
 from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
@@ -147,7 +148,8 @@ class Worker:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if why := sandbox.problem(snap.config):
             raise BadInput(why)  # before any claim: a step never runs without the sandbox it was promised
-        if floor := resource_floor(snap.config, self.store.state_dir):
+        if floor := resource_floor(snap.config, self.store.state_dir) or worktree_budget(snap.config, self.store, snap,
+                                                                                          self.log):
             return self.skip(floor)
         mine = snap.plan.steps.get(self.only_step or "")
         if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
