@@ -84,7 +84,7 @@ add(doctor.doctor)
 # The review surface: a web board on this clone, a running step's log from any clone
 add(board.board, json=False)
 add(board.logs)
-add(doctor.gc, json=False)
+add(doctor.gc)
 # An agent that takes steps itself
 add(agentwork.work)
 add(agentwork.submit)

@@ -20,6 +20,7 @@ from runner.queue.livelog import step_output
 from runner.queue.notices import WHY_REVIEW
 from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
+from runner.queue.stuck import stuck_steps
 from runner.queue.workers import worker_rows
 from runner.store.gitcli import run_git
 
@@ -94,6 +95,9 @@ def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[st
             found.append({"kind": "failed", "step": entry["step"], "title": entry["title"],
                           "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}",
                           "since": entry["since"]})
+    for step_id, why in stuck_steps(snap).items():
+        found.append({"kind": "stuck", "step": step_id, "title": snap.plan.steps[step_id].title,
+                      "why": f"no live worker will take it: {why}", "since": None})
     for worker in workers:
         if worker["liveness"] == "gone" and worker["step"]:
             found.append({"kind": "worker-gone", "step": worker["step"], "title": f"{worker['worker']} is gone",

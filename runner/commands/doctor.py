@@ -148,10 +148,29 @@ def doctor(target) -> None:
 
 
 def gc(target) -> None:
-    """Pack and prune this clone's git objects.
+    """Remove finished steps' worktrees, pack git objects.
 
-    And its stale worktrees. runner's own git calls never
+    Prints what it freed. A worktree is removed unless its step is claimed at its attempt
+    (`[worker] worktree_budget` does the same before a claim). runner's own git calls never
     start git's auto-gc (it would stall a tick): run this from a daily schedule instead."""
     import typer
 
-    typer.echo(target.queue().store.gc())
+    from runner.commands.render import print_json
+    from runner.queue.snapshot import NotInitialised
+    from runner.store import StoreError
+    from runner.worker.hostguard import collect
+
+    queue = target.queue()
+    try:
+        snap = queue.snapshot()
+    except (NotInitialised, StoreError):
+        snap = None  # no plan to judge by: no worktree is removed
+    freed = collect(queue.store, snap)
+    packed = queue.store.gc()
+    if target.json:
+        print_json({"worktrees": [{"path": p, "bytes": n} for p, n in freed], "bytes": sum(n for _, n in freed),
+                    "git": packed})
+        return
+    for path, size in freed:
+        typer.echo(f"removed {path} ({size >> 10} KiB)")
+    typer.echo(f"freed {sum(n for _, n in freed) >> 20} MiB in {len(freed)} worktree(s); {packed}")

@@ -255,11 +255,12 @@ def status(target: Target, show_all: AllRows = False,
         return
     from runner.core.model import utc_now
     from runner.queue.claims import pause_hold
+    from runner.queue.stuck import stuck_steps
 
     snap = _listed(target)
     rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive, pause_hold(snap, utc_now()))
     render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config),
-                        [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())])
+                        [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())], stuck_steps(snap))
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -303,10 +304,11 @@ def ready(target: Target, tag: Tags = [], show_all: AllRows = False) -> None:
     from runner.commands.render import print_ready, ready_rows
     from runner.core.model import utc_now
     from runner.queue.claims import pause_hold
+    from runner.queue.stuck import stuck_steps
 
     snap = _listed(target)
     rows = ready_rows(snap.plan, tag, snap.config.queue.touches_exclusive, pause_hold(snap, utc_now()))
-    print_ready(snap.plan, rows, target.branch, target.json, show_all)
+    print_ready(snap.plan, rows, target.branch, target.json, show_all, stuck_steps(snap))
 
 
 def _listed(target: Target):
@@ -319,7 +321,9 @@ def _listed(target: Target):
     snap = queue.snapshot()
     from runner.core.model import utc_now
 
-    if not snap.pauses(utc_now()):  # a paused account holds steps back: the full listing says so, every time
+    # A paused account holds steps back, and a step with tags is stuck or not by the live workers'
+    # heartbeats, which the plan's tip does not name: the full listing says so, every time.
+    if not snap.pauses(utc_now()) and not any(s.tags for s in snap.plan.with_status("ready")):
         quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
                    warnings(snap.config))
     return snap

@@ -219,12 +219,15 @@ def warnings(config) -> list[str]:
 
 
 def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool,
-                 warned: list[str] | None = None, paused: list[dict[str, Any]] | None = None) -> None:
+                 warned: list[str] | None = None, paused: list[dict[str, Any]] | None = None,
+                 stuck: dict[str, str] | None = None) -> None:
     if as_json:
         print_json({"tip": tip, "halted": plan.halted, "warnings": warned or [], "paused": paused or [],
-                    "spent": plan_spend(plan).as_json(), "steps": rows})
+                    "spent": plan_spend(plan).as_json(), "steps": rows,
+                    "stuck": [{"step": step, "why": why} for step, why in (stuck or {}).items()]})
         return
     print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
+    print_stuck(stuck or {})
     for pause in paused or []:
         sys.stdout.write(f"paused: account {pause['account']} until {pause['until']} ({pause['by']} on "
                          f"{pause['step']}: {' '.join(pause['reason'].split())[:160]})\n")
@@ -242,14 +245,23 @@ def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True,
     return [] if plan.halted else [step_row(plan, s, holders, paused) for s in plan.ready(utc_now(), tags)]
 
 
-def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool) -> None:
+def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool,
+                stuck: dict[str, str] | None = None) -> None:
     claimable, held = [r for r in rows if not r.get("held_back")], [r for r in rows if r.get("held_back")]
+    stuck = stuck or {}
     if as_json:
-        print_json({"halted": plan.halted, "steps": claimable, "held_back": held})
+        print_json({"halted": plan.halted, "steps": claimable, "held_back": held,
+                    "stuck": [{"step": step, "why": why} for step, why in stuck.items()]})
         return
     print_rows(plan, claimable, f"ready on {branch}" + (" (halted)" if plan.halted else ""), show_all, "ready")
     if held:
         sys.stdout.write("".join(f"{row['step']} held back: {row['held_back']}\n" for row in held[:100]))
+    print_stuck(stuck)
+
+
+def print_stuck(stuck: dict[str, str]) -> None:
+    """The steps no live worker will take, each with why (runner.queue.stuck)."""
+    sys.stdout.write("".join(f"stuck: {step}: {why}\n" for step, why in list(stuck.items())[:100]))
 
 
 def _unmarked(line: str) -> str:

@@ -111,6 +111,9 @@ def install_schedule(
             help="The worker sends the notices runner.toml's [notify] names from this computer: it runs [notify]'s "
                  "command and sends to its URLs, which come from the queue branch (with [hooks] identities, only "
                  "admins change them).")] = False,
+    slots: Annotated[
+        int, typer.Option(help="--mode daemon: the worker runs up to this many steps at once (runner worker --slots).")
+    ] = 1,
     dry_run: Annotated[bool,
                        typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
     output: Annotated[
@@ -147,6 +150,7 @@ def install_schedule(
         python=python,
         env_file=env_file,
         notify=notify,
+        slots=slots,
         files_only=output is not None or dry_run,
     )
     outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)

@@ -100,6 +100,9 @@ def worker(
     ] = None,
     log_file: LogFile = None,
     notify: Notify = False,
+    slots: Annotated[
+        int, typer.Option(help="Run up to this many steps at once, each in its own worktree; one heartbeat for all.")
+    ] = 1,
 ) -> None:
     """Run the worker daemon: tick until stopped.
 
@@ -110,6 +113,12 @@ def worker(
 
     check_worker_id(worker_id)
     opt_in_to_notices(notify)
+    if slots != 1:
+        from runner.worker.slots import Fleet, check_slots
+
+        check_slots(slots)
+        fleet = Fleet(target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace)
+        raise typer.Exit(fleet.run(interval=interval, max_ticks=max_ticks, once=once, json_out=target.json))
     w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
     raise typer.Exit(Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json).run())
 

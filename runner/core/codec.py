@@ -288,3 +288,28 @@ def decode_beat(message: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return info if isinstance(info, dict) else None
+
+
+def beat_claims(info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The claims a heartbeat carries, each {step, attempt, incarnation}: its `claims` list (a
+    daemon running several steps at once, `runner worker --slots N`), else its one step."""
+    claims = info.get("claims")
+    if isinstance(claims, list):
+        return [c for c in claims if isinstance(c, dict) and isinstance(c.get("step"), str)]
+    if isinstance(info.get("step"), str):
+        return [{"step": info["step"], "attempt": info.get("attempt"), "incarnation": info.get("incarnation")}]
+    return []
+
+
+def beat_names(info: dict[str, Any], step: str, attempt: int | None, incarnation: str | None = None) -> bool:
+    """Whether a heartbeat speaks for this attempt of `step` (and this incarnation, when given)."""
+    return any(c.get("step") == step and c.get("attempt") == attempt
+               and (not incarnation or c.get("incarnation") == incarnation) for c in beat_claims(info))
+
+
+def beat_with_claim(info: dict[str, Any], step: str, attempt: int, incarnation: str) -> dict[str, Any]:
+    """The beat that rides on a claim's push: it names the new claim, beside those it carried."""
+    beat = {**info, "step": step, "attempt": attempt, "incarnation": incarnation}
+    if isinstance(info.get("claims"), list):
+        beat["claims"] = [*beat_claims(info), {"step": step, "attempt": attempt, "incarnation": incarnation}]
+    return beat

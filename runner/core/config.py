@@ -146,6 +146,20 @@ class Worker:
                                          "keep the worktree of a failed attempt for a person to look at")
     min_free_memory: int = key(64 * 1024**2, v.parse_size, "ticks skip below this much free memory", '"64MiB"')
     min_free_disk: int = key(256 * 1024**2, v.parse_size, "ticks skip below this much free disk", '"256MiB"')
+    max_parallel_gates: int | None = key(
+        None, v.optional_count_from(1),
+        "gates and test commands run at once on this host, by every runner daemon of this user together; the others "
+        "wait for a slot (\"none\": no limit)",
+        '"none"')
+    worktree_budget: int = key(
+        0, v.parse_size,
+        "the disk the worktrees of this clone may take: over it, the worktrees of finished steps are removed before a "
+        "claim, and a tick skips while it stays over (0: no budget; `runner gc` cleans up by hand)",
+        "0")
+    metrics_file: str | None = key(
+        None, v.optional_text,
+        "a Prometheus text file the worker rewrites after each tick (node_exporter's textfile collector; \"\": none)",
+        '""')
     live_log: float | None = key(
         5.0, v.optional_duration,
         "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "

@@ -33,7 +33,7 @@ class Price:
     cache_write: float | None = key(None, v.price, "per million tokens written to its cache (default: input)", "input")
 
 
-NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone", "paused")
+NOTICE_EVENTS = ("needs-you", "failed", "halted", "drained", "worker-gone", "paused", "stuck")
 
 
 def _notice_events(value: Any) -> Words:
@@ -58,7 +58,7 @@ class Notify:
     events: Words = key(
         NOTICE_EVENTS, _notice_events,
         "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim "
-        "taken over), paused (a provider's limit paused an account)")
+        "taken over), paused (a provider's limit paused an account), stuck (a step no live worker can take)")
     timeout: float = key(30.0, v.duration,
                          "a notice still running after this long is killed and logged; it never holds up a tick",
                          '"30s"')

@@ -148,6 +148,16 @@ def optional_money(value: Any) -> float | None:
     return float(value)
 
 
+def optional_count_from(minimum: int) -> Callable[[Any], int | None]:
+    """A whole number, `minimum` or more; "none" for no limit."""
+    def parse(value: Any) -> int | None:
+        if isinstance(value, str) and value.strip().lower() == "none":
+            return None
+        return at_least(minimum)(value)
+
+    return parse
+
+
 def optional_count(value: Any) -> int | None:
     """A whole number, 0 or more; "none" for no limit."""
     if isinstance(value, str) and value.strip().lower() == "none":

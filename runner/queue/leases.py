@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.core.clock import monotonic, wall_clock
+from runner.core.codec import beat_names
 from runner.core.model import Step, parse_duration
 
 
@@ -159,11 +160,8 @@ class LeaseObserver:
 
 def _evidence(step: Step, beats: dict[str, Beat]) -> str:
     beat = beats.get(step.assignee or "")
-    incarnation = step.holder.get("incarnation")
     # Only a beat for this very attempt counts: an idle worker's beats say nothing of a claim it dropped.
-    if beat and beat.info.get("step") == step.id and beat.info.get("attempt") == step.attempt and (
-        not incarnation or beat.info.get("incarnation") == incarnation
-    ):
+    if beat and beat_names(beat.info, step.id, step.attempt, step.holder.get("incarnation")):
         return beat.commit
     return f"claim:{step.attempt}"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.core import secrets
-from runner.core.codec import encode, encode_beat
+from runner.core.codec import beat_with_claim, encode, encode_beat
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, side_files, write_step_event
@@ -217,7 +217,7 @@ class Queue:
                 replaces=step.attempt if kind == Kind.TAKEOVER else None,
                 incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
             )
-            refs = ([self.beat_update(worker, {**beat, "step": step.id, "attempt": step.attempt + 1})]
+            refs = ([self.beat_update(worker, beat_with_claim(beat, step.id, step.attempt + 1, incarnation))]
                     if beat is not None else [])
             return self.step_change(snap, event, refs=refs)
         raise Skip(why_nothing(snap, tags, step_id, ignore_deps, by_agent))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.core.clock import wall_clock
+from runner.core.codec import beat_claims
 from runner.core.layout import heartbeat_ref
 from runner.core.model import parse_time
 from runner.queue.change import LostRace, PushRefused
@@ -55,6 +56,7 @@ def worker_rows(snap: Snapshot) -> list[dict[str, Any]]:
             "pid": info.get("pid"),
             "incarnation": info.get("incarnation"),
             "step": current.id if current else None,
+            "claims": [c["step"] for c in beat_claims(info)],  # a daemon with --slots runs several
             "attempt": current.attempt if current else None,
             "last": info.get("last"),
             "ticks": info.get("ticks"),

@@ -35,6 +35,7 @@ class ScheduleSpec:
     remote: str | None = None  # None: the worker's default (origin when it exists)
     queue_branch: str | None = None  # None: the default queue branch
     notify: bool = False  # the worker sends the queue's [notify] notices from this host (it opted in)
+    slots: int = 1  # daemon: steps run at once (runner worker --slots)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))  # a JSON record gives a list
@@ -100,6 +101,8 @@ def worker_argv(spec: ScheduleSpec, log_file: str | None = None) -> list[str]:
         argv += ["--queue-branch", spec.queue_branch]
     if spec.notify:
         argv += ["--notify"]
+    if spec.slots != 1:
+        argv += ["--slots", str(spec.slots)]
     argv += ["--repo", spec.repo]
     if log_file is not None:
         argv += ["--log-file", log_file]

@@ -83,6 +83,7 @@ def build_spec(
     env_file: str | os.PathLike | None = None,
     home: str | os.PathLike | None = None,
     notify: bool = False,
+    slots: int = 1,
 ) -> ScheduleSpec:
     """Validate and normalize the options (pure: no file or command is looked at);
     every problem is reported at once, as BadInput."""
@@ -104,6 +105,8 @@ def build_spec(
                 "--grace applies to --mode daemon: a tick has no grace period (it is stopped like any service)")
         elif not isinstance(grace, int) or grace < 0:
             problems.append(f"--grace must be a whole number of seconds, 0 or more (got {grace!r})")
+    if slots != 1 and (mode == "tick" or not isinstance(slots, int) or not 1 <= slots <= 64):
+        problems.append(f"--slots must be a whole number from 1 to 64, with --mode daemon (got {slots!r})")
     tags = tuple(dict.fromkeys(tags))  # in the order given, each once
     for tag in tags:
         problems += _word_problems("tag", tag)
@@ -138,6 +141,7 @@ def build_spec(
         remote=remote,
         queue_branch=queue_branch,
         notify=notify,
+        slots=slots,
     )
     if problems := target.problems(spec):
         raise BadInput(problems)

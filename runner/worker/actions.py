@@ -23,7 +23,7 @@ from runner.core.layout import without_repository_env
 from runner.core.model import Step, utc_now
 from runner.core.usage import Usage
 from runner.store import Store
-from runner.worker import executor, qa, sandbox, worktrees
+from runner.worker import executor, hostguard, qa, sandbox, worktrees
 from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
 from runner.worker.gates import GateResult, run_gates
@@ -102,7 +102,19 @@ class WorktreeActions:
     def gates(self, state: State) -> list[GateResult]:
         walk = (lambda name, label: self.walk_through(name, label, state)) if state.config.roles.get("qa") else None
         return run_gates(self.worktree, state.step.text, state.step.get("required_outputs", []), state.config,
-                         lambda name, argv: self.execute(name, argv, state, self.worktree, None), walk)
+                         lambda name, argv: self.gate(name, argv, state), walk)
+
+    def gate(self, name: str, argv: list[str], state: State) -> RunResult:
+        """A gate or test command, within this host's `[worker] max_parallel_gates` (runner.worker.hostguard)."""
+        with hostguard.gate_slot(state.config.worker.max_parallel_gates, self.say, self.cancel):
+            return self.execute(name, argv, state, self.worktree, None)
+
+    def say(self, line: str) -> None:
+        try:
+            with open(self.log_path, "a") as log:
+                log.write(line + "\n")
+        except OSError:
+            pass
 
     def walk_through(self, name: str, scenario: str, state: State) -> GateResult:
         """An Automated QA scenario without a command, handed to [roles.qa] in the step's worktree."""

@@ -14,6 +14,7 @@ import time
 from filelock import Timeout
 
 from runner.core.model import utc_now
+from runner.queue import notices, stuck
 from runner.queue.change import LostRace, PushRefused
 from runner.queue.claims import pause_hold
 from runner.queue.snapshot import NotInitialised
@@ -27,8 +28,9 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 class Daemon:
     def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-                 json_out: bool = False):
+                 json_out: bool = False, fleet=None):
         self.w = worker
+        self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
         self.interval = interval
         self.max_ticks = max_ticks
         self.once = once
@@ -57,7 +59,8 @@ class Daemon:
         if w.grace is None:
             w.grace = config.worker.grace_period if config else 30.0
         interval = self.interval if self.interval is not None else (config.worker.interval if config else 30.0)
-        stop_on_signals(w)
+        if self.fleet is None:
+            stop_on_signals(w)
         w.log("START", f"incarnation {w.incarnation} pid {os.getpid()}")
         self.beat("idle")
         ticks = errors = faults = 0
@@ -85,7 +88,10 @@ class Daemon:
             if self.max_ticks and ticks >= self.max_ticks:
                 break
             if result.idle:
+                if result.outcome != "no-queue":
+                    self.tell_stuck()
                 if self.once and (result.outcome == "no-queue" or self.drained()):
+                    self.say_left()
                     break
                 self.idle_beat()
                 # Errors back off exponentially (a broken remote, a bug), idle ticks by the interval.
@@ -144,6 +150,8 @@ class Daemon:
             return None
 
     def beat(self, state: str) -> None:
+        if self.fleet is not None:
+            return
         try:
             self.w.queue.beat(self.w.id, self.w.facts(state))
             self.last_beat = time.monotonic()
@@ -169,6 +177,32 @@ class Daemon:
         if plan.halted:
             return True
         paused = pause_hold(snap, utc_now())
-        # a step for an agent you run yourself (agent: self) is never this worker's to run
+        # a step for an agent you run yourself (agent: self), or with tags this worker lacks, is never its to run
         return not any(status == "claimed" or status == "ready" and not s.self_serve and not (paused and paused(s))
+                       and set(s.tags) <= set(self.w.tags)
                        for s in plan.steps.values() if (status := plan.derived_status(s)) in ("ready", "claimed"))
+
+    def say_left(self) -> None:
+        """`--once` exits: what it leaves behind and why, one line per reason (runner.queue.stuck)."""
+        if self.fleet is not None and self.w is not self.fleet.main:
+            return  # the daemon says it once
+        try:
+            snap = self.w.queue.snapshot(fetch=False)
+        except (NotInitialised, StoreError):
+            return
+        for line in stuck.grouped(stuck.left_behind(snap, self.w.tags)):
+            self.w.log("LEFT", line)
+            if not self.json_out:
+                print(line, flush=True)
+
+    def tell_stuck(self) -> None:
+        """An idle tick: a "stuck" notice for each step newly stuck (once per host, runner.queue.stuck)."""
+        try:
+            snap = self.w.queue.snapshot(fetch=False)
+            fresh = stuck.newly_stuck(self.w.store.state_dir, stuck.stuck_steps(snap))
+            if fresh:
+                self.w.log("STUCK", "; ".join(f"{step}: {why}" for step, why in fresh.items()))
+                if (found := stuck.notices(snap, self.w.queue.branch, fresh)) and notices.opted_in(self.w.store):
+                    notices.send(self.w.store, snap.config.notify, found)
+        except Exception as exc:  # noqa: BLE001 - a notice never stops a worker
+            self.w.log("ERROR", f"could not tell of stuck steps: {exc}")

@@ -7,6 +7,7 @@ so on a busy queue its ticks cost one push each.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -35,6 +36,7 @@ from runner.worker.actions import WorktreeActions
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
+from runner.worker.hostguard import worktree_budget
 from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
@@ -76,13 +78,17 @@ class Worker:
         self.claim_ahead = False  # set by a daemon whose next tick follows at once
         self.held: Published | None = None  # a claim published with the last record, not started yet
         self.running: str | None = None  # "STEP (attempt N)" while a step runs, for what a signal says
+        self.current: tuple[str, int] | None = None  # (step, attempt) while a step runs
+        self.fleet: Any = None  # the daemon this is a slot of (runner.worker.slots): it beats, our heartbeat checks
 
     # --- what the heartbeat says -----------------------------------------------------------
 
     def facts(self, state: str, step: str | None = None, attempt: int | None = None) -> dict[str, Any]:
+        if self.fleet is not None:  # a slot: the daemon's beat names every slot's claim
+            return self.fleet.facts(self, state, step, attempt)
         return {"state": state, "step": step, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(),
                 "started": self.started, "process_started": self.holder.get("started"), "lease": self.lease,
-                "ticks": self.ticks, "last": self.last or None}
+                "ticks": self.ticks, "last": self.last or None, "tags": self.tags}
 
     def log(self, kind: str, message: str) -> None:
         line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
@@ -142,7 +148,8 @@ class Worker:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if why := sandbox.problem(snap.config):
             raise BadInput(why)  # before any claim: a step never runs without the sandbox it was promised
-        if floor := resource_floor(snap.config, self.store.state_dir):
+        if floor := resource_floor(snap.config, self.store.state_dir) or worktree_budget(snap.config, self.store, snap,
+                                                                                          self.log):
             return self.skip(floor)
         mine = snap.plan.steps.get(self.only_step or "")
         if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
@@ -196,9 +203,10 @@ class Worker:
         crash_point("after-claim")
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         live = LiveOutput(log_path)
-        heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation, snap.config.heartbeat_interval,
-                              lambda: self.facts("running", step_id, attempt), self.log, snap.config.worker.live_log,
-                              live.facts)
+        heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation,
+                              math.inf if self.fleet else snap.config.heartbeat_interval,
+                              lambda: self.facts("running", step_id, attempt), self.log,
+                              None if self.fleet else snap.config.worker.live_log, None if self.fleet else live.facts)
         heartbeat.start()
         attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
         worktree = self.own_worktrees / f"{step_id}-a{attempt}"
@@ -209,7 +217,7 @@ class Worker:
                       usage_before=Spend.from_meta(step.get("usage")), rung=int(step.get("rung") or 0),
                       plan_usd_before=plan_spend(snap.plan).usd)
         started = time.monotonic()
-        self.running = f"{step_id} (attempt {attempt})"
+        self.running, self.current = f"{step_id} (attempt {attempt})", (step_id, attempt)
         try:
             base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
             worktrees.remove(self.store, worktree)
@@ -235,7 +243,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 (a fault of runner itself: give the step back, spending nothing)
             return internal_error(self, state, exc, log_path, time.monotonic() - started)
         finally:
-            self.running = None
+            self.running = self.current = None
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
             worktrees.clean_up(self.store, worktree, state, self.log)
@@ -273,7 +281,7 @@ class Worker:
         self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
                  + (f": {reason}" if reason else ""))
         if outcome.halt:
-            self.halt(outcome.halt)
+            halt(self, outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
 
     def next_claim(self, snap: Snapshot, after_lost_race: bool):
@@ -294,12 +302,13 @@ class Worker:
         except RunnerError as exc:  # the lease gives it back in the end
             self.log("ERROR", f"could not release {step}: {exc}")
 
-    def halt(self, reason: str) -> None:
-        try:
-            self.queue.set_halt(reason, self.id)
-            self.log("HALT", reason)
-        except (Skip, StoreError, LostRace, PushRefused) as exc:
-            self.log("ERROR", f"could not halt the queue ({reason}): {exc}")
+
+def halt(worker: Worker, reason: str) -> None:
+    try:
+        worker.queue.set_halt(reason, worker.id)
+        worker.log("HALT", reason)
+    except (Skip, StoreError, LostRace, PushRefused) as exc:
+        worker.log("ERROR", f"could not halt the queue ({reason}): {exc}")
 
 
 def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path, elapsed: float) -> TickResult:
