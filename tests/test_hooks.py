@@ -44,7 +44,7 @@ def test_install_renders_the_interpreter_and_sets_up_the_receiving_side(remote: 
     hook = remote / "hooks" / "pre-receive"
     text = hook.read_text()
     assert os.access(hook, os.X_OK)
-    assert f"PYTHON={sys.executable}" in text and "-m runner.hooks.server pre-receive" in text
+    assert f"PYTHON={sys.executable}" in text and "-m runner.hooks.races pre-receive" in text
     # Repository-wide denyNonFastForwards would refuse a step branch's next attempt: the hook guards the protocol refs.
     assert git(remote, "config", "receive.denyNonFastForwards", check=False) == ""
     assert git(remote, "config", "core.logAllRefUpdates") == "always"  # the hook judges leases by reflogs

@@ -242,7 +242,9 @@ def main(argv: list[str]) -> int:
     """`python -m runner.hooks.server pre-receive|pre-commit`: what the installed hooks run,
     without the command line's start-up."""
     if argv == ["pre-receive"]:
-        return run_pre_receive(sys.stdin.read(), ".")
+        from runner.hooks.races import checked
+
+        return checked(sys.stdin.read(), Path(os.environ.get("GIT_DIR") or ".").resolve())
     if argv == ["pre-commit"]:
         from runner.hooks.client import run_pre_commit
 

@@ -24,8 +24,9 @@ class CatFile:
     """Objects read through one `git cat-file --batch` process: trees (their entries) and
     commits (CommitInfo) parsed once each, blobs as they are."""
 
-    def __init__(self, git_dir: Path, id_bytes: int):
+    def __init__(self, git_dir: Path, id_bytes: int, objects_env: dict[str, str] | None = None):
         self.git_dir = git_dir
+        self.objects_env = objects_env or {}
         self.id_bytes = id_bytes
         self._parsed: dict[str, tuple[str, Any]] = {}
         self._batch: subprocess.Popen | None = None
@@ -75,8 +76,8 @@ class CatFile:
     def _cat_file(self) -> subprocess.Popen:
         if self._batch is None or self._batch.poll() is not None:
             self._batch = subprocess.Popen(["git", *QUIET_GIT, "cat-file", "--batch"], cwd=self.git_dir,
-                                           env=git_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                           stderr=subprocess.DEVNULL)
+                                           env=git_env(extra=self.objects_env), stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         return self._batch
 
 

@@ -114,18 +114,6 @@ class GitStore:
         self._ref_names = RefNames(self.git_dir)
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
-    @classmethod
-    def receiving(cls, path: str | Path) -> GitStore:
-        """The server's repository during pre-receive: the pushed objects sit in a quarantine
-        folder that git names in the environment, and libgit2 does not read it by itself."""
-        store = cls(path, remote=None)
-        folders = [os.environ.get("GIT_OBJECT_DIRECTORY", ""),
-                   *os.environ.get("GIT_ALTERNATE_OBJECT_DIRECTORIES", "").split(os.pathsep)]
-        for folder in folders:
-            if folder and os.path.isdir(folder):
-                store.repo.odb.add_disk_alternate(os.path.abspath(folder))
-        return store
-
     def private(self) -> GitStore:
         """Another handle on the same repository (pygit2 objects are not shared across threads)."""
         return GitStore(self.git_dir, remote=self.remote)

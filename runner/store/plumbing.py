@@ -39,8 +39,36 @@ _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(b
                     r"unable to resolve|is missing)")
 
 
+def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[CommitInfo]:
+    """Every commit reachable from `new` and not from `old` (all parents), oldest first."""
+    listed = run_git(store.git_dir, "rev-list", "--topo-order", "--reverse", new, *([f"^{old}"] if old else []),
+                     "--", env=store.objects_env).stdout.decode().split()
+    return [store.commit(oid) for oid in listed]
+
+
+def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
+    """(old, new, time) of a ref's recorded updates, newest first (empty without a reflog),
+    read from the file git appends them to (a reftable repository asks git's own store)."""
+    if (store.git_dir / "reftable").exists():
+        return store.__getattr__("reflog")(ref)
+    try:
+        lines = (store.git_dir / "logs" / ref).read_bytes().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in reversed(lines):
+        head = line.split(b"\t", 1)[0].split(b" ")
+        if len(head) >= 4 and head[-2].isdigit():
+            found.append((head[0].decode(), head[1].decode(), int(head[-2])))
+    return found
+
+
 class PlumbingStore:
-    def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
+    def __init__(self, path: str | Path = ".", remote: str | None = "auto",
+                 objects_env: Mapping[str, str] | None = None):
+        """`objects_env`: where git finds objects beyond the repository's own (a push's
+        quarantine, for the server's hook: runner.store.plumbing.receiving)."""
+        self.objects_env = dict(objects_env or {})
         if not Path(path).is_dir():
             raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
         where = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
@@ -55,12 +83,12 @@ class PlumbingStore:
         self.workdir = Path(lines[2]) if len(lines) > 2 else self.git_dir
         self.state_dir = self.git_dir / "runner"
         self.state_dir.mkdir(exist_ok=True)
-        urls = _remote_urls(self.git_dir)
+        urls = _remote_urls(self.git_dir) if remote is not None else {}
         self.remote = remote = chosen_remote(remote, urls)
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
         self._refs: dict[str, str] | None = None
-        self.objects = CatFile(self.git_dir, self.id_bytes)
+        self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
         self._full: Any = None  # the GitStore that does what this one does not, once asked
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
@@ -74,7 +102,7 @@ class PlumbingStore:
         return getattr(self._full, name)
 
     def private(self) -> PlumbingStore:
-        return PlumbingStore(self.git_dir, remote=self.remote)
+        return PlumbingStore(self.git_dir, remote=self.remote, objects_env=self.objects_env)
 
     # --- refs: every one listed at once, listed again after this store moves or fetches any ---
 
@@ -184,7 +212,11 @@ class PlumbingStore:
             return True
         if not (HEX.fullmatch(ancestor) and HEX.fullmatch(descendant)):
             return False
-        return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False).returncode == 0
+        return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False,
+                       env=self.objects_env).returncode == 0
+
+    commits_between = _commits_between
+    reflog = _reflog
 
     # --- writing objects -----------------------------------------------------------------
 
@@ -300,3 +332,14 @@ def _remote_urls(git_dir: Path) -> dict[str, str]:
         if key.startswith("remote.") and key.endswith(".url") and len(key) > len("remote..url"):
             urls.setdefault(key[len("remote."):-len(".url")], url)
     return urls
+
+
+def receiving(path: str | Path) -> PlumbingStore:
+    """The server's repository during pre-receive: the pushed objects wait in a quarantine
+    folder that git names in the hook's environment; its reads look there too."""
+    import os
+
+    names = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
+    found = {name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
+             for name in names if (value := os.environ.get(name))}
+    return PlumbingStore(path, remote=None, objects_env=found)

@@ -214,6 +214,7 @@ class RefWriteError(Exception):
     """A local ref could not be written (git's or libgit2's message: it may name a lock file)."""
 
 
+LOST_RACE = "lost a race:"  # runner.hooks.races.LOST: how the server's hook says it
 _PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
 # What the remote's git says when a ref cannot be created because another's name is its path.
 _CLASH_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?:'(?P<other>[^']+)' exists; cannot create|"
@@ -245,6 +246,10 @@ def _push_outcome(out: str, err: str) -> Outcome:
             failed.append(f"{ref}: {summary}")
     if refused:
         reasons = [line[len("remote: "):].strip() for line in err.splitlines() if line.startswith("remote: ")]
+        if lost_at := [r for r in reasons if r.startswith(LOST_RACE)]:
+            # The server's hook saw the ref moved before replaying anything (runner.hooks.races):
+            # git would have rejected the update after the hook; the same lost race.
+            return Lost(lost_at[0][len(LOST_RACE):].split()[0])
         return Refused(tuple(r for r in reasons if r) or ("the remote's hook declined the push",))
     if clash := _CLASH_RE.search(err):
         return clash_failure(clash["ref"], clash["other"] or clash["dir"])
