@@ -8,7 +8,7 @@ from typing import Any
 
 from runner.core.errors import BadInput, RunnerError
 from runner.core.machine import Kind
-from runner.queue import merging
+from runner.queue import merging, review
 from runner.queue.change import Published, Skip
 from runner.queue.queue import Queue
 
@@ -17,20 +17,25 @@ QUEUE_ACTIONS = ("halt", "resume")
 NEEDS_REASON = ("reject", "abort", "halt")
 
 
-def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
-    """Do one action; {"ok": True, "line": what the CLI prints} or {"ok": False, "error": ...}."""
+def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | None,
+        comments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Do one action; {"ok": True, "line": what the CLI prints} or {"ok": False, "error": ...}.
+    A reject may carry comments on lines of the result (`runner reject --comment`'s)."""
     reason = (reason or "").strip()
     try:
         if action not in STEP_ACTIONS + QUEUE_ACTIONS:
             raise BadInput(f"unknown action {action!r} (actions: {', '.join(STEP_ACTIONS + QUEUE_ACTIONS)})")
         if action in STEP_ACTIONS and not step:
             raise BadInput(f"{action} needs a step")
-        if action in NEEDS_REASON and not reason:
+        if comments and action != "reject":
+            raise BadInput("only a rejection carries comments on lines")
+        if action in NEEDS_REASON and not reason and not comments:
             raise BadInput(f"{action} needs a reason: "
                            + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
         if action in QUEUE_ACTIONS:
             return {"ok": True, "line": _on_queue(queue, actor, action, reason)}
-        published = _on_step(queue, actor, action, step or "", reason)
+        published = (review.reject(queue, step or "", actor, reason, comments) if comments
+                     else _on_step(queue, actor, action, step or "", reason))
     except BadInput as exc:
         problems = exc.problems
         return {"ok": False, "error": f"error: {problems[0]}" if len(problems) == 1 else "\n".join(

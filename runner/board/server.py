@@ -30,14 +30,16 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from runner.board import acts, view
+from runner.board import acts, diffs, view
 from runner.core.errors import BadInput, RunnerError
 from runner.core.ids import step_id_problem
 from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 
 STATIC = Path(__file__).parent / "static"
-ASSETS = {"board.js": "text/javascript", "board.css": "text/css", "favicon.svg": "image/svg+xml"}
+TYPES = {".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
+# every asset ships inside the package: the files of static/, and nothing else
+ASSETS = {path.name: TYPES[path.suffix] for path in sorted(STATIC.iterdir()) if path.suffix in TYPES}
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 HEADERS = {
     # Nothing but the board's own files: no inline script, no other origin, no framing.
@@ -97,12 +99,18 @@ class Board:
         page = self.pages[step_id] = view.step_page(queue, queue.snapshot_at(last.tip, branches), step_id)
         return page
 
-    def act(self, action: str, step: str | None, reason: str | None) -> dict[str, Any]:
+    def file(self, step_id: str, path: str) -> dict[str, Any]:
+        """A whole file of the step's result (context beyond the diff's hunks, on demand)."""
+        page = self.step(step_id)
+        return diffs.whole_file(self._queue().store, page["diff"].get("commit"), path)
+
+    def act(self, action: str, step: str | None, reason: str | None,
+            comments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         if self.actor is None:  # refused before it gets here: a read-only board acts as nobody
             return {"ok": False, "error": "error: this board is read-only"}
         if step and (problem := self._not_a_step(step)):
             return {"ok": False, "missing": True, "error": f"error: {problem}"}
-        return acts.act(self._queue(), self.actor, action, step, reason)
+        return acts.act(self._queue(), self.actor, action, step, reason, comments)
 
     def _not_a_step(self, step_id: str) -> str | None:
         """Why `step_id` names no step of the queue (read before any git call is made with it)."""
@@ -169,6 +177,13 @@ def app(board: Board) -> Starlette:
             return JSONResponse({"error": f"error: {exc.problems[0]}"}, 404, headers=HEADERS)
         return JSONResponse({**data, **board.meta()}, headers=HEADERS)
 
+    async def file(request: Request) -> Response:
+        try:
+            data = await board.run(board.file, request.path_params["step"], request.query_params.get("path", ""))
+        except BadInput as exc:
+            return JSONResponse({"error": f"error: {exc.problems[0]}"}, 404, headers=HEADERS)
+        return JSONResponse(data, headers=HEADERS)
+
     async def events(request: Request) -> Response:
         async def stream():
             sent = None
@@ -192,10 +207,12 @@ def app(board: Board) -> Starlette:
         except ValueError:
             body = None
         if (not isinstance(body, dict)
-                or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason"))):
-            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\"}"}, 400,
-                                headers=HEADERS)
-        done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"))
+                or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason"))
+                or not isinstance(body.get("comments") or [], list)):
+            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\", "
+                                 "\"comments\"}"}, 400, headers=HEADERS)
+        done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"),
+                               _comments(body.get("comments")))
         if done.pop("missing", False):
             return JSONResponse(done, 404, headers=HEADERS)
         await board.refresh()
@@ -211,11 +228,20 @@ def app(board: Board) -> Starlette:
 
     routes = [
         Route("/", page), Route("/steps/{step:path}", page), Route("/static/{name}", asset),
-        Route("/api/state", state), Route("/api/steps/{step:path}", step), Route("/api/events", events),
+        Route("/api/state", state), Route("/api/file/{step:path}", file), Route("/api/steps/{step:path}", step),
+        Route("/api/events", events),
     ]
     if not board.read_only:
         routes.append(Route("/api/act", act, methods=["POST"]))
     return _guard(Starlette(routes=routes, lifespan=lifespan), board)
+
+
+def _comments(given: Any) -> list[dict[str, Any]] | None:
+    """A request's comments on lines, as `runner reject --comment` gives them (checked by the queue's review)."""
+    if not given:
+        return None
+    return [{"file": c.get("file"), "line": c.get("line"), "end": c.get("end") or c.get("line"), "text": c.get("text")}
+            if isinstance(c, dict) else {} for c in given]
 
 
 def refused(board: Board, request: Request) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runner.board import diffs
 from runner.board.graph import layout
 from runner.core.errors import BadInput
 from runner.core.layout import HALT_FILE, handoff_path
@@ -148,7 +149,8 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
     store = queue.store
     git_dir = getattr(store, "git_dir", store.state_dir)
     found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [],
-                             "note": None}
+                             "note": None, "commit": commit, "files": [], "more": 0,
+                             "comments": step.get("review_comments") or []}
     tip = snap.tips.get(integration)
     if merge and _has(git_dir, merge):
         found.update(kind="merged", note=f"what the merge {merge[:10]} brought into {integration}")
@@ -189,6 +191,7 @@ def _diff(git_dir, found: dict[str, Any], *revisions: str) -> dict[str, Any]:
         found["clipped"] = len(data) - MAX_DIFF_BYTES
         data = data[:MAX_DIFF_BYTES]
     found["text"] = data.decode("utf-8", "replace")
+    found.update(diffs.parse(found["text"]))
     return found
 
 

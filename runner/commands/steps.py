@@ -99,16 +99,27 @@ def approve(target: Target, step_id: StepArg, by: By = None) -> None:
 
 def reject(
     target: Target, step_id: StepArg, reason: Annotated[
-        str,
+        str | None,
         typer.Option("--reason",
-                     help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")],
+                     help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")] = None,
+    comment: Annotated[
+        list[str] | None,
+        typer.Option("--comment", metavar="FILE:LINE TEXT",
+                     help="A comment on a line of the result (FILE:START-END for a range), its text after it; "
+                          "repeat it. The next attempt reads each with the line's text, and its handoff says which it "
+                          "addressed.")] = None,
+    texts: Annotated[list[str] | None, typer.Argument(metavar="", hidden=True, show_default=False,
+                                                      help="Each --comment's text, in order.")] = None,
     by: By = None, abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
 ) -> None:
     """Reject a step in review.
 
-    It is ready again with your reason as feedback (failed with --abort).
+    It is ready again with your reason and comments as feedback (failed with --abort).
     Nothing is merged."""
-    report(target, target.queue().event(step_id, Kind.REJECT, person(by, target.repo), reason=reason, permanent=abort))
+    from runner.queue import review
+
+    given, problems = review.specs(review.paired(comment or [], texts or []))
+    report(target, review.reject(target.queue(), step_id, person(by, target.repo), reason, given, abort, problems))
 
 
 def retry(target: Target, step_id: StepArg, by: By = None) -> None:

@@ -53,6 +53,7 @@ TRAILERS: tuple[tuple[str, str, str], ...] = (
     ("metrics", "Metrics", JSON),
     ("ticked", "Ticked", JSON),
     ("reason", "Reason", JSON),
+    ("comments", "Comments", JSON),
     ("notes", "Notes", JSON),
     ("runs", "Runs", JSON),
 )
@@ -137,7 +138,7 @@ def encode(event: Event, status: str | None = None) -> str:
     lines = []
     for name, key, how in TRAILERS:
         value = getattr(event, name)
-        if name == "ticked" or name == "runs":
+        if name in ("ticked", "runs", "comments"):
             value = list(value)
         written = _value(how, value)
         if written is not None:
@@ -215,7 +216,7 @@ def decode(message: str) -> Decoded:
         values["kind"] = Kind(values["kind"])
     except ValueError:
         raise CodecError(f"unknown Runner-Event {values['kind']!r}") from None
-    for name in ("ticked", "runs"):
+    for name in ("ticked", "runs", "comments"):
         if name in values:
             if not isinstance(values[name], list):
                 raise CodecError(f"Runner-{_key(name)} must be a list")
@@ -228,7 +229,10 @@ def decode(message: str) -> Decoded:
     for name in ("reason", "notes"):
         if name in values and not isinstance(values[name], str):
             raise CodecError(f"Runner-{_key(name)} must be text")
-    event = Event(**values)
+    try:
+        event = Event(**values)
+    except ValueError as exc:  # comments that are not comments
+        raise CodecError(f"Runner-Comments: {str(exc)[:200]}") from None
     if encode(event, status) != _normal(message):
         raise CodecError(
             "the message is not what runner writes for the event its trailers name (subject or body differ)")

@@ -129,6 +129,7 @@ class Event:
     ignore_deps: bool = False  # claim by a person who runs a step before its dependencies
     by: str | None = None  # the person behind a claim with ignore_deps
     runs: tuple[dict[str, Any], ...] = ()  # the record of every run of the attempt (not state)
+    comments: tuple[dict[str, Any], ...] = ()  # reject: a reviewer's comments on lines (runner.core.comments)
 
     def __post_init__(self) -> None:
         # Every carried text is bounded where an event is made: by a worker, the CLI, or the
@@ -137,6 +138,10 @@ class Event:
             object.__setattr__(self, "reason", clip(self.reason, MAX_TEXT_BYTES))
         if self.notes is not None:
             object.__setattr__(self, "notes", clip(self.notes, MAX_NOTES_APPEND_BYTES))
+        if self.comments:
+            from runner.core.comments import normalized
+
+            object.__setattr__(self, "comments", normalized(self.comments))
 
     @property
     def spec(self) -> KindSpec:
@@ -344,7 +349,7 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
         raise TransitionError("an approval of a result must name its merge into the integration branch")
-    updates: dict[str, Any] = {"status": Status.DONE, "review": None, "last_error": None}
+    updates: dict[str, Any] = {"status": Status.DONE, "review": None, "last_error": None, "review_comments": None}
     if merge:
         updates["result"] = {**result, "merge": merge}
     return updates
@@ -355,6 +360,11 @@ def _over_budget(why: str) -> dict[str, Any]:
 
 
 def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
+    # the reviewer's comments on lines are the next attempt's too (None: a rejection without any)
+    return {**_rejected(meta, event), "review_comments": list(event.comments) or None}
+
+
+def _rejected(meta, event: Event) -> dict[str, Any]:
     if not event.reason:
         raise TransitionError("a rejection needs a reason (it is the feedback for the next attempt)")
     if event.permanent:

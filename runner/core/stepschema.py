@@ -111,6 +111,12 @@ def _override(key: str, value: Any) -> list[str]:
     return step_override_problems({key: value})
 
 
+def _comments(key: str, value: Any) -> list[str]:
+    from runner.core.comments import problems
+
+    return [f"{key}: {problem}" for problem in problems(value)]
+
+
 _COUNT = _must(lambda v: _is_int(v) and v >= 0, "a whole number, 0 or more")
 _TEXT = _must(lambda v: isinstance(v, str), "text")
 _TABLE = _must(lambda v: isinstance(v, dict), "a table")
@@ -162,6 +168,9 @@ STEP_KEYS: tuple[StepKey, ...] = (
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
     StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback",
             _TEXT),
+    StepKey("review_comments", RUNNER, "a list of tables", "a reviewer's comments on lines of the rejected result, "
+            "each `{file, line, end, text, line_text}` (`runner reject --comment`, the board): the next attempt's "
+            "feedback too, and its handoff says which it addressed", _comments),
     StepKey("review", RUNNER, "result / deviation / blocked / budget", "in review: `result` (a change to approve), "
             "`deviation` (orient), `blocked` (implement), `budget` (its agent runs spent the step's budget)",
             _must(lambda v: v in ("result", "deviation", "blocked", "budget"), "result, deviation, blocked or budget")),

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.core.comments import feedback_of
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE, handoff_path
 from runner.core.limits import KIB, clip
 from runner.core.usage import Spend, from_record
@@ -108,7 +109,7 @@ def state_of(session: Session, step, config) -> State:
     """The pipeline's state of the attempt a session holds, with what earlier hand-ins spent."""
     config = config.for_step(step.meta)
     scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
-    feedback = session.feedback or str(step.meta.get("last_error") or "")
+    feedback = session.feedback or feedback_of(step.meta)
     return State(step=step, attempt=session.attempt, config=config, feedback=feedback,
                  scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
                  implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
@@ -171,7 +172,7 @@ def shown(store, snap, step_id: str) -> dict[str, Any]:
     if not step.valid:
         return {**facts, "text": head}
     step = step.full()
-    feedback = str(step.meta.get("last_error") or "")
+    feedback = feedback_of(step.meta)
     return {**facts, "text": head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step,
                                                      feedback)}
 

@@ -25,6 +25,7 @@ from typing import Any, TypeGuard
 from filelock import FileLock, Timeout
 
 from runner.core.clock import wall_clock
+from runner.core.comments import feedback_of
 from runner.core.errors import BadInput, RunnerError
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, clip
 from runner.core.machine import Kind, holds
@@ -174,7 +175,7 @@ class AgentWork:
         step = snap.plan.steps[session.step].full()
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
-        feedback = session.feedback or str(step.meta.get("last_error") or "")
+        feedback = session.feedback or feedback_of(step.meta)
         prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header,
                          tokens, session.context)
         return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,

@@ -10,6 +10,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from runner.core import comments
 from runner.core.accounts import AGENT_ROLES, agent_of
 from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
 from runner.core.model import utc_now
@@ -177,10 +178,20 @@ class Recorder:
                               + (f" ({note})" if (note := run_note(r)) else "") for r in event.runs),
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
+            "Review comments": comments.report(state.step.meta.get("review_comments"),
+                                               lambda path: self._result_file(event, path)),
             "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",
             "Log tail": fence(executor.tail(log_path)) if log_path.exists() else "",
         }
         return render_handoff(meta, sections)
+
+    def _result_file(self, event: Event, path: str) -> bytes | None:
+        """A file of this attempt's result (None: no result, or the file is not in it)."""
+        commit = (event.result or {}).get("commit")
+        try:
+            return self.queue.store.file_at(commit, path) if commit else None
+        except Exception:  # noqa: BLE001 - a path git cannot read is a file the result does not have
+            return None
 
 
 def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str],

@@ -20,6 +20,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from runner.core.comments import feedback_of
 from runner.core.config import Config
 from runner.core.errors import BadInput, RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
@@ -211,7 +212,7 @@ class Worker:
         attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
         worktree = self.own_worktrees / f"{step_id}-a{attempt}"
         config = snap.config.for_step(step.meta)
-        state = State(step=step, attempt=attempt, config=config, feedback=str(step.meta.get("last_error") or ""),
+        state = State(step=step, attempt=attempt, config=config, feedback=feedback_of(step.meta),
                       scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
                       spent_before=float(step.get("spent", 0) or 0), context=self.context,
                       usage_before=Spend.from_meta(step.get("usage")), rung=int(step.get("rung") or 0),
