@@ -15,7 +15,7 @@ from pathlib import Path
 from agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses, stub_agents  # noqa: F401 (a fixture)
 from conftest import git, queue_history
 
-from runner.agents.presets import preset_tables
+from runner.agents.presets import PRESETS, preset_tables
 from runner.core.config import parse_config
 from runner.core.usage import Spend, Usage
 
@@ -23,6 +23,10 @@ from runner.core.usage import Spend, Usage
 ROLE_PRESETS = {"harness": "claude", "roles.orient": "codex", "roles.verify": "gemini", "roles.review": "opencode",
                 "roles.sweep": "aider", "roles.orchestrate": "claude"}
 PRICES = '\n[prices."gemini-2.5-pro"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.31\n'
+
+
+def test_every_preset_runs_a_role_in_the_drain_below():  # tests/test_together.py drains only claude's preset whole
+    assert set(ROLE_PRESETS.values()) == {name for name, preset in PRESETS.items() if preset.program}
 
 
 def toml_value(value) -> str:
