@@ -17,6 +17,7 @@ from filelock import Timeout
 
 from runner.core.codec import beat_claims, decode_beat
 from runner.core.errors import BadInput
+from runner.queue.metrics import WorkerCounts
 from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
@@ -53,6 +54,7 @@ class Fleet:
         self.incarnation = self.main.incarnation.rsplit("-", 1)[0]
         self.beat_queue = Queue(queue.store.private(), branch=queue.branch)
         self.done = threading.Event()
+        self.counts = WorkerCounts(worker_id)  # every slot's ticks, for [worker] metrics_file
         self.bad: BadInput | None = None  # a slot's bad input (a sandbox that cannot run): the daemon's
 
     # --- what stop_on_signals reads ------------------------------------------------------------
