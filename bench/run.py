@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common import BENCH, compile_bytecode, error_text, figure, fmt, load, machine
 
-TOPICS = ("drain", "claim_scale", "ready", "memory", "procs", "startup", "bench_hook", "fleet", "floor", "scrub")
+TOPICS = ("drain", "claim_scale", "ready", "memory", "procs", "startup", "bench_hook", "fleet", "floor", "scrub", "slots")
 FORMAT = 2  # results/*.json layout; bump when it changes
 
 

@@ -225,6 +225,8 @@ class Daemon:
 
     def tell_stuck(self) -> None:
         """An idle tick: a "stuck" notice for each step newly stuck (once per host, runner.queue.stuck)."""
+        if self.fleet is not None and self.w is not self.fleet.main:
+            return  # the daemon tells it once
         try:
             snap = self.w.queue.snapshot(fetch=False)
             fresh = stuck.newly_stuck(self.w.store.state_dir, stuck.stuck_steps(snap))
