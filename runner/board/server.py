@@ -33,6 +33,7 @@ from starlette.routing import Route
 from runner.board import acts, diffs, view
 from runner.core.errors import BadInput, RunnerError
 from runner.core.ids import step_id_problem
+from runner.queue import metrics
 from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 
@@ -112,6 +113,10 @@ class Board:
             return {"ok": False, "missing": True, "error": f"error: {problem}"}
         return acts.act(self._queue(), self.actor, action, step, reason, comments)
 
+    def metrics(self) -> str:
+        """The queue as the last poll read it, in Prometheus' text format (runner.queue.metrics)."""
+        return metrics.render(metrics.queue_families(self._snap()))
+
     def _not_a_step(self, step_id: str) -> str | None:
         """Why `step_id` names no step of the queue (read before any git call is made with it)."""
         if problem := step_id_problem(step_id):
@@ -169,6 +174,9 @@ def app(board: Board) -> Starlette:
 
     async def state(request: Request) -> Response:
         return JSONResponse({**await board.run(board.home), **board.meta()}, headers=HEADERS)
+
+    async def prometheus(request: Request) -> Response:
+        return Response(await board.run(board.metrics), headers={**HEADERS, "content-type": metrics.CONTENT_TYPE})
 
     async def step(request: Request) -> Response:
         try:
@@ -228,6 +236,7 @@ def app(board: Board) -> Starlette:
 
     routes = [
         Route("/", page), Route("/steps/{step:path}", page), Route("/static/{name}", asset),
+        Route("/metrics", prometheus),
         Route("/api/state", state), Route("/api/file/{step:path}", file), Route("/api/steps/{step:path}", step),
         Route("/api/events", events),
     ]

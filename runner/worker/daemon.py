@@ -10,13 +10,15 @@ import os
 import random
 import sys
 import time
+from pathlib import Path
 
 from filelock import Timeout
 
 from runner.core.model import utc_now
-from runner.queue import notices, stuck
+from runner.queue import metrics, notices, stuck
 from runner.queue.change import LostRace, PushRefused
 from runner.queue.claims import pause_hold
+from runner.queue.metrics import WorkerCounts
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
@@ -31,6 +33,7 @@ class Daemon:
                  json_out: bool = False, fleet=None):
         self.w = worker
         self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
+        self.counts = fleet.counts if fleet is not None else WorkerCounts(worker.id)  # for [worker] metrics_file
         self.interval = interval
         self.max_ticks = max_ticks
         self.once = once
@@ -124,13 +127,38 @@ class Daemon:
                 return  # the tick reaches the remote, or says why it cannot
 
     def one_tick(self) -> report.TickResult:
+        started, refused = time.monotonic(), False
+        result = None
         try:
-            return self.w._tick()
+            result = self.w._tick()
+            return result
         except (StoreError, PushRefused, LostRace) as exc:
             self.w.log("ERROR", str(exc))
-            return report.skip(self.w.id, str(exc), outcome="error")
+            refused = isinstance(exc, PushRefused)
+            result = report.skip(self.w.id, str(exc), outcome="error")
+            return result
         finally:
             self.w.ticks += 1
+            if result is not None:
+                self.counts.tick(result, time.monotonic() - started, refused)
+                self.write_metrics()
+
+    def write_metrics(self) -> None:
+        """`[worker] metrics_file`: the queue as this tick left it and what this worker did, in
+        Prometheus' text format (runner.queue.metrics); a path it cannot write is a warning."""
+        try:
+            snap = self.w.queue.snapshot(fetch=False)
+        except (NotInitialised, StoreError):
+            return
+        if not (path := snap.config.worker.metrics_file):
+            return
+        queues = [s.queue for s in self.fleet.slots] if self.fleet is not None else [self.w.queue]
+        text = metrics.render(metrics.queue_families(snap) + self.counts.families(sum(q.races_lost for q in queues)))
+        try:
+            metrics.write(Path(path), text)
+        except OSError as exc:
+            self.w.log("WARN", f"could not write the metrics file {path}: {exc}")
+            print(f"warning: could not write the metrics file {path}: {exc.strerror or exc}", file=sys.stderr)
 
     def progress(self) -> None:
         """One line after each step of a drain: how far the plan is."""
@@ -197,6 +225,8 @@ class Daemon:
 
     def tell_stuck(self) -> None:
         """An idle tick: a "stuck" notice for each step newly stuck (once per host, runner.queue.stuck)."""
+        if self.fleet is not None and self.w is not self.fleet.main:
+            return  # the daemon tells it once
         try:
             snap = self.w.queue.snapshot(fetch=False)
             fresh = stuck.newly_stuck(self.w.store.state_dir, stuck.stuck_steps(snap))

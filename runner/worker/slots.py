@@ -17,6 +17,7 @@ from filelock import Timeout
 
 from runner.core.codec import beat_claims, decode_beat
 from runner.core.errors import BadInput
+from runner.queue.metrics import WorkerCounts
 from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
@@ -53,6 +54,7 @@ class Fleet:
         self.incarnation = self.main.incarnation.rsplit("-", 1)[0]
         self.beat_queue = Queue(queue.store.private(), branch=queue.branch)
         self.done = threading.Event()
+        self.counts = WorkerCounts(worker_id)  # every slot's ticks, for [worker] metrics_file
         self.bad: BadInput | None = None  # a slot's bad input (a sandbox that cannot run): the daemon's
 
     # --- what stop_on_signals reads ------------------------------------------------------------
@@ -95,8 +97,8 @@ class Fleet:
             self.log("ERROR", f"heartbeat ({state}) failed: {exc}")
 
     def beat_loop(self, interval: float) -> None:
-        """Every `interval`, and as soon as the claims the last beat named are not the slots' own
-        (a slot started or ended a step, and no claim or record push said so)."""
+        """Every `interval`, and as soon as a slot runs a step the last beat did not name (a
+        record push of another slot built before the claim landed)."""
         last = time.monotonic()
         while not self.done.wait(CHECK_EVERY):
             if time.monotonic() - last >= interval or self.beat_lags():
@@ -111,7 +113,9 @@ class Fleet:
         except StoreError:
             return True
         named = {(c.get("step"), c.get("attempt"), c.get("incarnation")) for c in beat_claims(info or {})}
-        return held != named
+        # A step named that ended costs nothing until the next beat; a running one not named would
+        # look silent. Every beat moves the ref the slots' claims and records move too: no more of them.
+        return not held <= named
 
     # --- running -------------------------------------------------------------------------------
 
