@@ -20,7 +20,7 @@ from pathlib import Path
 
 from common import BENCH, compile_bytecode, error_text, figure, fmt, load, machine
 
-TOPICS = ("drain", "claim_scale", "ready", "memory", "procs", "startup", "bench_hook", "fleet", "floor", "scrub", "hook_profile")
+TOPICS = ("drain", "claim_scale", "ready", "memory", "procs", "startup", "bench_hook", "fleet", "floor", "scrub", "hook_profile", "hook_drain")
 FORMAT = 2  # results/*.json layout; bump when it changes
 
 

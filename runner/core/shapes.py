@@ -159,7 +159,7 @@ def library_key() -> str:
 
 def _cached_library_patterns(cache_dir: Path) -> list[list]:
     key = library_key()
-    path = cache_dir / "shapes.json"
+    path = cache_dir / f"shapes-{key[:16]}.json"  # one a version: runners of two versions on a host do not take turns
     try:
         data = json.loads(path.read_text())
         if data.get("key") == key:

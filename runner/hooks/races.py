@@ -81,13 +81,17 @@ def lost_race(git_dir: Path, updates: list[tuple[str, str, str]], ref: str) -> s
 
 
 def receive_pack_pid() -> int | None:
-    """The git receive-pack that runs this hook (the installed script's parent), on Linux."""
-    try:
-        stat = Path(f"/proc/{os.getppid()}/stat").read_text()
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-        return pid if "git" in Path(f"/proc/{pid}/comm").read_text() else None
-    except (OSError, ValueError, IndexError):
-        return None
+    """The git receive-pack that runs this hook: the nearest git among its ancestors (the
+    installed script's parent, or a wrapper's), on Linux; None elsewhere."""
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            if Path(f"/proc/{pid}/comm").read_text().startswith("git"):
+                return pid
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
 
 
 def alive(pid: int) -> bool:
@@ -158,9 +162,8 @@ def full_check(stdin_text: str, git_dir: Path) -> int:
 def main(argv: list[str]) -> int:
     if argv == ["pre-receive"]:
         return checked(sys.stdin.read(), Path(os.environ.get("GIT_DIR") or ".").resolve())
-    from runner.hooks.server import main as server_main
-
-    return server_main(argv)
+    print("usage: python -m runner.hooks.races pre-receive", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

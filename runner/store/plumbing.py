@@ -40,10 +40,15 @@ _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(b
 
 
 def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[CommitInfo]:
-    """Every commit reachable from `new` and not from `old` (all parents), oldest first."""
+    """Every commit reachable from `new` and not from `old` (all parents), oldest first (the
+    last answer kept: the hook's checks ask twice for each ref of a push)."""
+    if store._between[0] == (old, new):
+        return list(store._between[1])
     listed = run_git(store.git_dir, "rev-list", "--topo-order", "--reverse", new, *([f"^{old}"] if old else []),
                      "--", env=store.objects_env).stdout.decode().split()
-    return [store.commit(oid) for oid in listed]
+    found = [store.commit(oid) for oid in listed]
+    store._between = ((old, new), found)
+    return list(found)
 
 
 def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
@@ -88,6 +93,7 @@ class PlumbingStore:
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
         self._refs: dict[str, str] | None = None
+        self._between: tuple[tuple[str | None, str] | None, list[CommitInfo]] = (None, [])
         self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
         self._full: Any = None  # the GitStore that does what this one does not, once asked
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
@@ -212,6 +218,8 @@ class PlumbingStore:
             return True
         if not (HEX.fullmatch(ancestor) and HEX.fullmatch(descendant)):
             return False
+        if self.object_type(descendant) == "commit" and ancestor in self.commit(descendant).parents:
+            return True  # a push of one commit: no git process for what its parent line says
         return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False,
                        env=self.objects_env).returncode == 0
 
