@@ -132,3 +132,14 @@ def test_the_hook_reads_through_gits_commands_without_pygit2(remote: Path, queue
     done = subprocess.run([sys.executable, "-c", script], cwd=remote, env={**ENV, "GIT_DIR": "."},
                           input=f"{old} {new} {QUEUE}\n", capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["0", "False"], done.stderr
+
+
+def test_under_its_lock_the_hook_refuses_a_lost_race_without_importing_the_check(remote: Path, queue: Queue):
+    before = tip(remote)
+    claim(queue, "w1", "01-a", beat=False)
+    script = ("import sys; from pathlib import Path; from runner.hooks.races import checked; "
+              "code = checked(sys.stdin.read(), Path('.').resolve()); print(code, 'runner.hooks.server' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], cwd=remote, env={**ENV, "GIT_DIR": "."},
+                          input=f"{before} {'1' * 40} {QUEUE}\n", capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["1", "False"], done.stderr
+    assert done.stderr.startswith(f"lost a race: {QUEUE} is at {tip(remote)[:10]}, not {before[:10]}")
