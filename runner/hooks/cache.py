@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -104,6 +103,8 @@ class HookCache:
                 return
             self.top.mkdir(parents=True, exist_ok=True)
             stamp.touch()
+            import shutil
+
             for other in self.top.iterdir():
                 if other.is_dir() and other != self.root:
                     shutil.rmtree(other, ignore_errors=True)
