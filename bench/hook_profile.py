@@ -54,11 +54,15 @@ server.open_store = timing("open store", server.open_store)
 server.PlanView.config = timing("read runner.toml", server.PlanView.config)
 server.PushCheck.check_queue = timing("replay (queue commits)", server.PushCheck.check_queue)
 server.secrets_in_push = timing("secrets scan", server.secrets_in_push)
-for name in ("early_refusal",):
-    if hasattr(server, name):
-        setattr(server, name, timing("early refusal", getattr(server, name)))
+try:
+    from pathlib import Path
+    import runner.hooks.races as races
+    races.lost_race = timing("early refusal", races.lost_race)
+    check = lambda text: races.checked(text, Path(".").resolve())
+except ImportError:
+    check = lambda text: server.run_pre_receive(text, ".")
 t2 = time.perf_counter()
-code = server.run_pre_receive(sys.stdin.read(), ".")
+code = check(sys.stdin.read())
 t3 = time.perf_counter()
 spent["imports"] = t1 - t0
 spent["whole check"] = t3 - t2
@@ -111,6 +115,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             stdin = f"{old} {new} {ref}\n".encode()
             imports = import_profile(hooked)
 
+            def back(cmd: list, **kwargs) -> float:
+                git(hooked, "update-ref", ref, old)  # the hook judges the update against the ref as it is
+                return timed(cmd, **kwargs)
+
             def back_and_push(remote: Path) -> float:
                 git(remote, "update-ref", ref, old)
                 return timed(["git", "push", "-q", str(remote), f"{new}:{ref}"], cwd=clone)
@@ -119,6 +127,7 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             phases: list[dict] = []
 
             def in_process() -> float:
+                git(hooked, "update-ref", ref, old)
                 start = time.perf_counter()
                 proc = subprocess.run([py, "-c", PHASES], cwd=hooked, input=stdin, capture_output=True, env=hook_env(hooked))
                 wall = time.perf_counter() - start
@@ -133,9 +142,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             variants = {
                 "python -c pass": lambda: timed([py, "-c", "pass"], cwd=hooked),
                 "import": lambda: timed([py, "-c", "import runner.hooks.server"], cwd=hooked, env=hook_env(hooked)),
-                "hook": lambda: timed([py, "-m", "runner.hooks.server", "pre-receive"], cwd=hooked, input=stdin,
+                "hook": lambda: back([py, "-m", "runner.hooks.server", "pre-receive"], cwd=hooked, input=stdin,
                                       env=hook_env(hooked)),
-                "hook script": lambda: timed([str(hooked / "hooks" / "pre-receive")], cwd=hooked, input=stdin,
+                "hook script": lambda: back([str(hooked / "hooks" / "pre-receive")], cwd=hooked, input=stdin,
                                              env=hook_env(hooked)),
                 "push plain": lambda: back_and_push(bare),
                 "push hooked": lambda: back_and_push(hooked),

@@ -21,7 +21,7 @@ from pathlib import Path
 from common import BENCH, compile_bytecode, error_text, figure, fmt, load, machine
 
 TOPICS = ("drain", "claim_scale", "ready", "memory", "procs", "startup", "bench_hook", "fleet", "floor", "scrub", "hook_profile",
-          "slots")
+          "hook_drain", "slots")
 FORMAT = 2  # results/*.json layout; bump when it changes
 
 

@@ -11,6 +11,7 @@ pattern itself, so a text that holds none of them costs one substring search, no
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -44,9 +45,16 @@ _PRIVATE_END = re.compile(r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|
 @dataclass(frozen=True)
 class Shape:
     name: str  # what the redaction says: "GitHub Token"
-    pattern: re.Pattern[str]
+    source: str  # the regular expression, compiled the first time a text holds one of its literals
+    flags: int
     literals: tuple[str, ...]  # a match holds one of these (lowercase when the pattern ignores case); () = unknown
     folded: bool = False  # the pattern ignores case
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """Compiled on first use: the hook scans a claim's few lines, and compiling every
+        detector's expression cost it more than the rest of its check."""
+        return re.compile(self.source, self.flags)
 
     def spans(self, text: str, lowered: str | None = None) -> list[tuple[int, int]]:
         """Where this shape is in `text`: the secret (a pattern's groups when it has them),
@@ -119,7 +127,7 @@ def shapes(cache_dir: Path | None = None) -> tuple[Shape, ...]:
     global _loaded
     if _loaded is None:
         patterns = _cached_library_patterns(cache_dir or _cache_dir()) + [list(row) for row in OWN]
-        _loaded = tuple(Shape(name, re.compile(pattern, flags), tuple(literals), bool(flags & re.IGNORECASE))
+        _loaded = tuple(Shape(name, pattern, flags, tuple(literals), bool(flags & re.IGNORECASE))
                         for name, pattern, flags, *rest in patterns
                         for literals in [rest[0] if rest else required_literals(pattern, flags)])
     return _loaded
@@ -151,7 +159,7 @@ def library_key() -> str:
 
 def _cached_library_patterns(cache_dir: Path) -> list[list]:
     key = library_key()
-    path = cache_dir / "shapes.json"
+    path = cache_dir / f"shapes-{key[:16]}.json"  # one a version: runners of two versions on a host do not take turns
     try:
         data = json.loads(path.read_text())
         if data.get("key") == key:

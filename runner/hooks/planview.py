@@ -9,6 +9,7 @@ from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
 from runner.core.plan import Plan, dependencies_done
+from runner.hooks.cache import HookCache
 from runner.queue.stepfiles import StepFiles
 from runner.store import Store, StoreError
 
@@ -16,10 +17,13 @@ ZERO = "0" * 40
 
 
 class PlanView:
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, cache: HookCache | None = None):
+        """`cache`: what earlier pushes read (runner.hooks.cache), kept in the server's repository."""
         self.store = store
         self.files = StepFiles(store)  # every file a push's commits hold, parsed once
+        self.cache = cache
         self._indexes: dict[str | None, dict[str, list[str]]] = {}
+        self.parsed: dict[tuple[str, str], Step] = {}  # this push's steps, when a cache is kept
 
     def deps_done(self, parent: str, step: Step) -> bool:
         index = self.index(parent)
@@ -77,7 +81,9 @@ class PlanView:
         step files it added or deleted, so a long push of a large plan costs what it changes."""
         tree = self.store.tree_id(commit, STEPS_DIR)
         if tree not in self._indexes:
-            index = self.derived_index(commit, tree)
+            index = self.cache.index(tree) if self.cache is not None and tree is not None else None
+            kept = index is not None
+            index = index if index is not None else self.derived_index(commit, tree)
             if index is None:
                 index = {}
                 for entry in self.store.list_files(commit, STEPS_DIR):
@@ -86,12 +92,18 @@ class PlanView:
             if len(self._indexes) >= 4:  # commits are checked in order: only the last few are asked for again
                 del self._indexes[next(iter(self._indexes))]
             self._indexes[tree] = index
+            if self.cache is not None and tree is not None and not kept:
+                self.cache.keep_index(tree, index)
         return self._indexes[tree]
 
     def derived_index(self, commit: str, tree: str | None) -> dict[str, list[str]] | None:
+        """The index of a commit from its parent's (this push's or a cached one) and the step
+        files the commit added or deleted: a claim's costs one diff, not every folder's listing."""
         parents = self.store.commit(commit).parents
         parent_tree = self.store.tree_id(parents[0], STEPS_DIR) if parents else None
         base = self._indexes.get(parent_tree)
+        if base is None and parent_tree is not None and self.cache is not None:
+            base = self.cache.index(parent_tree)
         if base is None or parent_tree is None or tree is None:
             return None
         index = dict(base)  # lists are replaced, never changed in place: the parent's index stays true
@@ -113,9 +125,18 @@ class PlanView:
         return entry.oid + ("@link" if entry.link else "")
 
     def parse(self, path: str, blob: str, link: bool = False) -> Step:
+        """The step file `blob` at `path`: parsed in this push, or by an earlier one (the cache), or now."""
         link = link or blob.endswith("@link")
         blob = blob.removesuffix("@link")
-        return self.files.step(path, blob, link)
+        if link or self.cache is None:
+            return self.files.step(path, blob, link)
+        if (path, blob) not in self.parsed:
+            step = self.cache.step(path, blob)
+            if step is None:
+                step = self.files.step(path, blob)
+                self.cache.keep_step(blob, step)
+            self.parsed[(path, blob)] = step
+        return self.parsed[(path, blob)]
 
     def attempt_at(self, commit: str, path: str) -> int | None:
         if commit == ZERO or self.store.object_type(commit) != "commit":

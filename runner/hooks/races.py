@@ -20,12 +20,13 @@ compare-and-swap, so a note that lies (a pid reused) costs a wait of at most PEN
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 from runner.core.layout import DEFAULT_QUEUE_BRANCH, branch_ref
+
+# Paths are strings here (os.path): pathlib's import (re, fnmatch, urllib) costs a refused push
+# more than the rest of its refusal.
 
 LOST = "lost a race:"
 PENDING_WAIT = 10.0  # seconds a hook waits at most for an accepted push's ref update
@@ -40,22 +41,30 @@ def is_zero(oid: str) -> bool:
     return set(oid) == {"0"}
 
 
-def current(git_dir: Path, ref: str) -> str | None:
+def _read(path: str) -> str:
+    with open(path, encoding="ascii") as handle:
+        return handle.read()
+
+
+def current(git_dir: str, ref: str) -> str | None:
     """The ref's value now ("" when it does not exist), read from the files git keeps; None
     when that cannot be said for sure (a symbolic ref, an unreadable file)."""
-    if (git_dir / "reftable").is_dir():
+    if os.path.isdir(os.path.join(git_dir, "reftable")):
+        import subprocess
+
         found = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=git_dir, capture_output=True,
                                check=False)
         return found.stdout.decode().strip() if found.returncode == 0 else ""
     try:
-        text = (git_dir / ref).read_text("ascii").strip()
+        text = _read(os.path.join(git_dir, ref)).strip()
         return None if text.startswith("ref:") else text
     except FileNotFoundError:
         pass
     except (OSError, UnicodeDecodeError):
         return None
     try:
-        packed = (git_dir / "packed-refs").read_text("ascii", errors="replace")
+        with open(os.path.join(git_dir, "packed-refs"), encoding="ascii", errors="replace") as handle:
+            packed = handle.read()
     except FileNotFoundError:
         return ""
     except OSError:
@@ -67,7 +76,7 @@ def current(git_dir: Path, ref: str) -> str | None:
     return ""
 
 
-def lost_race(git_dir: Path, updates: list[tuple[str, str, str]], ref: str) -> str | None:
+def lost_race(git_dir: str, updates: list[tuple[str, str, str]], ref: str) -> str | None:
     """The refusal of a queue update whose old value is not the ref's value now, or None."""
     for old, new, name in updates:
         if name != ref:
@@ -81,13 +90,17 @@ def lost_race(git_dir: Path, updates: list[tuple[str, str, str]], ref: str) -> s
 
 
 def receive_pack_pid() -> int | None:
-    """The git receive-pack that runs this hook (the installed script's parent), on Linux."""
-    try:
-        stat = Path(f"/proc/{os.getppid()}/stat").read_text()
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-        return pid if "git" in Path(f"/proc/{pid}/comm").read_text() else None
-    except (OSError, ValueError, IndexError):
-        return None
+    """The git receive-pack that runs this hook: the nearest git among its ancestors (the
+    installed script's parent, or a wrapper's), on Linux; None elsewhere."""
+    pid = os.getppid()
+    for _ in range(4):
+        try:
+            if _read(f"/proc/{pid}/comm").startswith("git"):
+                return pid
+            pid = int(_read(f"/proc/{pid}/stat").rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+    return None
 
 
 def alive(pid: int) -> bool:
@@ -100,10 +113,10 @@ def alive(pid: int) -> bool:
     return True
 
 
-def wait_for_pending(state: Path, git_dir: Path) -> None:
+def wait_for_pending(state: str, git_dir: str) -> None:
     """Wait until the push the last hook accepted has landed, or its receive-pack is gone."""
     try:
-        pid_text, old, _new, ref, when = (state / "hook-pending").read_text().split()
+        pid_text, old, _new, ref, when = _read(os.path.join(state, "hook-pending")).split()
         pid, since = int(pid_text), float(when)
     except (OSError, ValueError):
         return
@@ -113,26 +126,29 @@ def wait_for_pending(state: Path, git_dir: Path) -> None:
         time.sleep(POLL)
 
 
-def note_pending(state: Path, update: tuple[str, str, str]) -> None:
+def note_pending(state: str, update: tuple[str, str, str]) -> None:
     pid = receive_pack_pid()
-    note = state / "hook-pending"
+    note = os.path.join(state, "hook-pending")
     if pid is None:
-        note.unlink(missing_ok=True)
+        if os.path.exists(note):
+            os.unlink(note)
         return
     old, new, ref = update
-    note.write_text(f"{pid} {old} {new} {ref} {time.time():.3f}\n")
+    with open(note, "w", encoding="ascii") as out:
+        out.write(f"{pid} {old} {new} {ref} {time.time():.3f}\n")
 
 
-def checked(stdin_text: str, git_dir: Path) -> int:
+def checked(stdin_text: str, git_dir: str | os.PathLike[str]) -> int:
     """The pre-receive hook: the early refusal, then the whole check (runner.hooks.server)."""
+    git_dir = os.fspath(git_dir)
     ref = queue_ref()
     updates = [tuple(line.split()) for line in stdin_text.splitlines() if len(line.split()) == 3]
     queue = next((u for u in updates if u[2] == ref), None)
     if queue is None:
         return full_check(stdin_text, git_dir)
-    state = git_dir / "runner"
-    state.mkdir(exist_ok=True)
-    with open(state / "hook.lock", "a+b") as lock:
+    state = os.path.join(git_dir, "runner")
+    os.makedirs(state, exist_ok=True)
+    with open(os.path.join(state, "hook.lock"), "a+b") as lock:
         try:
             import fcntl
 
@@ -149,7 +165,7 @@ def checked(stdin_text: str, git_dir: Path) -> int:
         return code
 
 
-def full_check(stdin_text: str, git_dir: Path) -> int:
+def full_check(stdin_text: str, git_dir: str) -> int:
     from runner.hooks.server import run_pre_receive
 
     return run_pre_receive(stdin_text, git_dir)
@@ -157,10 +173,9 @@ def full_check(stdin_text: str, git_dir: Path) -> int:
 
 def main(argv: list[str]) -> int:
     if argv == ["pre-receive"]:
-        return checked(sys.stdin.read(), Path(os.environ.get("GIT_DIR") or ".").resolve())
-    from runner.hooks.server import main as server_main
-
-    return server_main(argv)
+        return checked(sys.stdin.read(), os.path.abspath(os.environ.get("GIT_DIR") or "."))
+    print("usage: python -m runner.hooks.races pre-receive", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

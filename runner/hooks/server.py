@@ -28,6 +28,7 @@ from runner.core.errors import BadInput
 from runner.core.ids import step_id_problem, worker_id_problem
 from runner.core.layout import CONFIG_FILE, DEFAULT_QUEUE_BRANCH, EMPTY_TREE, HEARTBEAT_PREFIX, branch_ref
 from runner.core.limits import MAX_HEARTBEAT_BYTES
+from runner.hooks.cache import HookCache
 from runner.hooks.commits import CommitCheck
 from runner.hooks.people import Pushers
 from runner.hooks.planview import ZERO, PlanView
@@ -49,14 +50,16 @@ class PushCheck:
     """Checks the ref updates of one push. Caches parsed step files across its commits."""
 
     def __init__(self, repo_path: str | Path, pusher: str | None = None, queue_branch: str | None = None,
-                 now: float | None = None):
+                 now: float | None = None, cache: bool = True):
         self.store = open_store(repo_path, receiving=True)
         self.queue_ref = branch_ref(queue_branch or queue_branch_from_env())
         self.pusher_override = pusher
         # The server's own clock, never a pusher's: RUNNER_CLOCK_OFFSET in a local pusher's
         # environment reaches this process and must not move it.
         self.now = now if now is not None else time.time()
-        self.plans = PlanView(self.store)
+        self.plans = PlanView(self.store, HookCache(self.store.state_dir) if cache else None)
+        if self.plans.cache is not None:
+            self.plans.cache.prune()
 
     # --- the refs of a push -------------------------------------------------------------
 
@@ -241,10 +244,8 @@ def run_pre_receive(stdin_text: str, repo_path: str | Path = ".", pusher: str | 
 def main(argv: list[str]) -> int:
     """`python -m runner.hooks.server pre-receive|pre-commit`: what the installed hooks run,
     without the command line's start-up."""
-    if argv == ["pre-receive"]:
-        from runner.hooks.races import checked
-
-        return checked(sys.stdin.read(), Path(os.environ.get("GIT_DIR") or ".").resolve())
+    if argv == ["pre-receive"]:  # a hook installed before runner.hooks.races (install-hooks --server again)
+        return run_pre_receive(sys.stdin.read(), ".")
     if argv == ["pre-commit"]:
         from runner.hooks.client import run_pre_commit
 

@@ -40,10 +40,25 @@ _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(b
 
 
 def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[CommitInfo]:
-    """Every commit reachable from `new` and not from `old` (all parents), oldest first."""
+    """Every commit reachable from `new` and not from `old` (all parents), oldest first (the
+    last answer kept: the hook's checks ask twice for each ref of a push)."""
+    if store._between[0] == (old, new):
+        return list(store._between[1])
+    chain: list[CommitInfo] = []
+    at = new
+    while old and len(chain) < 16 and at != old and store.object_type(at) == "commit":
+        if len(store.commit(at).parents) != 1:
+            break
+        chain.append(store.commit(at))
+        at = store.commit(at).parents[0]
+    if old and at == old:  # a short line of single-parent commits on top of old: no git process
+        store._between = ((old, new), chain[::-1])
+        return chain[::-1]
     listed = run_git(store.git_dir, "rev-list", "--topo-order", "--reverse", new, *([f"^{old}"] if old else []),
                      "--", env=store.objects_env).stdout.decode().split()
-    return [store.commit(oid) for oid in listed]
+    found = [store.commit(oid) for oid in listed]
+    store._between = ((old, new), found)
+    return list(found)
 
 
 def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
@@ -63,24 +78,29 @@ def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
     return found
 
 
+def _discovered(path: str | Path) -> tuple[Path, int, Path]:
+    """(git dir, bytes of an object id, work tree or the git dir when bare) of the repository at `path`."""
+    if not Path(path).is_dir():
+        raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
+    where = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
+    found = run_git(path, *where, "--show-toplevel", check=False)
+    if found.returncode != 0:  # a bare repository has no top level
+        found = run_git(path, *where, check=False)
+    lines = found.stdout.decode(errors="replace").splitlines()
+    if found.returncode != 0 or len(lines) < 2:
+        raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
+    git_dir = Path(lines[0]).resolve()
+    return git_dir, 32 if lines[1] == "sha256" else 20, Path(lines[2]) if len(lines) > 2 else git_dir
+
+
 class PlumbingStore:
     def __init__(self, path: str | Path = ".", remote: str | None = "auto",
-                 objects_env: Mapping[str, str] | None = None):
+                 objects_env: Mapping[str, str] | None = None, known: tuple[Path, int, Path] | None = None):
         """`objects_env`: where git finds objects beyond the repository's own (a push's
-        quarantine, for the server's hook: runner.store.plumbing.receiving)."""
+        quarantine, for the server's hook: runner.store.plumbing.receiving); `known`: (git dir,
+        id bytes, work tree) when the caller knows them (the hook runs in the git dir)."""
         self.objects_env = dict(objects_env or {})
-        if not Path(path).is_dir():
-            raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
-        where = ["rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format"]
-        found = run_git(path, *where, "--show-toplevel", check=False)
-        if found.returncode != 0:  # a bare repository has no top level
-            found = run_git(path, *where, check=False)
-        lines = found.stdout.decode(errors="replace").splitlines()
-        if found.returncode != 0 or len(lines) < 2:
-            raise NoSuchPlace(f"{Path(path).resolve()} is not inside a git repository (run `git init`, or pass --repo)")
-        self.git_dir = Path(lines[0]).resolve()
-        self.id_bytes = 32 if lines[1] == "sha256" else 20
-        self.workdir = Path(lines[2]) if len(lines) > 2 else self.git_dir
+        self.git_dir, self.id_bytes, self.workdir = known or _discovered(path)
         self.state_dir = self.git_dir / "runner"
         self.state_dir.mkdir(exist_ok=True)
         urls = _remote_urls(self.git_dir) if remote is not None else {}
@@ -88,6 +108,7 @@ class PlumbingStore:
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
         self._refs: dict[str, str] | None = None
+        self._between: tuple[tuple[str | None, str] | None, list[CommitInfo]] = (None, [])
         self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
         self._full: Any = None  # the GitStore that does what this one does not, once asked
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
@@ -212,6 +233,8 @@ class PlumbingStore:
             return True
         if not (HEX.fullmatch(ancestor) and HEX.fullmatch(descendant)):
             return False
+        if self.object_type(descendant) == "commit" and ancestor in self.commit(descendant).parents:
+            return True  # a push of one commit: no git process for what its parent line says
         return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False,
                        env=self.objects_env).returncode == 0
 
@@ -342,4 +365,10 @@ def receiving(path: str | Path) -> PlumbingStore:
     names = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
     found = {name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
              for name in names if (value := os.environ.get(name))}
-    return PlumbingStore(path, remote=None, objects_env=found)
+    git_dir = Path(path).resolve()  # git runs the hook in the repository's git dir
+    try:
+        config = (git_dir / "config").read_text(errors="replace")
+    except OSError:
+        return PlumbingStore(path, remote=None, objects_env=found)
+    sha256 = re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
+    return PlumbingStore(path, remote=None, objects_env=found, known=(git_dir, 32 if sha256 else 20, git_dir))
