@@ -1,4 +1,5 @@
-"""Take the README's screenshots of `runner board` (docs/board-home.png, docs/board-step.png):
+"""Take the README's screenshots of `runner board` (docs/board-home.png, board-step.png,
+board-live.png, board-review.png: comments on lines of a result, board-dark.png: the dark theme):
 a demo plan on a bare remote in a temporary folder, drained by workers on their own clones,
 one step still running, and the board on a person's clone, photographed by headless Chromium.
 
@@ -92,8 +93,29 @@ def main() -> None:
             time.sleep(1)
             page.screenshot(path=str(ROOT / "docs" / "board-home.png"), full_page=True)
             page.goto(base + "steps/03-api")
-            page.wait_for_selector("#diff pre.diff")
+            page.wait_for_selector("#diff .dfile[data-file='shop/api.py']")
             page.screenshot(path=str(ROOT / "docs" / "board-step.png"), full_page=False)
+            page.click("#diff .dfile[data-file='shop/api.py'] td.ln.target[data-line='5']")
+            page.fill("textarea[name='comment']", "Page the orders: a shop has thousands. Take ?page= and return 50 at a time.")
+            page.click("button[data-action='comment-add']")
+            page.click("#diff .dfile[data-file='shop/api.py'] td.ln.target[data-line='1']")
+            page.fill("textarea[name='comment']", "Import the model from shop.models only once the API module is split.")
+            page.click("button[data-action='comment-add']")
+            page.click("button[data-action='reject-comments']")
+            page.wait_for_selector(".pending-list")
+            page.fill("textarea[name='reason']", "Close: two things to change before it merges.")
+            page.locator("#diff").scroll_into_view_if_needed()
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(ROOT / "docs" / "board-review.png"), full_page=False)
+            dark = browser.new_page(viewport={"width": 1280, "height": 900}, device_scale_factor=1, color_scheme="dark")
+            dark.goto(url)
+            dark.wait_for_selector("#workers tr[data-worker='host-a']")
+            time.sleep(1)
+            dark.screenshot(path=str(ROOT / "docs" / "board-dark.png"), full_page=False)
+            narrow = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=1)
+            narrow.goto(url)
+            narrow.wait_for_selector("#steps")
+            narrow.screenshot(path=str(ROOT / "docs" / "board-narrow.png"), full_page=False)
             page.goto(base + "steps/06-search")
             page.wait_for_function("() => (document.querySelector('#live-output') || {}).innerText?.includes('batch 2/3')", timeout=60000)
             page.screenshot(path=str(ROOT / "docs" / "board-live.png"), full_page=False)

@@ -9,6 +9,7 @@ from typing import Any
 from runner.core.plan import Plan
 
 MAX_DRAWN = 400  # past this many steps the graph is not drawn (the list still shows every step)
+MAX_ROWS = 12  # a depth with more steps than this wraps into columns of its own: 200 steps stay a readable block
 
 
 def layout(plan: Plan) -> dict[str, Any]:
@@ -21,14 +22,18 @@ def layout(plan: Plan) -> dict[str, Any]:
     for sid in sorted(steps, key=lambda s: (layer[s], s)):
         columns.setdefault(layer[sid], []).append(sid)
     row: dict[str, float] = {}
+    col: dict[str, int] = {}
+    first = 0  # the first column of this depth
     for depth in sorted(columns):
         placed = columns[depth]
         if depth > 0:  # near the steps they depend on
             placed.sort(key=lambda s: (sum(row[d] for d in deps[s]) / len(deps[s]) if deps[s] else 0.0, s))
         for index, sid in enumerate(placed):
             row[sid] = float(index)
+            col[sid] = first + index // MAX_ROWS
+        first += (len(placed) + MAX_ROWS - 1) // MAX_ROWS
     nodes = [{"id": sid, "title": steps[sid].title, "status": plan.derived_status(steps[sid]), "layer": layer[sid],
-              "row": int(row[sid])}
+              "col": col[sid], "row": int(row[sid]) % MAX_ROWS}
              for sid in steps]
     edges = [[dep, sid] for sid in steps for dep in deps[sid]]
     return {"nodes": nodes, "edges": edges, "too_many": 0}
