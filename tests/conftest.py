@@ -141,11 +141,13 @@ def edit(repo: Path, files: dict, summary: str = "edit the plan", remote: str | 
 
 
 def step_file(step_id: str, title: str | None = None, body: str = "", **fields) -> tuple[str, bytes]:
-    """(path, content) of a new step file; a step without `run:` gets a harmless one."""
+    """(path, content) of a new step file; a step without `run:` gets a harmless one (run=None: none)."""
     from runner.core.layout import new_step_path
     from runner.core.stepfile import render_new_step
 
     fields.setdefault("run", ["true"])
+    if fields["run"] is None:
+        del fields["run"]
     return new_step_path(step_id, False), render_new_step(step_id, title or step_id, fields, body).encode()
 
 

@@ -236,6 +236,15 @@ def test_a_fresh_heartbeat_keeps_an_old_claim_alive(remote: Path, queue: Queue):
     refused(remote, lambda: takeover(queue, "w2"), "w1's heartbeat for 01-a attempt 1 reached this server")
 
 
+def test_a_fresh_heartbeat_of_a_daemon_with_slots_keeps_each_of_its_claims_alive(remote: Path, queue: Queue):
+    with arriving(2 * 3600):
+        claim(queue, "w1", "01-a")
+        claim(queue, "w1", "04-d")
+    queue.beat("w1", {"state": "running", "step": "01-a", "attempt": 1,
+                      "claims": [{"step": "01-a", "attempt": 1}, {"step": "04-d", "attempt": 1}]})
+    refused(remote, lambda: takeover(queue, "w2", "04-d"), "w1's heartbeat for 04-d attempt 1 reached this server")
+
+
 def test_a_worker_may_always_take_over_its_own_claim(remote: Path, queue: Queue):
     claim(queue, "w1", "01-a")
     takeover(queue, "w1")  # an earlier tick of w1 that could not record

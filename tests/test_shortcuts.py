@@ -33,7 +33,7 @@ def shortcut(repo: Path, *args: str, cwd: Path | None = None) -> tuple[bool, str
 def plan(repo: Path) -> None:
     add_step(repo, "a", run=["true"])
     add_step(repo, "b", run=["true"], depends_on=["a"])
-    add_step(repo, "c", run=["true"], tags=["gpu"], priority=5)
+    add_step(repo, "c", priority=5, agent="self", run=None)  # no worker takes it: ready, and no claim of w1
     add_step(repo, "d", run=["true"], not_before="2999-01-01T00:00:00Z")
 
 
@@ -44,7 +44,16 @@ def test_an_unchanged_local_queue_is_answered_from_the_index_exactly_as_the_full
         answered, quick, loaded = shortcut(queue_repo, "ready", *args)
         assert answered and quick == full and loaded == [], args
     ids = [row["step"] for row in json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"]]
-    assert ids == ["a"]  # c needs the gpu tag, b waits for a, d backs off
+    assert ids == ["a"]  # c is for an agent you run, b waits for a, d backs off
+
+
+def test_a_ready_step_with_tags_is_answered_by_the_full_command_which_knows_the_live_workers(queue_repo):
+    plan(queue_repo)
+    add_step(queue_repo, "e", run=["true"], tags=["gpu"])  # stuck or not: only the workers' heartbeats say
+    runner(queue_repo, "ready", "--json")
+    answered, _, _ = shortcut(queue_repo, "ready", "--json")
+    assert not answered
+    assert "e" in runner(queue_repo, "ready", "--json", "--tag", "gpu").stdout
 
 
 def test_status_of_an_unchanged_local_queue_is_the_full_commands_invalid_steps_included(queue_repo):
@@ -84,7 +93,7 @@ def test_the_index_is_not_used_once_the_queue_moved(queue_repo):
     runner(queue_repo, "halt", "--by", "tester", "--reason", "maintenance")
     runner(queue_repo, "ready")
     answered, out, _ = shortcut(queue_repo, "ready", "--json")
-    assert answered and json.loads(out) == {"halted": "maintenance", "steps": [], "held_back": []}
+    assert answered and json.loads(out) == {"halted": "maintenance", "steps": [], "held_back": [], "stuck": []}
 
 
 def test_a_packed_branch_is_read_and_an_index_from_other_code_or_tampered_is_not_used(queue_repo):
@@ -112,7 +121,7 @@ def test_a_clone_fetches_first_and_answers_from_the_index_only_while_the_fetched
     runner(theirs, "claim", "--id", "w2")  # the remote moves: `a` is claimed on another clone
     assert shortcut(mine, "ready", "--json")[0] is False  # the fetch brought a tip the index was not read at
     moved = runner(mine, "ready", "--json").stdout
-    assert [row["step"] for row in json.loads(moved)["steps"]] == []  # a claimed, b waits on it, c needs gpu, d backs off
+    assert [row["step"] for row in json.loads(moved)["steps"]] == []  # a claimed, b waits on it, c is an agent's, d backs off
     answered, quick, _ = shortcut(mine, "ready", "--json")
     assert answered and quick == moved
     assert shortcut(mine, "ready", "--remote", "origin")[0] is False  # a named remote: the full command

@@ -5,7 +5,7 @@ heard from by this server."""
 
 from __future__ import annotations
 
-from runner.core.codec import CodecError, decode, decode_beat, one_line
+from runner.core.codec import CodecError, beat_names, decode, decode_beat, one_line
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, side_files, write_step_event
 from runner.core.layout import (
@@ -173,7 +173,7 @@ class CommitCheck:
             if new == ZERO or self.store.object_type(new) != "commit":
                 continue
             info = decode_beat(self.store.commit(new).message) or {}
-            if info.get("step") == step.id and info.get("attempt") == step.attempt:
+            if beat_names(info, step.id, step.attempt):  # one of the claims a daemon's slots hold
                 return when
         return None
 

@@ -244,7 +244,7 @@ def run_pre_receive(stdin_text: str, repo_path: str | Path = ".", pusher: str | 
 def main(argv: list[str]) -> int:
     """`python -m runner.hooks.server pre-receive|pre-commit`: what the installed hooks run,
     without the command line's start-up."""
-    if argv == ["pre-receive"]:  # a hook installed before runner.hooks.races (install-hooks --server again)
+    if argv == ["pre-receive"]:  # a hook installed before the early refusal (install-hooks --server again)
         return run_pre_receive(sys.stdin.read(), ".")
     if argv == ["pre-commit"]:
         from runner.hooks.client import run_pre_commit
