@@ -20,8 +20,8 @@ import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from conftest import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config, wait_for
-from hooked import IDENTITIES, add_steps, clone, hooked_remote
+from support.repos import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config, wait_for
+from support.hooked import IDENTITIES, add_steps, clone, hooked_remote
 from runner.core.config import DEFAULT_TOML
 
 CHECKS = """Write the greeting.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from hooked import ELSEWHERE, arriving, claim, clone, forge, hooked_remote, incarnation_of, record, seed
+from support.hooked import ELSEWHERE, arriving, claim, clone, forge, hooked_remote, incarnation_of, record, seed
 from runner.cli import app
 from runner.core.machine import KINDS, TABLE, Event, Kind, Status, TransitionError, transition
 from runner.core.model import utc_now

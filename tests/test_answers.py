@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, add_step, runner
+from support.repos import ROOT, add_step, runner
 
 
 def failure_of(proc: subprocess.CompletedProcess) -> dict:

@@ -16,8 +16,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ENV_PATH, add_step, edit, git, memory_queue, review_remote, runner_json, set_config, tick, runner, start_board, step_file, stop, wait_for
-from hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
+from support.memory import memory_queue
+from support.repos import ENV_PATH, add_step, edit, git, runner_json, set_config, tick, runner, step_file, wait_for
+from support.review import review_remote, start_board, stop
+from support.hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TEXT_BYTES, MAX_TOUCHES
 from runner.queue.queue import author_for

@@ -3,7 +3,7 @@ push is refused with its own one-line reason and the ref does not move. Where a 
 must survive without the hook, it is attacked without it too.
 
 Time on the server: the hook judges a lease by when an update reached the server, as its
-reflog recorded it; `arriving(seconds_ago)` makes an update arrive in the past (see hooked.py)."""
+reflog recorded it; `arriving(seconds_ago)` makes an update arrive in the past (see tests/support/hooked.py)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from conftest import edit, git, make_remote, runner, step_file
-from hooked import (  # template, remote and queue are fixtures
-    IDENTITIES,
-    INTEGRATION,
-    QUEUE,
-    accepted,
-    arriving,
-    claim,
-    clone,
-    forge,
-    push_commit,
-    queue,
-    record,
-    refused,
-    remote,
-    template,
-    tip,
-)
+from support.repos import edit, git, make_remote, runner, step_file
+from support.hooked import IDENTITIES, INTEGRATION, QUEUE, accepted, arriving, claim, clone, forge, push_commit, queue, record, refused, remote, template, tip
 from runner.core.config import DEFAULT_TOML
 from runner.core.events import write_step_event
 from runner.core.machine import Event, Kind

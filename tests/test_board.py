@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from conftest import (BROWSER, BROWSER_FLAGS, ENV_PATH, WORKER_ENV, git, queue_history, review_remote, runner, runner_json,
-                      set_config, start_board, step_file, stop, wait_for, worker_clone)
+from support.repos import ENV_PATH, git, queue_history, runner, runner_json, set_config, step_file, wait_for
+from support.review import BROWSER, BROWSER_FLAGS, WORKER_ENV, review_remote, start_board, stop, worker_clone
 
 if not os.path.exists(BROWSER):
     pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True)
@@ -184,7 +184,7 @@ def test_a_refusal_is_shown_as_the_cli_states_it(review, page):
 
 def add(review, step_id: str, title: str | None = None, **fields) -> None:
     """alice adds a step from another clone of hers (the board's clone only reads)."""
-    from hooked import clone
+    from support.hooked import clone
 
     folder = review["tmp"] / f"alice-{step_id}"
     path, data = step_file(step_id, title, fields.pop("body", ""), **fields)

@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import BROWSER, BROWSER_FLAGS, WORKER_ENV, review_remote, runner, runner_json, start_board, stop, worker_clone
+from support.repos import runner, runner_json
+from support.review import BROWSER, BROWSER_FLAGS, WORKER_ENV, review_remote, start_board, stop, worker_clone
 
 if not os.path.exists(BROWSER):
     pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)",

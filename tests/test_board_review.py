@@ -10,7 +10,8 @@ import json
 import os
 
 import pytest
-from conftest import BROWSER, BROWSER_FLAGS, git, queue_history, review_remote, runner, start_board, stop, worker_clone
+from support.repos import git, queue_history, runner
+from support.review import BROWSER, BROWSER_FLAGS, review_remote, start_board, stop, worker_clone
 
 if not os.path.exists(BROWSER):
     pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium)", allow_module_level=True)

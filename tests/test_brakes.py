@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from conftest import memory_queue
+from support.memory import memory_queue
 
 from runner.core.agentoutput import Limit
 from runner.core.config import parse_config

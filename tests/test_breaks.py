@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
+from support.agentplan import statuses
+from support.repos import ENV_PATH, ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, step_file, tick, wait_for
 from runner.core.stepfile import parse_step
 
 # --- a typo removes a promise ------------------------------------------------------------------
@@ -50,7 +51,7 @@ def test_a_mistyped_gate_is_refused_by_validate_import_and_never_claimed(queue_r
 
 
 def test_the_hook_refuses_a_plan_edit_with_a_mistyped_key(tmp_path):
-    from hooked import hooked_remote, push_commit, refused, seed
+    from support.hooked import hooked_remote, push_commit, refused, seed
 
     bare = hooked_remote(tmp_path / "remote.git")
     queue = seed(bare, tmp_path / "clone")
@@ -191,7 +192,7 @@ def test_a_local_ref_named_like_runners_refs_is_a_clear_failure(queue_repo):
                                  "refs/heads/runner/queue/x", "refs/heads/runner/integration/x", "refs/runner/heartbeats",
                                  "refs/runner/heartbeats/w1/x"])
 def test_the_hook_refuses_refs_that_would_block_runners_own(tmp_path, ref):
-    from hooked import hooked_remote, seed
+    from support.hooked import hooked_remote, seed
 
     bare = hooked_remote(tmp_path / "remote.git")
     queue = seed(bare, tmp_path / "clone")
@@ -280,7 +281,7 @@ def test_a_prompt_too_long_for_an_argument_is_passed_as_a_file(queue_repo, tmp_p
 
 
 def test_the_hook_bounds_heartbeats_event_messages_and_files(tmp_path):
-    from hooked import hooked_remote, push_commit, refused, seed
+    from support.hooked import hooked_remote, push_commit, refused, seed
     from runner.core.codec import encode_beat
     from runner.queue.queue import author_for
     from runner.store import RefUpdate
@@ -435,7 +436,7 @@ def test_pointing_runner_at_nothing_is_a_usage_error_with_what_to_do(tmp_path, r
 
 
 def test_without_identities_only_the_holders_own_host_takes_its_live_claim_over(tmp_path):
-    from hooked import claim, hooked_remote, refused, seed
+    from support.hooked import claim, hooked_remote, refused, seed
     from runner.core.machine import Event, Kind
     from runner.core.model import utc_now
 

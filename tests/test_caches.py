@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, edit, make_repo, runner
+from support.repos import ROOT, edit, make_repo, runner
 
 DEEP_STEP = b"---\ntitle: deep\nrun: [\"true\"]\nnotes: {a: {b: {c: {d: 1}}}}\n---\n"
 

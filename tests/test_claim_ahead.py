@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, add_step, git, make_remote, queue_history, queue_moves, runner, runner_json, set_config
+from support.repos import ROOT, add_step, git, make_remote, queue_history, queue_moves, runner, runner_json, set_config
 
 QUEUE = "refs/heads/runner/queue"
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, add_step, as_pusher, drain, edit, git, queue_history, runner_json, served, served_statuses, statuses, tick, wait_for
+from support.agentplan import as_pusher, drain, statuses
+from support.repos import ROOT, add_step, edit, git, queue_history, runner_json, tick, wait_for
+from support.served import served, served_statuses
 from runner.core.config import DEFAULT_TOML
 
 FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"
@@ -258,7 +260,7 @@ def test_resolve_passes_are_bounded_and_a_conflict_past_them_fails_the_attempt(q
 
 @pytest.mark.parametrize("kind", ["git", "memory"])
 def test_both_stores_merge_in_a_worktree_leaving_conflicts_between_markers_and_reset_it(tmp_path, kind):
-    from conftest import make_repo
+    from support.repos import make_repo
     from runner.queue.queue import author_for
     from runner.store.git import GitStore
     from runner.store.memory import MemoryStore

@@ -12,8 +12,8 @@ from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses, stub_agents  # noqa: F401 (a fixture)
-from conftest import git, queue_history
+from support.agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses, stub_agents
+from support.repos import git, queue_history
 
 from runner.agents.presets import PRESETS, preset_tables
 from runner.core.config import parse_config
@@ -106,8 +106,8 @@ def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, st
 
 
 def test_cost_refuses_what_it_cannot_group_by(tmp_path):
-    from conftest import make_repo
-    from hooked import cli
+    from support.repos import make_repo
+    from support.hooked import cli
 
     repo = make_repo(tmp_path / "repo")
     assert cli("init", "--repo", str(repo), cwd=tmp_path).returncode == 0

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import add_step, git, make_remote, runner, runner_json, set_config, start_worker, statuses, tick, wait_for
+from support.agentplan import statuses
+from support.repos import add_step, git, make_remote, runner, runner_json, set_config, start_worker, tick, wait_for
 
 
 def test_kill_9_of_a_worker_and_its_watcher_leaves_the_rest_to_a_takeover_on_the_same_host(queue_repo, tmp_path):
@@ -110,13 +111,13 @@ def test_a_full_disk_mid_step_is_a_clear_message_and_the_daemon_goes_on(tmp_path
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)]).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
-        from conftest import make_repo
+        from support.repos import make_repo
 
         repo = make_repo(disk / "repo")
         runner(repo, "init")
         set_config(repo, detect=False, max_attempts=1)
         text = git(repo, "show", "runner/queue:runner.toml").replace('min_free_disk = "256MiB"', 'min_free_disk = "1MiB"')
-        from conftest import edit
+        from support.repos import edit
 
         edit(repo, {"runner.toml": text.encode()})
         add_step(repo, "01-fill", run=["sh", "-c", "dd if=/dev/zero of=big bs=1M count=64 2>/dev/null; exit 0"])

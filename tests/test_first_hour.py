@@ -10,8 +10,10 @@ import signal
 import subprocess
 import sys
 
-from conftest import (ENV_PATH, SERVED_WORKERS, add_step, as_pusher, drain, git, memory_queue, runner, served, served_statuses,
-                      start_worker, tick, wait_for)
+from support.agentplan import as_pusher, drain
+from support.memory import memory_queue
+from support.repos import ENV_PATH, add_step, git, runner, start_worker, tick, wait_for
+from support.served import SERVED_WORKERS, served, served_statuses
 from runner.core.config import DEFAULT_TOML
 
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git
-from hooked import ENV, QUEUE, claim, clone, queue, remote, template, tip  # noqa: F401 (fixtures)
+from support.repos import git
+from support.hooked import ENV, QUEUE, claim, clone, queue, remote, template, tip
 from runner.queue.queue import Queue
 from runner.store import Lost
 from runner.store.remote import _push_outcome

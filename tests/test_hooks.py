@@ -10,24 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import git, queue_moves, step_file
-from hooked import (  # template, remote and queue are fixtures
-    ENV,
-    INTEGRATION,
-    QUEUE,
-    accepted,
-    claim,
-    cli,
-    clone,
-    forge,
-    push_commit,
-    queue,
-    record,
-    refused,
-    remote,
-    template,
-    tip,
-)
+from support.repos import git, queue_moves, step_file
+from support.hooked import ENV, INTEGRATION, QUEUE, accepted, claim, cli, clone, forge, push_commit, queue, record, refused, remote, template, tip
 from runner.core.config import DEFAULT_TOML
 from runner.core.machine import Context, Kind
 from runner.core.model import utc_now

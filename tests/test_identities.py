@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import git, queue_moves
-from hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
+from support.repos import git, queue_moves
+from support.hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
 from runner.core.config import DEFAULT_TOML
 from runner.queue.change import PushRefused
 from runner.queue.queue import Queue, author_for

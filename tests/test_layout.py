@@ -154,11 +154,12 @@ def test_a_command_built_alone_is_the_command_of_the_whole_app():
 
 
 def test_no_test_module_imports_another():
-    """A test file reads and runs alone: shared helpers live in conftest.py (and hooked.py for
-    the hooked remote), never in another test module (issue 34, point 7)."""
+    """A test file reads and runs alone: shared helpers live in tests/support/, never in another
+    test module, and no test imports conftest.py, which keeps only fixtures (issues 34.7, 47.5)."""
     offenders = []
-    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])] if isinstance(node, ast.Import) else []
-            offenders += [f"{path.name} imports {name}" for name in names if name.split(".")[0].startswith("test_")]
+            offenders += [f"{path.name} imports {name}" for name in names
+                          if name.split(".")[0].startswith("test_") or name.split(".")[0] == "conftest"]
     assert offenders == []

@@ -13,9 +13,9 @@ import os
 import subprocess
 import sys
 
-from agentplan import KEYS, as_pusher, drain, served_plan, side_folder, statuses, stub_agents  # noqa: F401 (a fixture)
-from conftest import ROOT, git, queue_history, wait_for
-from hooked import claim, forge, push_commit, queue, record, refused, remote, template  # noqa: F401 (fixtures)
+from support.agentplan import KEYS, as_pusher, drain, served_plan, side_folder, statuses, stub_agents
+from support.repos import ROOT, git, queue_history, wait_for
+from support.hooked import claim, forge, push_commit, queue, record, refused, remote, template
 
 PLAIN_STEP = """---
 step: 04-plain

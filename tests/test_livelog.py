@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, WORKER_ENV, git, review_remote, runner, runner_json, wait_for, worker_clone
+from support.repos import ENV_PATH, git, runner, runner_json, wait_for
+from support.review import WORKER_ENV, review_remote, worker_clone
 from runner.core.codec import decode_beat, encode_beat
 from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES
 

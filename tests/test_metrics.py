@@ -10,7 +10,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import add_step, edit, runner, runner_json, start_board, stop
+from support.repos import add_step, edit, runner, runner_json
+from support.review import start_board, stop
 from runner.core.config import DEFAULT_TOML
 
 

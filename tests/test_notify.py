@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import (WORKER_ENV, add_step, edit, git, queue_history, review_remote, runner, start_worker, step_file, tick, wait_for,
-                      worker_clone)
+from support.repos import add_step, edit, git, queue_history, runner, start_worker, step_file, tick, wait_for
+from support.review import WORKER_ENV, review_remote, worker_clone
 from runner.core.config import DEFAULT_TOML
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, statuses, tick
+from support.agentplan import statuses
+from support.repos import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, tick
 
 RUNNER = [sys.executable, "-m", "runner"]
 
@@ -114,7 +115,7 @@ def test_a_person_may_run_a_step_before_its_dependencies(queue_repo):
 
 def test_worker_pacing_and_the_default_timeout_come_from_runner_toml(queue_repo):
     text = git(queue_repo, "show", "runner/queue:runner.toml").replace('default_timeout = "1h"', 'default_timeout = "1s"')
-    from conftest import edit
+    from support.repos import edit
 
     edit(queue_repo, {"runner.toml": text.encode()})
     add_step(queue_repo, "01-slow", run=["sleep", "30"], max_attempts=1)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import memory_queue
+from support.memory import memory_queue
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.machine import Kind

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENV_PATH, ROOT, add_step, edit, fresh, git, make_remote, make_repo, memory_queue, queue_history, runner, runner_json, set_config, step_file
+from support.memory import fresh, memory_queue
+from support.repos import ENV_PATH, ROOT, add_step, edit, git, make_remote, make_repo, queue_history, runner, runner_json, set_config, step_file
 
 PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, without sleeping
 
@@ -365,7 +366,7 @@ def test_doctor_names_what_is_wrong(repo, queue_repo):
     missing = runner(repo.parent / "repo", "doctor", "--remote", "none", check=False)
     assert missing.returncode == 0, missing.stdout  # queue_repo is this same repository, initialised
     fresh = repo.parent / "fresh"
-    from conftest import make_repo
+    from support.repos import make_repo
 
     make_repo(fresh)
     result = runner(fresh, "doctor", "--json", check=False)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio
 
-from conftest import ROOT
+from support.repos import ROOT
 
 README = (ROOT / "README.md").read_text()
 FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(ms|x|%|characters)(?!\w)")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import add_step, edit, git, ROOT, runner, runner_json, set_config, tick
+from support.repos import add_step, edit, git, ROOT, runner, runner_json, set_config, tick
 
 
 # --- issue 12: one schema, refused before any worker sees it ---------------------------------

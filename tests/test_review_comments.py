@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import git, queue_history, review_remote, runner, worker_clone
+from support.repos import git, queue_history, runner
+from support.review import review_remote, worker_clone
 
 from runner.core import comments
 from runner.core.codec import CodecError, decode, encode

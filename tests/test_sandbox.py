@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import edit, git, runner, step_file
+from support.repos import edit, git, runner, step_file
 from runner.core.config import DEFAULT_TOML
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
@@ -131,7 +131,7 @@ def test_a_sandboxed_steps_process_tree_dies_with_its_worker(queue_repo: Path):
 
     import psutil
 
-    from conftest import ENV_PATH, wait_for
+    from support.repos import ENV_PATH, wait_for
 
     mark = str(30000 + os.getpid() % 20000)
     marks = {mark, str(int(mark) + 1), str(int(mark) + 2)}

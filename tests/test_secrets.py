@@ -135,7 +135,7 @@ def test_the_process_scrubber_follows_the_environment_and_the_secrets_table(monk
 
 # --- push protection in the server hook --------------------------------------------------------
 
-from hooked import accepted, claim, push_commit, queue, refused, remote, template  # noqa: E402,F401 (fixtures)
+from support.hooked import accepted, claim, push_commit, queue, refused, remote, template
 from runner.core.codec import encode_beat  # noqa: E402
 from runner.core.layout import EMPTY_TREE, handoff_path, heartbeat_ref  # noqa: E402
 from runner.core.machine import Event, Kind  # noqa: E402
@@ -234,7 +234,7 @@ if role == "env-file":
 def leaky_remote(tmp_path: Path, monkeypatch, steps, extra: str = "") -> tuple[Path, Path, Path]:
     """A remote under the hook with identities whose every role is the leaky stub; (remote, alice's
     clone, the file notices are written to)."""
-    from conftest import review_remote
+    from support.review import review_remote
 
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
     stub = tmp_path / "leaky.py"
@@ -257,7 +257,8 @@ def every_object(bare: Path) -> bytes:
 
 
 def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(tmp_path, monkeypatch):
-    from conftest import ENV_PATH, runner, runner_json, wait_for, worker_clone
+    from support.repos import ENV_PATH, runner, runner_json, wait_for
+    from support.review import worker_clone
 
     secret, token = rand(24), fake_tokens()["GitHub Token"]
     release = tmp_path / "release"
@@ -310,7 +311,8 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
 
 
 def test_a_result_that_adds_a_token_is_held_for_a_person_and_never_published(tmp_path, monkeypatch):
-    from conftest import ENV_PATH, runner, runner_json, worker_clone
+    from support.repos import ENV_PATH, runner, runner_json
+    from support.review import worker_clone
 
     secret, token = rand(24), fake_tokens()["GitHub Token"]
     stub = tmp_path / "leaky.py"

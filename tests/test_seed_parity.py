@@ -12,8 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import (add_step, as_pusher, drain, edit, git, handoff, queue_history, roles_toml, runner, runner_json, served,
-                      served_statuses, set_config, start_worker, statuses, STUB, tick, WRITE)
+from support.agentplan import as_pusher, drain, statuses
+from support.repos import add_step, edit, git, handoff, queue_history, roles_toml, runner, runner_json, set_config, start_worker, STUB, tick, WRITE
+from support.served import served, served_statuses
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, MAX_TEXT_BYTES
 

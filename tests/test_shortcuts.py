@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, add_step, edit, git, make_remote, runner, set_config
+from support.repos import ROOT, add_step, edit, git, make_remote, runner, set_config
 
 SHORTCUT = """
 import json, sys

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ENV_PATH, add_step, edit, git, make_remote, runner, runner_json, wait_for
+from support.repos import ENV_PATH, add_step, edit, git, make_remote, runner, runner_json, wait_for
 from runner.core.config import DEFAULT_TOML
 
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from agentplan import as_pusher, drain, served_plan, statuses, stub_agents  # noqa: F401 (a fixture)
-from conftest import git, queue_history
+from support.agentplan import as_pusher, drain, served_plan, statuses, stub_agents
+from support.repos import git, queue_history
 
 
 @pytest.mark.parametrize("agent", ["fake", "claude"])

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ENV_PATH, ROOT, make_repo
+from support.repos import ENV_PATH, ROOT, make_repo
 
 README = (ROOT / "README.md").read_text()
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from agentplan import read_case as agent_case
+from support.agentplan import read_case as agent_case
 
 from runner.agents.presets import PRESETS, preset_tables
 from runner.core.agentoutput import EX_TEMPFAIL, READERS, read_output, reset_or_wait

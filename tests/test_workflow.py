@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import add_step, git, roles_toml, runner, runner_json, set_config, statuses, STUB, tick
+from support.agentplan import statuses
+from support.repos import add_step, git, roles_toml, runner, runner_json, set_config, STUB, tick
 
 WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{step} attempt {attempt}"]
 
@@ -236,7 +237,7 @@ def test_the_review_is_due_at_five_changed_files_by_default(queue_repo):
 
 
 def test_a_person_approves_from_another_clone_than_the_worker_made_the_result_on(tmp_path):
-    from conftest import make_remote
+    from support.repos import make_remote
 
     bare, (worker_clone, person_clone) = make_remote(tmp_path, clones=2)
     runner(worker_clone, "init")

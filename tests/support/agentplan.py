@@ -15,14 +15,14 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, git, make_repo
-from hooked import IDENTITIES, cli
+from support.repos import ROOT, git, make_repo
+from support.hooked import IDENTITIES, cli
 
 from runner.agents.presets import PRESETS, with_agent_tables
 
 PLAN = ROOT / "examples" / "agent-plan"
 FAKE_AGENT = PLAN / "fake-agent"
-STUB_AGENT = Path(__file__).parent / "stubs" / "agent.py"
+STUB_AGENT = Path(__file__).parents[1] / "stubs" / "agent.py"
 KEYS = {"w1": "key-a", "w2": "key-b"}
 
 
@@ -146,7 +146,7 @@ def statuses(alice: Path, tmp_path: Path) -> dict[str, str]:
     return {s["step"]: s["status"] for s in json.loads(done.stdout)["steps"]}
 
 
-AGENT_DATA = Path(__file__).parent / "data" / "agents"
+AGENT_DATA = Path(__file__).parents[1] / "data" / "agents"
 AGENT_CASES = json.loads((AGENT_DATA / "cases.json").read_text())
 
 

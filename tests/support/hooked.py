@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import ROOT, git, step_file
+from support.repos import ROOT, git, step_file
 from runner.core.codec import encode
 from runner.core.events import write_step_event
 from runner.core.machine import KINDS, Context, Event, Kind
