@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support.agentplan import statuses
-from support.repos import ENV_PATH, ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, step_file, tick, wait_for
+from support.repos import ENV_PATH, ROOT, add_step, edit, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, step_file, tick, wait_for
 from runner.core.stepfile import parse_step
 
 # --- a typo removes a promise ------------------------------------------------------------------

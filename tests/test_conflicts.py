@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from support.agentplan import as_pusher, drain, statuses
-from support.repos import ROOT, add_step, edit, git, queue_history, runner_json, tick, wait_for
-from support.served import served, served_statuses
+from support.repos import ROOT, add_step, edit, git, queue_history, runner_json, statuses, tick, wait_for
+from support.served import as_pusher, drain, served, served_statuses
 from runner.core.config import DEFAULT_TOML
 
 FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"

@@ -13,8 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from support.agentplan import statuses
-from support.repos import add_step, git, make_remote, runner, runner_json, set_config, start_worker, tick, wait_for
+from support.repos import add_step, git, make_remote, runner, runner_json, set_config, start_worker, statuses, tick, wait_for
 
 
 def test_kill_9_of_a_worker_and_its_watcher_leaves_the_rest_to_a_takeover_on_the_same_host(queue_repo, tmp_path):

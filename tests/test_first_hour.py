@@ -10,10 +10,9 @@ import signal
 import subprocess
 import sys
 
-from support.agentplan import as_pusher, drain
 from support.memory import memory_queue
 from support.repos import ENV_PATH, add_step, git, runner, start_worker, tick, wait_for
-from support.served import SERVED_WORKERS, served, served_statuses
+from support.served import SERVED_WORKERS, as_pusher, drain, served, served_statuses
 from runner.core.config import DEFAULT_TOML
 
 

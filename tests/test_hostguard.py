@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from support.agentplan import statuses
-from support.repos import ENV_PATH, add_step, edit, make_remote, runner, runner_json, tick, wait_for
+from support.repos import ENV_PATH, add_step, edit, make_remote, runner, runner_json, statuses, tick, wait_for
 from runner.core.config import DEFAULT_TOML
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import tomllib
 
-from support.agentplan import statuses
-from support.repos import add_step, edit, git, handoff, make_repo, queue_history, runner, runner_json, set_config, tick
+from support.repos import add_step, edit, git, handoff, make_repo, queue_history, runner, runner_json, set_config, statuses, tick
 
 
 def test_init_with_an_agent_writes_its_commands_and_every_role_prompt(tmp_path):

@@ -11,8 +11,7 @@ import subprocess
 import sys
 import time
 
-from support.agentplan import statuses
-from support.repos import add_step, ENV_PATH, make_repo, runner, runner_json, start_worker, tick, wait_for
+from support.repos import add_step, ENV_PATH, make_repo, runner, runner_json, start_worker, statuses, tick, wait_for
 
 
 def workers(repo) -> dict[str, dict]:

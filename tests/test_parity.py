@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from support.agentplan import statuses
-from support.repos import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, tick
+from support.repos import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, statuses, tick
 
 RUNNER = [sys.executable, "-m", "runner"]
 

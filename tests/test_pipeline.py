@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from support.agentplan import statuses
-from support.repos import add_step, git, handoff, roles_toml, runner, runner_json, set_config, start_worker, STUB, tick, wait_for, WRITE
+from support.repos import add_step, git, handoff, roles_toml, runner, runner_json, set_config, start_worker, statuses, STUB, tick, wait_for, WRITE
 from runner.core.config import Role
 from runner.worker.roles import critical_findings, deviation_reported, plateaued, review_due
 

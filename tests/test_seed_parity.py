@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.agentplan import as_pusher, drain, statuses
-from support.repos import add_step, edit, git, handoff, queue_history, roles_toml, runner, runner_json, set_config, start_worker, STUB, tick, WRITE
-from support.served import served, served_statuses
+from support.repos import add_step, edit, git, handoff, queue_history, roles_toml, runner, runner_json, set_config, start_worker, statuses, STUB, tick, WRITE
+from support.served import as_pusher, drain, served, served_statuses
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_STDERR_TAIL_BYTES, MAX_TEXT_BYTES
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from support.agentplan import statuses
-from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, set_config, wait_for
+from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, set_config, statuses, wait_for
 
 
 def waiting_step(folder: Path) -> list[str]:

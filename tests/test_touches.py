@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from support.agentplan import drain, statuses
-from support.repos import ROOT, add_step, edit, git, queue_history, runner, runner_json, tick, wait_for
-from support.served import served, served_statuses
+from support.repos import ROOT, add_step, edit, git, queue_history, runner, runner_json, statuses, tick, wait_for
+from support.served import drain, served, served_statuses
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_GLOB_STARS, MAX_TOUCH_SEGMENTS
 from runner.core.touches import covers, glob_problems, outside, overlap

@@ -11,8 +11,7 @@ from collections import Counter
 import psutil
 import pytest
 
-from support.agentplan import statuses
-from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, tick, wait_for, write_step
+from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, tick, wait_for, write_step
 from runner.worker.gates import check_required_outputs
 from runner.worker.roles import VerdictError, parse_verdict
 

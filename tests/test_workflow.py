@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.agentplan import statuses
-from support.repos import add_step, git, roles_toml, runner, runner_json, set_config, STUB, tick
+from support.repos import add_step, git, roles_toml, runner, runner_json, set_config, statuses, STUB, tick
 
 WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{step} attempt {attempt}"]
 
