@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-# Every token runner fills in a role's command (implement's too): docs/protocol.md, section 9.
+# Every token runner fills in a role's command (implement's too): docs/pipeline.md.
 ROLE_TOKENS = (
     "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
     "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase", "context",

@@ -359,7 +359,7 @@ def start_heartbeat(work: AgentWork, session: Session, snap: Snapshot) -> None:
 def onto_new_tip(work: AgentWork, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
              notes: str | None) -> TickResult:
     """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
-    a worker's resolve pass (docs/protocol.md, section 9), with the agent as the resolver. The new
+    a worker's resolve pass (docs/pipeline.md), with the agent as the resolver. The new
     tip is merged into its worktree; where git merges it cleanly the checks run again and it is
     recorded, else the conflicts are left between git's markers and the step stays the agent's
     (nothing recorded, no attempt spent) until it hands in again."""

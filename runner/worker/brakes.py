@@ -1,5 +1,5 @@
 """The brakes on what agent runs spend, checked before each agent run, and the provider's
-limit, read after it (docs/protocol.md, section 9). None of them fails a step:
+limit, read after it (docs/pipeline.md). None of them fails a step:
 
 - a step whose runs spent its budget (`[brakes] step_budget_usd`, `step_budget_tokens`, or
   the same keys in its `brakes:`) is held for a person (review: budget), with the budget and

@@ -64,7 +64,7 @@ def run_pipeline(state: State, actions: Actions) -> Outcome:
 
 def run_resolve(state: State, actions: Actions, onto: str, ours: str) -> Outcome:
     """A resolve pass: bring the change committed as `ours` onto the integration tip `onto`
-    (docs/protocol.md, section 9), then the gates and the verifier again."""
+    (docs/pipeline.md), then the gates and the verifier again."""
     try:
         return _resolve_pass(_Pipeline(state, actions), onto, ours)
     except _Stop as stop:
@@ -192,7 +192,7 @@ class _Pipeline:
         return Outcome(Kind.COMPLETE)
 
     def context_floor(self) -> None:
-        """The seed's context floor, before any agent runs (docs/protocol.md, section 9)."""
+        """The seed's context floor, before any agent runs (docs/pipeline.md)."""
         if self.s.config.brakes.context_floor and (halt := below_floor(self.s, self.role("context_floor"))):
             raise _Stop(halt)
 
