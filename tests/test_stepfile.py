@@ -154,3 +154,11 @@ def test_status_counts_agree_with_each_steps_derived_status():
     for each in plan.steps.values():
         expected[plan.derived_status(each)] = expected.get(plan.derived_status(each), 0) + 1
     assert plan.status_counts() == expected == {"failed": 1, "blocked": 2, "ready": 2, "waiting": 1, "done": 1, "review": 1}
+
+
+def test_text_that_yaml_would_read_as_a_number_or_a_date_is_quoted_and_reads_back_as_text():
+    texts = ["0x1f", "0b101", "0o17", "1_000", "2024-1-5", "2024-01-05", ".inf", "-.NaN", "1e3", "+12", "Yes", "OFF", "~"]
+    for text in texts:
+        updated = set_fields(STEP, {"last_error": text})
+        assert parse_step("plans/steps/03-add-parser.md", updated.encode()).meta["last_error"] == text, updated
+    assert "last_error: plain words stay plain" in set_fields(STEP, {"last_error": "plain words stay plain"})

@@ -12,6 +12,9 @@ import re
 from datetime import datetime
 from typing import Any
 
+from yaml import ScalarNode
+from yaml.resolver import Resolver
+
 from runner.core.ids import step_id_problem
 from runner.core.limits import MAX_STEP_BYTES
 from runner.core.model import Step, format_time
@@ -143,10 +146,18 @@ def _edit_problem(text: str, meta: dict[str, Any]) -> str | None:
 # --- writing ----------------------------------------------------------------
 
 _PLAIN_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./@+-]*(?:[ ][A-Za-z0-9_./@+()-]+)*")
+# Quoted before YAML's own rules were asked (below), and still quoted so that a hook and a worker
+# of the last version write the same bytes for them (the hook compares its replay with the push).
 _YAML_SPECIAL = {"null", "~", "true", "false", "yes", "no", "on", "off", "y", "n"}
-_NUMBER_RE = re.compile(r"[-+]?[\d._]+(e[-+]?\d+)?", re.IGNORECASE)  # YAML would read it as a number
-_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # runner's own times stay plain
-_DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")  # YAML would read any other date-like text as a date
+_NUMBER_RE = re.compile(r"[-+]?[\d._]+(e[-+]?\d+)?", re.IGNORECASE)
+_DATE_RE = re.compile(r"\d{4}-\d\d-\d\d")
+_RESOLVER = Resolver()
+
+
+def _reads_as_text(text: str) -> bool:
+    """Whether YAML reads this plain scalar back as the same text: the loader's own rules decide
+    (0x1f, 0b101, 2024-1-5, .inf, yes are numbers, dates, floats and booleans to YAML 1.1)."""
+    return bool(_RESOLVER.resolve(ScalarNode, text, (True, False)) == "tag:yaml.org,2002:str")
 
 
 def dump_scalar(value: Any) -> str:
@@ -163,7 +174,8 @@ def dump_scalar(value: Any) -> str:
         _PLAIN_RE.fullmatch(text)
         and text.lower() not in _YAML_SPECIAL
         and not _NUMBER_RE.fullmatch(text)
-        and (_TIME_RE.fullmatch(text) or not _DATE_RE.match(text))
+        and not _DATE_RE.match(text)
+        and _reads_as_text(text)
     ):
         return text
     return json.dumps(text, ensure_ascii=False)
