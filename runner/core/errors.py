@@ -4,6 +4,9 @@ runner/cli.py). A message says what went wrong and what to do next, in one line.
 from __future__ import annotations
 
 EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_NOTHING = 1, 2, 3
+# How the server's hook starts its refusal of a push that lost a race (the installed pre-receive
+# and runner.hooks.races write it; runner.store.remote reads it as a Lost).
+LOST_RACE = "lost a race:"
 
 
 class RunnerError(Exception):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pygit2
 
-from runner.core.errors import BadInput
+from runner.core.errors import LOST_RACE, BadInput
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
 from runner.store.git import run_git
 
@@ -38,7 +38,7 @@ def render_hook(name: str, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> str:
     return fill(
         shipped("hooks", name),
         {"PYTHON": shlex.quote(sys.executable), "RUNNER_HOME": shlex.quote(str(runner_home)),
-         "QUEUE_BRANCH": shlex.quote(queue_branch)},
+         "QUEUE_BRANCH": shlex.quote(queue_branch), "LOST_RACE": LOST_RACE},
     )
 
 

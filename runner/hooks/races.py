@@ -23,12 +23,13 @@ import os
 import sys
 import time
 
+from runner.core.errors import LOST_RACE
 from runner.core.layout import DEFAULT_QUEUE_BRANCH, branch_ref
 
 # Paths are strings here (os.path): pathlib's import (re, fnmatch, urllib) costs a refused push
 # more than the rest of its refusal.
 
-LOST = "lost a race:"
+LOST = LOST_RACE
 PENDING_WAIT = 10.0  # seconds a hook waits at most for an accepted push's ref update
 POLL = 0.001
 

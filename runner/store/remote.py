@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeAlias
 
+from runner.core.errors import LOST_RACE
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref, heartbeats_seen_from
 from runner.store import FORCE, Failed, Lost, NoSuchPlace, Outcome, RefUpdate, Refused, StoreError, Won, locks
 from runner.store.gitcli import fetch_args, run_git
@@ -214,7 +215,6 @@ class RefWriteError(Exception):
     """A local ref could not be written (git's or libgit2's message: it may name a lock file)."""
 
 
-LOST_RACE = "lost a race:"  # runner.hooks.races.LOST: how the server's hook says it
 _PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
 # What the remote's git says when a ref cannot be created because another's name is its path.
 _CLASH_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?:'(?P<other>[^']+)' exists; cannot create|"
