@@ -1,4 +1,4 @@
-"""Fleet metrics (issue 45): `[worker] metrics_file`, a Prometheus text file a worker rewrites
+"""Fleet metrics (issue 45): `runner worker --metrics-file`, a Prometheus text file a worker rewrites
 after each tick, and GET /metrics on the board; parsed with the official client library's
 parser, their counts match the queue's."""
 
@@ -10,15 +10,13 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from support.repos import add_step, edit, runner, runner_json
+from support.repos import add_step, edit, git, runner, runner_json
 from support.review import start_board, stop
 from runner.core.config import DEFAULT_TOML
 
 
-def configure(repo: Path, metrics_file: str) -> None:
-    text = DEFAULT_TOML.replace("detect = true", "detect = false")
-    old = next(line for line in text.splitlines() if line.startswith("metrics_file = "))
-    edit(repo, {"runner.toml": text.replace(old, f"metrics_file = {json.dumps(metrics_file)}").encode()}, "metrics")
+def configure(repo: Path) -> None:
+    edit(repo, {"runner.toml": DEFAULT_TOML.replace("detect = true", "detect = false").encode()}, "metrics")
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -36,9 +34,9 @@ def plan(repo: Path) -> None:
 
 def test_the_metrics_file_parses_and_its_counts_match_the_queue(queue_repo, tmp_path):
     path = tmp_path / "runner.prom"
-    configure(queue_repo, str(path))
+    configure(queue_repo)
     plan(queue_repo)
-    runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2")
+    runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2", "--metrics-file", str(path))
     found = samples(path.read_text())
     statuses = [s["status"] for s in runner_json(queue_repo, "status")["steps"]]
     for status in ("done", "failed", "ready", "claimed", "waiting", "blocked", "review", "invalid"):
@@ -57,9 +55,10 @@ def test_the_metrics_file_parses_and_its_counts_match_the_queue(queue_repo, tmp_
 
 
 def test_a_metrics_path_that_cannot_be_written_is_a_warning_and_the_ticks_go_on(queue_repo, tmp_path):
-    configure(queue_repo, str(tmp_path / "no" / "such" / "folder" / "runner.prom"))
+    configure(queue_repo)
     add_step(queue_repo, "01-a")
-    done = runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2")
+    missing = tmp_path / "no" / "such" / "folder" / "runner.prom"
+    done = runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2", "--metrics-file", str(missing))
     assert "warning: could not write the metrics file" in done.stderr
     assert runner_json(queue_repo, "status")["steps"][0]["status"] == "done"
 
@@ -78,3 +77,21 @@ def test_the_board_serves_the_queues_metrics(queue_repo):
     assert found[("runner_steps", (("status", "done"),))] == statuses.count("done") == 2
     assert found[("runner_steps", (("status", "failed"),))] == 1
     assert found[("runner_steps_stuck", ())] == 1
+
+
+def test_a_metrics_path_on_the_queue_branch_is_refused_so_no_pusher_can_make_workers_overwrite_a_file(queue_repo, tmp_path):
+    victim = tmp_path / "bashrc"
+    victim.write_text("keep me\n")
+    add_step(queue_repo, "01-a")
+    worktree = tmp_path / "plain-git"
+    git(queue_repo, "worktree", "add", "-q", str(worktree), "runner/queue")  # a pusher with plain git, not runner
+    toml = worktree / "runner.toml"
+    toml.write_text(toml.read_text().replace("[worker]\n", f"[worker]\nmetrics_file = {json.dumps(str(victim))}\n"))
+    git(worktree, "commit", "-qam", "point every worker at a file")
+    done = runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2", check=False)
+    assert "metrics_file is a setting of each host now: `runner worker --metrics-file PATH`" in done.stdout + done.stderr
+    assert victim.read_text() == "keep me\n"
+    toml.write_text(toml.read_text().replace(json.dumps(str(victim)), '""'))
+    git(worktree, "commit", "-qam", "empty, as runner init wrote it")
+    runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2")
+    assert runner_json(queue_repo, "status")["steps"][0]["status"] == "done"  # an empty one still reads

@@ -1009,3 +1009,16 @@ def test_a_scheduled_worker_sends_the_queues_notices_only_when_installed_with_no
     assert schedules.worker_argv(build_spec(scheduler="systemd", notify=True, **FIXED))[-3:] == ["--notify", "--repo", "/srv/work/repo"]
     shown = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--notify", "--dry-run"])
     assert shown.exit_code == 0 and f"--notify --repo {repo}" in shown.stdout, shown.stderr
+
+
+def test_a_scheduled_worker_writes_metrics_only_where_its_host_says_so(repo: Path, cli) -> None:
+    """The metrics file is a host's own setting (a path from the queue branch would let any pusher overwrite a
+    file on every worker): install-schedule passes --metrics-file to the daemon, absolute, and refuses it for a tick."""
+    argv = schedules.worker_argv(build_spec(scheduler="systemd", metrics_file="/var/lib/prom/runner.prom", **FIXED))
+    assert argv[-4:] == ["--metrics-file", "/var/lib/prom/runner.prom", "--repo", "/srv/work/repo"]
+    shown = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--metrics-file",
+                        "runner.prom", "--dry-run"])
+    assert shown.exit_code == 0 and f"--metrics-file {Path.cwd() / 'runner.prom'} --repo {repo}" in shown.stdout, shown.stderr
+    refused = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--mode", "tick",
+                          "--metrics-file", "/x.prom", "--dry-run"])
+    assert refused.exit_code == 2 and "--metrics-file applies to --mode daemon" in refused.stderr

@@ -114,6 +114,11 @@ def install_schedule(
     slots: Annotated[
         int, typer.Option(help="--mode daemon: the worker runs up to this many steps at once (runner worker --slots).")
     ] = 1,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option("--metrics-file", metavar="PATH", show_default=False,
+                     help="--mode daemon: the worker rewrites this Prometheus text file after each tick (runner "
+                          "worker --metrics-file).")] = None,
     dry_run: Annotated[bool,
                        typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
     output: Annotated[
@@ -151,6 +156,7 @@ def install_schedule(
         env_file=env_file,
         notify=notify,
         slots=slots,
+        metrics_file=metrics_file,
         files_only=output is not None or dry_run,
     )
     outcome = schedules.install(target, output_dir=output, dry_run=dry_run, activate=not no_activate)

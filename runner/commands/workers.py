@@ -103,6 +103,11 @@ def worker(
     slots: Annotated[
         int, typer.Option(help="Run up to this many steps at once, each in its own worktree; one heartbeat for all.")
     ] = 1,
+    metrics_file: Annotated[
+        Path | None,
+        typer.Option("--metrics-file", metavar="PATH",
+                     help="Rewrite this Prometheus text file after each tick: the queue's steps and what this worker "
+                          "did (for node_exporter's textfile collector).")] = None,
 ) -> None:
     """Run the worker daemon: tick until stopped.
 
@@ -117,10 +122,13 @@ def worker(
         from runner.worker.slots import Fleet, check_slots
 
         check_slots(slots)
-        fleet = Fleet(target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace)
+        fleet = Fleet(target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace,
+                      metrics_file=metrics_file)
         raise typer.Exit(fleet.run(interval=interval, max_ticks=max_ticks, once=once, json_out=target.json))
     w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
-    raise typer.Exit(Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json).run())
+    daemon = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json,
+                    metrics_file=metrics_file)
+    raise typer.Exit(daemon.run())
 
 
 def workers(

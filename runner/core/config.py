@@ -156,10 +156,6 @@ class Worker:
         "the disk the worktrees of this clone may take: over it, the worktrees of finished steps are removed before a "
         "claim, and a tick skips while it stays over (0: no budget; `runner gc` cleans up by hand)",
         "0")
-    metrics_file: str | None = key(
-        None, v.optional_text,
-        "a Prometheus text file the worker rewrites after each tick (node_exporter's textfile collector; \"\": none)",
-        '""')
     live_log: float | None = key(
         5.0, v.optional_duration,
         "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "
@@ -242,6 +238,15 @@ class Config:
         return _overlaid(self, meta, "step", [])
 
 
+# Keys that name something a host does with its own files: a setting of the host now, never the
+# queue branch's (any pusher could make every worker overwrite a file of its choosing). An empty
+# value, as `runner init` wrote them, is still read; any other is refused, saying where it went.
+MOVED_TO_HOSTS: dict[tuple[type, str], str] = {
+    (Worker, "metrics_file"): "is a setting of each host now: `runner worker --metrics-file PATH` (or "
+                                    "install-schedule's); delete it from runner.toml",
+}
+
+
 def _parse_table(cls: type, table: Any, where: str, problems: list[str], base: Any = None) -> Any:
     base = base if base is not None else cls()
     if not isinstance(table, dict):
@@ -251,6 +256,10 @@ def _parse_table(cls: type, table: Any, where: str, problems: list[str], base: A
     values = {}
     for name, value in table.items():
         spec = known.get(name)
+        if spec is None and (moved := MOVED_TO_HOSTS.get((cls, name))):
+            if value not in ("", None):
+                problems.append(f"{where}: {name} {moved}")
+            continue
         if spec is None:
             problems.append(f"{where}: unknown key {name!r} (known: {', '.join(known)})")
             continue

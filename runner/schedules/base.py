@@ -36,6 +36,7 @@ class ScheduleSpec:
     queue_branch: str | None = None  # None: the default queue branch
     notify: bool = False  # the worker sends the queue's [notify] notices from this host (it opted in)
     slots: int = 1  # daemon: steps run at once (runner worker --slots)
+    metrics_file: str | None = None  # daemon: absolute, in the target OS's path rules (runner worker --metrics-file)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tags", tuple(self.tags))  # a JSON record gives a list
@@ -103,6 +104,8 @@ def worker_argv(spec: ScheduleSpec, log_file: str | None = None) -> list[str]:
         argv += ["--notify"]
     if spec.slots != 1:
         argv += ["--slots", str(spec.slots)]
+    if spec.metrics_file is not None:
+        argv += ["--metrics-file", spec.metrics_file]
     argv += ["--repo", spec.repo]
     if log_file is not None:
         argv += ["--log-file", log_file]

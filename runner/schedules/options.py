@@ -84,6 +84,7 @@ def build_spec(
     home: str | os.PathLike | None = None,
     notify: bool = False,
     slots: int = 1,
+    metrics_file: str | os.PathLike | None = None,
 ) -> ScheduleSpec:
     """Validate and normalize the options (pure: no file or command is looked at);
     every problem is reported at once, as BadInput."""
@@ -124,6 +125,11 @@ def build_spec(
     problems += _path_problems("the repository path", repo_path, target)
     if env_path is not None:
         problems += _path_problems("the env file path", env_path, target)
+    metrics_path = _absolute(metrics_file, target) if metrics_file is not None else None
+    if metrics_path is not None:
+        if mode == "tick":
+            problems.append("--metrics-file applies to --mode daemon (runner worker --metrics-file)")
+        problems += _path_problems("the metrics file path", metrics_path, target)
     if problems:
         raise BadInput(problems)
     assert target is not None  # else registry.problem() was among the problems
@@ -142,6 +148,7 @@ def build_spec(
         queue_branch=queue_branch,
         notify=notify,
         slots=slots,
+        metrics_file=metrics_path,
     )
     if problems := target.problems(spec):
         raise BadInput(problems)

@@ -30,10 +30,11 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 class Daemon:
     def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-                 json_out: bool = False, fleet=None):
+                 json_out: bool = False, fleet=None, metrics_file: Path | None = None):
         self.w = worker
+        self.metrics_file = metrics_file  # `--metrics-file`: a host's own setting, never the queue's
         self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
-        self.counts = fleet.counts if fleet is not None else WorkerCounts(worker.id)  # for [worker] metrics_file
+        self.counts = fleet.counts if fleet is not None else WorkerCounts(worker.id)
         self.interval = interval
         self.max_ticks = max_ticks
         self.once = once
@@ -144,18 +145,18 @@ class Daemon:
                 self.write_metrics()
 
     def write_metrics(self) -> None:
-        """`[worker] metrics_file`: the queue as this tick left it and what this worker did, in
+        """`--metrics-file`: the queue as this tick left it and what this worker did, in
         Prometheus' text format (runner.queue.metrics); a path it cannot write is a warning."""
+        if (path := self.metrics_file) is None:
+            return
         try:
             snap = self.w.queue.snapshot(fetch=False)
         except (NotInitialised, StoreError):
             return
-        if not (path := snap.config.worker.metrics_file):
-            return
         queues = [s.queue for s in self.fleet.slots] if self.fleet is not None else [self.w.queue]
         text = metrics.render(metrics.queue_families(snap) + self.counts.families(sum(q.races_lost for q in queues)))
         try:
-            metrics.write(Path(path), text)
+            metrics.write(path, text)
         except OSError as exc:
             self.w.log("WARN", f"could not write the metrics file {path}: {exc}")
             print(f"warning: could not write the metrics file {path}: {exc.strerror or exc}", file=sys.stderr)

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from filelock import Timeout
@@ -37,8 +38,9 @@ class Fleet:
     """The daemon of `runner worker --slots N`."""
 
     def __init__(self, queue: Queue, worker_id: str, slots: int, tags: list[str] | None = None, log_file=None,
-                 grace: float | None = None):
+                 grace: float | None = None, metrics_file: Path | None = None):
         check_slots(slots)
+        self.metrics_file = metrics_file
         self.id = worker_id
         self.stopping = threading.Event()
         self.cancel = threading.Event()
@@ -54,7 +56,7 @@ class Fleet:
         self.incarnation = self.main.incarnation.rsplit("-", 1)[0]
         self.beat_queue = Queue(queue.store.private(), branch=queue.branch)
         self.done = threading.Event()
-        self.counts = WorkerCounts(worker_id)  # every slot's ticks, for [worker] metrics_file
+        self.counts = WorkerCounts(worker_id)  # every slot's ticks, for --metrics-file
         self.bad: BadInput | None = None  # a slot's bad input (a sandbox that cannot run): the daemon's
 
     # --- what stop_on_signals reads ------------------------------------------------------------
@@ -163,7 +165,8 @@ class Fleet:
 
     def slot_loop(self, w: Worker, codes: list[int], interval, max_ticks, once, json_out) -> None:
         try:
-            code = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=json_out, fleet=self)._loop()
+            code = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=json_out, fleet=self,
+                          metrics_file=self.metrics_file)._loop()
         except BadInput as exc:
             self.bad, code = exc, 2
         except Exception as exc:  # noqa: BLE001 - one slot's fault stops the daemon, whose other slots finish
