@@ -231,16 +231,12 @@ class Plan:
                    max_backoff: float | None = None):
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
+        from runner.core.machine import claimable
+
         worker_tags = set(tags or ())
         for step in self.with_status("ready"):
-            if not self.deps_done(step):
-                continue
-            if step.tags and not set(step.tags) <= worker_tags:
-                continue
-            if (not include_backoff and step.not_before and step.not_before > now
-                    and (max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff)):
-                continue
-            yield step
+            if self.deps_done(step) and claimable(step, worker_tags, None if include_backoff else now, max_backoff):
+                yield step
 
     def dependency_order(self) -> list[str]:
         order: list[str] = []

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from filelock import Timeout
 
+from runner.core.machine import claimable
 from runner.core.model import utc_now
 from runner.queue import metrics, notices, stuck
 from runner.queue.change import LostRace, PushRefused
@@ -207,7 +208,7 @@ class Daemon:
         paused = pause_hold(snap, utc_now())
         # a step for an agent you run yourself (agent: self), or with tags this worker lacks, is never its to run
         return not any(status == "claimed" or status == "ready" and not s.self_serve and not (paused and paused(s))
-                       and set(s.tags) <= set(self.w.tags)
+                       and claimable(s, self.w.tags)
                        for s in plan.steps.values() if (status := plan.derived_status(s)) in ("ready", "claimed"))
 
     def say_left(self) -> None:
