@@ -204,7 +204,7 @@ def test_the_file_an_event_writes_does_not_depend_on_the_order_of_its_tables():
 
 
 def test_claimable_asks_every_tag_of_the_step_and_the_end_of_its_back_off():
-    from runner.core.machine import claimable, lacking_tags
+    from runner.core.plan import claimable, lacking_tags
     from runner.core.model import Step
 
     def step(**meta):

@@ -9,11 +9,10 @@ the step). Callers ask `transition` for the result; nobody predicts it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runner.core.accounts import is_account
 from runner.core.errors import RunnerError
@@ -21,9 +20,6 @@ from runner.core.holding import attempt_of, failures_of, faults_in_a_row, holds,
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, MAX_TEXT_BYTES, clip
 from runner.core.model import Status, format_time
 from runner.core.usage import Spend, runs_spend
-
-if TYPE_CHECKING:
-    from runner.core.model import Step
 
 
 class Kind(StrEnum):
@@ -174,26 +170,6 @@ def person_event(event: Event) -> bool:
     if event.kind == Kind.HALT:
         return not (event.reason or "").startswith(WORKER_HALTS)
     return event.spec.person
-
-
-def lacking_tags(step: Step, tags: Iterable[str] | None) -> list[str]:
-    """The tags `step` needs that a claimer with `tags` lacks, sorted: a step with tags goes only
-    to a worker started with every one of them (`--tag`)."""
-    return sorted(set(step.tags) - set(tags or ()))
-
-
-def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = None,
-              max_backoff: float | None = None) -> bool:
-    """May a claimer with `tags` take `step`, as far as the step itself says: it has every tag
-    the step needs and, given `now`, the step's back-off after a failure is over (a `not_before`
-    further ahead than `max_backoff` seconds was written by a host whose clock runs ahead of
-    ours, and is not honoured). The step's status and what the plan around it holds back
-    (dependencies, touches, agent: self, a paused account) are the plan's and the queue's."""
-    if lacking_tags(step, tags):
-        return False
-    until = step.not_before
-    return (now is None or until is None or until <= now
-            or (max_backoff is not None and (until - now).total_seconds() > max_backoff))
 
 
 def max_attempts_of(meta: dict[str, Any], context: Context) -> int:

@@ -231,8 +231,6 @@ class Plan:
                    max_backoff: float | None = None):
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
-        from runner.core.machine import claimable
-
         worker_tags = set(tags or ())
         for step in self.with_status("ready"):
             if self.deps_done(step) and claimable(step, worker_tags, None if include_backoff else now, max_backoff):
@@ -253,6 +251,26 @@ class Plan:
         for step_id in sorted(self.steps):
             visit(step_id)
         return order
+
+
+def lacking_tags(step: Step, tags: Iterable[str] | None) -> list[str]:
+    """The tags `step` needs that a claimer with `tags` lacks, sorted: a step with tags goes only
+    to a worker started with every one of them (`--tag`)."""
+    return sorted(set(step.tags) - set(tags or ()))
+
+
+def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = None,
+              max_backoff: float | None = None) -> bool:
+    """May a claimer with `tags` take `step`, as far as the step itself says: it has every tag
+    the step needs and, given `now`, the step's back-off after a failure is over (a `not_before`
+    further ahead than `max_backoff` seconds was written by a host whose clock runs ahead of
+    ours, and is not honoured). The step's status and what the plan around it holds back
+    (dependencies, touches, agent: self, a paused account) are the plan's and the queue's."""
+    if lacking_tags(step, tags):
+        return False
+    until = step.not_before
+    return (now is None or until is None or until <= now
+            or (max_backoff is not None and (until - now).total_seconds() > max_backoff))
 
 
 SELF_SERVE = ("for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from runner.core.accounts import held_by_pause
-from runner.core.machine import Kind, claimable, lacking_tags
+from runner.core.machine import Kind
 from runner.core.model import Step, format_time, utc_now
-from runner.core.plan import SELF_SERVE, sort_key
+from runner.core.plan import SELF_SERVE, claimable, lacking_tags, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
 

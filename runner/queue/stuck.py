@@ -20,8 +20,8 @@ import os
 from datetime import datetime
 from typing import Any
 
-from runner.core.machine import claimable
 from runner.core.model import Step, utc_now
+from runner.core.plan import claimable
 from runner.queue.claims import pause_hold
 from runner.queue.snapshot import Snapshot
 from runner.queue.workers import liveness

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from runner.core.machine import claimable
 from runner.core.model import utc_now
+from runner.core.plan import claimable
 from runner.queue import metrics, notices, stuck
 from runner.queue.change import LostRace, PushRefused
 from runner.queue.claims import pause_hold
