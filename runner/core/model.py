@@ -22,6 +22,16 @@ class Status(StrEnum):
 STORED_STATUSES = tuple(s.value for s in Status)
 
 
+class Sentinel(StrEnum):
+    """The word a tick's (or a hand-in's) last line starts with: what scripts match (docs/protocol.md)."""
+
+    SKIP = "SKIP"
+    STEP_COMPLETE = "STEP_COMPLETE"
+    STEP_BLOCKED = "STEP_BLOCKED"
+    STEP_REJECTED = "STEP_REJECTED"
+    STEP_FAILED = "STEP_FAILED"
+
+
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
 
 

@@ -23,6 +23,7 @@ from runner.queue.metrics import WorkerCounts
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
+from runner.worker.report import TickOutcome
 from runner.worker.tick import Worker, stop_on_signals
 
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
@@ -78,7 +79,7 @@ class Daemon:
                 self.progress()
             ticks += 1
             errors = errors + 1 if result.failed_inside else 0
-            faults = faults + 1 if result.outcome == "fault" else 0
+            faults = faults + 1 if result.outcome == TickOutcome.FAULT else 0
             if self.once and errors >= MAX_ERRORS_ONCE:
                 w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.reason}")
                 print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})",
@@ -92,9 +93,9 @@ class Daemon:
             if self.max_ticks and ticks >= self.max_ticks:
                 break
             if result.idle:
-                if result.outcome != "no-queue":
+                if result.outcome != TickOutcome.NO_QUEUE:
                     self.tell_stuck()
-                if self.once and (result.outcome == "no-queue" or self.drained()):
+                if self.once and (result.outcome == TickOutcome.NO_QUEUE or self.drained()):
                     self.say_left()
                     break
                 self.idle_beat()
@@ -136,7 +137,7 @@ class Daemon:
         except (StoreError, PushRefused, LostRace) as exc:
             self.w.log("ERROR", str(exc))
             refused = isinstance(exc, PushRefused)
-            result = report.skip(self.w.id, str(exc), outcome="error")
+            result = report.skip(self.w.id, str(exc), outcome=TickOutcome.ERROR)
             return result
         finally:
             self.w.ticks += 1
