@@ -79,7 +79,7 @@ def emit(target: Target, data: dict[str, Any], text: str) -> None:
 def report(target: Target, published, **extra: Any) -> None:
     """What a step event published: the step, the event, the status it left, the commit (and `extra` facts)."""
     from runner.core.machine import Kind
-    from runner.core.model import Sentinel
+    from runner.core.model import Sentinel, Status
 
     change = published.change
     event = change.event
@@ -87,7 +87,7 @@ def report(target: Target, published, **extra: Any) -> None:
             "commit": published.commit, **extra}
     text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
     # a person ended it: at the deviation gate, or anywhere
-    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":
+    if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == Status.FAILED:
         data["sentinel"] = Sentinel.STEP_REJECTED
         text += f"\n{Sentinel.STEP_REJECTED}: {change.updates.get('last_error') or 'aborted'}"
     emit(target, data, text)

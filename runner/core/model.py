@@ -224,7 +224,7 @@ class Step:
 
     @property
     def status(self) -> str:
-        return self.get("status", "ready")
+        return self.get("status", Status.READY)
 
     @property
     def title(self) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from runner.core.model import Step
+from runner.core.model import Status, Step
 from runner.core.touches import overlapping
 
 if TYPE_CHECKING:
@@ -109,10 +109,10 @@ class Plan:
         """How many of the plan's sound steps have each derived status, looking only at the
         ready steps with dependencies (a drain prints this after every step)."""
         counts = {status: len(ids) for status, ids in self.by_status.items() if ids}
-        ready = self.by_status.get("ready", IdSet())
+        ready = self.by_status.get(Status.READY, IdSet())
         for sid in self.dependent or ():
-            if sid in ready and (status := self._ready_status(self.steps[sid], set())) != "ready":
-                counts["ready"] -= 1
+            if sid in ready and (status := self._ready_status(self.steps[sid], set())) != Status.READY:
+                counts[Status.READY] -= 1
                 counts[status] = counts.get(status, 0) + 1
         return {status: n for status, n in counts.items() if n}
 
@@ -175,7 +175,7 @@ class Plan:
             "writes one), or give it `agent: self` (`runner add --agent self`) for an agent you run yourself: "
             "`runner work`)"
             for s in self.steps.values()
-            if s.status in ("ready", "claimed") and not s.get("run") and not s.self_serve
+            if s.status in (Status.READY, Status.CLAIMED) and not s.get("run") and not s.self_serve
         ]
 
     def check(self, config: Config) -> list[str]:
@@ -190,7 +190,7 @@ class Plan:
     def derived_status(self, step: Step) -> str:
         if step.problems or step.id not in self.steps:
             return "invalid"
-        if step.status != "ready":
+        if step.status != Status.READY:
             return step.status
         return self._ready_status(step, set())
 
@@ -198,19 +198,19 @@ class Plan:
         waiting = False
         for dep_id in step.depends_on:
             dep = self.steps.get(dep_id)
-            if dep is None or dep.status == "failed":
+            if dep is None or dep.status == Status.FAILED:
                 return "blocked"
-            if dep.status == "ready" and dep_id not in seen:
+            if dep.status == Status.READY and dep_id not in seen:
                 seen.add(dep_id)
                 if self._ready_status(dep, seen) == "blocked":
                     return "blocked"
-            if dep.status != "done":
+            if dep.status != Status.DONE:
                 waiting = True
-        return "waiting" if waiting else "ready"
+        return "waiting" if waiting else Status.READY
 
     def touch_holders(self) -> list[Step]:
         """The claimed steps that declare `touches:` (what a ready step's globs are held against)."""
-        return [step for step in self.with_status("claimed") if step.get("touches")]
+        return [step for step in self.with_status(Status.CLAIMED) if step.get("touches")]
 
     def held_back(self, step: Step, holders: list[Step] | None, by_agent: bool = False) -> str | None:
         """Why a ready step is not for this claimer now, or None: a step with `agent: self` is
@@ -236,7 +236,7 @@ class Plan:
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())
-        for step in self.with_status("ready"):
+        for step in self.with_status(Status.READY):
             if self.deps_done(step) and claimable(step, worker_tags, None if include_backoff else now, max_backoff):
                 yield step
 
@@ -330,4 +330,4 @@ def _cycles(steps: dict[str, Step]) -> list[list[str]]:
 def dependencies_done(step: Step, status_of: Callable[[str], str | None]) -> bool:
     """The rule a claim needs (and the hook checks): every dependency is a sound step that is
     done. `status_of(id)` is its stored status, or None when there is no such sound step."""
-    return all(status_of(dep) == "done" for dep in step.depends_on)
+    return all(status_of(dep) == Status.DONE for dep in step.depends_on)

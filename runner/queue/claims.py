@@ -9,7 +9,7 @@ from datetime import datetime
 
 from runner.core.accounts import held_by_pause
 from runner.core.machine import Kind
-from runner.core.model import Step, format_time, utc_now
+from runner.core.model import Status, Step, format_time, utc_now
 from runner.core.plan import SELF_SERVE, claimable, lacking_tags, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
@@ -30,7 +30,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
     # and a stale beat would look like a silent holder.
-    claimed = list(plan.with_status("claimed")) if snap.fetched else []
+    claimed = list(plan.with_status(Status.CLAIMED)) if snap.fetched else []
     # Observe every claim (the observations are shared by all workers on this host), then
     # keep those this worker may take over.
     expired = observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}
@@ -63,14 +63,14 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
     even while it backs off after a failure (a person asked for it)."""
     plan = snap.plan
     status = plan.derived_status(step)
-    if status == "claimed":
+    if status == Status.CLAIMED:
         return [f"is claimed by {step.assignee} (attempt {step.attempt})"]
-    if status not in ("ready", "waiting", "blocked"):
+    if status not in (Status.READY, "waiting", "blocked"):
         return [f"is {status}"]
     reasons = _not_for(step, tags, by_agent)
-    if status != "ready" and not ignore_deps:
-        late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != "done"]
-        failed = [d for d in late if d not in plan.steps or plan.steps[d].status == "failed"]
+    if status != Status.READY and not ignore_deps:
+        late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != Status.DONE]
+        failed = [d for d in late if d not in plan.steps or plan.steps[d].status == Status.FAILED]
         waits = (f"waits for {', '.join(late)}" + (f" ({', '.join(failed)} failed or missing)" if failed else ""))
         reasons.append(f"{waits} (a person may run it anyway: --ignore-deps --by NAME)")
     if not reasons and (why := held_back(snap, step, by_agent)):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import Timeout
 
-from runner.core.model import utc_now
+from runner.core.model import Status, utc_now
 from runner.core.plan import claimable
 from runner.queue import metrics, notices, stuck
 from runner.queue.change import LostRace, PushRefused
@@ -169,7 +169,7 @@ class Daemon:
         except (NotInitialised, StoreError):
             return
         counts = plan.status_counts()
-        done = counts.pop("done", 0)
+        done = counts.pop(Status.DONE, 0)
         rest = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
         print(f"progress: {done}/{len(plan.steps)} done" + (f", {rest}" if rest else ""), flush=True)
 
@@ -208,9 +208,11 @@ class Daemon:
             return True
         paused = pause_hold(snap, utc_now())
         # a step for an agent you run yourself (agent: self), or with tags this worker lacks, is never its to run
-        return not any(status == "claimed" or status == "ready" and not s.self_serve and not (paused and paused(s))
+        return not any(status == Status.CLAIMED
+                       or status == Status.READY and not s.self_serve and not (paused and paused(s))
                        and claimable(s, self.w.tags)
-                       for s in plan.steps.values() if (status := plan.derived_status(s)) in ("ready", "claimed"))
+                       for s in plan.steps.values()
+                       if (status := plan.derived_status(s)) in (Status.READY, Status.CLAIMED))
 
     def say_left(self) -> None:
         """`--once` exits: what it leaves behind and why, one line per reason (runner.queue.stuck)."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from runner.core.model import Sentinel
+from runner.core.model import Sentinel, Status
 from runner.core.stepfile import checklist, manual_checks
 from runner.store import StoreError
 from runner.worker.gates import PASS
@@ -162,7 +162,7 @@ def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> TickRes
     except StoreError:
         step = None
     last_error = str(step.meta.get("last_error") or "") if step else ""
-    if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
+    if step is not None and step.status == Status.FAILED and last_error.startswith("aborted by"):
         return TickResult(Sentinel.STEP_REJECTED, TickOutcome.REJECTED, worker, last_error, step_id, attempt)
     return skip(worker, reason, TickOutcome.LOST, step_id, attempt)
 
