@@ -16,6 +16,7 @@ from pydantic import Field
 from runner import __version__
 from runner.commands.failures import classify
 from runner.core.limits import clip
+from runner.core.model import Status
 
 INSTRUCTIONS = (
     "runner's plan: steps on a git branch. Take one with claim, work only in the worktree it returns, hand it in with "
@@ -85,7 +86,7 @@ def build(work, target) -> MCPServer:
         held = work.claim(step or None)
         text = (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: {held['worktree']}"
                 f"\n\n{held['prompt']}")
-        return text, {**held, "status": "claimed", "agent": work.agent}
+        return text, {**held, "status": Status.CLAIMED, "agent": work.agent}
 
     @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
           "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "

@@ -319,11 +319,11 @@ def _listed(target: Target):
 
     queue = target.queue(one_shot=True)  # a listing reads a little and exits
     snap = queue.snapshot()
-    from runner.core.model import utc_now
+    from runner.core.model import Status, utc_now
 
     # A paused account holds steps back, and a step with tags is stuck or not by the live workers'
     # heartbeats, which the plan's tip does not name: the full listing says so, every time.
-    if not snap.pauses(utc_now()) and not any(s.tags for s in snap.plan.with_status("ready")):
+    if not snap.pauses(utc_now()) and not any(s.tags for s in snap.plan.with_status(Status.READY)):
         quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
                    warnings(snap.config))
     return snap

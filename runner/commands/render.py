@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from runner.core.model import Step, parse_time, utc_now
+from runner.core.model import Status, Step, parse_time, utc_now
 from runner.core.plan import Plan
 from runner.core.usage import Spend, plan_spend, run_note, runs_spend
 
@@ -62,7 +62,7 @@ def step_row(plan: Plan, step: Step, holders: list[Step] | None = None,
         "step": step.id,
         "title": step.title,
         "status": status,
-        "stored_status": step.get("status", "ready") if step.valid or step.meta else None,
+        "stored_status": step.get("status", Status.READY) if step.valid or step.meta else None,
         "priority": step.priority if step.valid else None,
         "depends_on": step.depends_on if step.valid else [],
         "tags": step.tags if step.valid else [],
@@ -74,7 +74,7 @@ def step_row(plan: Plan, step: Step, holders: list[Step] | None = None,
         "claimed_at": step.get("claimed_at"),
         "not_before": step.get("not_before"),
         "last_error": step.get("last_error"),
-        "held_back": held if status == "ready" else None,
+        "held_back": held if status == Status.READY else None,
         "last_updated": step.get("last_updated"),
         "usage": Spend.from_meta(step.get("usage")).as_json() if step.get("usage") is not None else None,
         "path": step.path,
@@ -97,7 +97,7 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
     for row in rows:
         status = row["status"]
         note = _note(row)
-        if status == "ready" and (until := parse_time(row["not_before"] or "")) is not None and until > utc_now():
+        if status == Status.READY and (until := parse_time(row["not_before"] or "")) is not None and until > utc_now():
             note = f"backing off until {row['not_before']}" + (f"; {note}" if note else "")
         moment = parse_time(row["claimed_at"] or row["last_updated"])
         table.add_row(
@@ -313,7 +313,7 @@ def watch(target, every: float) -> None:
         for column in ("step", "worker", "attempt", "elapsed"):
             running.add_column(column)
         for row in rows:
-            if row["status"] == "claimed":
+            if row["status"] == Status.CLAIMED:
                 running.add_row(cell(row["step"]), cell(row["assignee"]), cell(row["attempt"] or ""),
                                 age(parse_time(row["claimed_at"])))
         events = Table(title="last events", title_justify="left")

@@ -9,7 +9,7 @@ from runner.core.model import Status
 
 
 def status_of(meta: dict[str, Any]) -> Status:
-    return Status(meta.get("status") or "ready")
+    return Status(meta.get("status") or Status.READY)
 
 
 def attempt_of(meta: dict[str, Any]) -> int:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from runner.core.model import Step
+from runner.core.model import Status, Step
 from runner.core.touches import overlapping
+
+if TYPE_CHECKING:
+    from runner.core.config import Config
 
 
 class IdSet:
@@ -32,7 +36,7 @@ class IdSet:
     def __len__(self) -> int:
         return len(self._base) - len(self._removed) + len(self._added)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         removed = self._removed
         yield from (sid for sid in self._base if sid not in removed) if removed else self._base
         yield from self._added
@@ -105,14 +109,14 @@ class Plan:
         """How many of the plan's sound steps have each derived status, looking only at the
         ready steps with dependencies (a drain prints this after every step)."""
         counts = {status: len(ids) for status, ids in self.by_status.items() if ids}
-        ready = self.by_status.get("ready", IdSet())
+        ready = self.by_status.get(Status.READY, IdSet())
         for sid in self.dependent or ():
-            if sid in ready and (status := self._ready_status(self.steps[sid], set())) != "ready":
-                counts["ready"] -= 1
+            if sid in ready and (status := self._ready_status(self.steps[sid], set())) != Status.READY:
+                counts[Status.READY] -= 1
                 counts[status] = counts.get(status, 0) + 1
         return {status: n for status, n in counts.items() if n}
 
-    def with_status(self, status: str):
+    def with_status(self, status: str) -> Iterator[Step]:
         """Steps with this stored status, in claim order (lazily: a claim needs only the first).
         A few among many are sorted; many are found by walking the claim order."""
         ids = self.by_status.get(status, IdSet())
@@ -171,10 +175,10 @@ class Plan:
             "writes one), or give it `agent: self` (`runner add --agent self`) for an agent you run yourself: "
             "`runner work`)"
             for s in self.steps.values()
-            if s.status in ("ready", "claimed") and not s.get("run") and not s.self_serve
+            if s.status in (Status.READY, Status.CLAIMED) and not s.get("run") and not s.self_serve
         ]
 
-    def check(self, config) -> list[str]:
+    def check(self, config: Config) -> list[str]:
         """Every problem of this plan under `config` (a runner.core.config.Config)."""
         return self.problems + self.unrunnable(bool(config.harness.command))
 
@@ -186,7 +190,7 @@ class Plan:
     def derived_status(self, step: Step) -> str:
         if step.problems or step.id not in self.steps:
             return "invalid"
-        if step.status != "ready":
+        if step.status != Status.READY:
             return step.status
         return self._ready_status(step, set())
 
@@ -194,19 +198,19 @@ class Plan:
         waiting = False
         for dep_id in step.depends_on:
             dep = self.steps.get(dep_id)
-            if dep is None or dep.status == "failed":
+            if dep is None or dep.status == Status.FAILED:
                 return "blocked"
-            if dep.status == "ready" and dep_id not in seen:
+            if dep.status == Status.READY and dep_id not in seen:
                 seen.add(dep_id)
                 if self._ready_status(dep, seen) == "blocked":
                     return "blocked"
-            if dep.status != "done":
+            if dep.status != Status.DONE:
                 waiting = True
-        return "waiting" if waiting else "ready"
+        return "waiting" if waiting else Status.READY
 
     def touch_holders(self) -> list[Step]:
         """The claimed steps that declare `touches:` (what a ready step's globs are held against)."""
-        return [step for step in self.with_status("claimed") if step.get("touches")]
+        return [step for step in self.with_status(Status.CLAIMED) if step.get("touches")]
 
     def held_back(self, step: Step, holders: list[Step] | None, by_agent: bool = False) -> str | None:
         """Why a ready step is not for this claimer now, or None: a step with `agent: self` is
@@ -228,35 +232,33 @@ class Plan:
         return list(self.iter_ready(now, tags, include_backoff))
 
     def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False,
-                   max_backoff: float | None = None):
+                   max_backoff: float | None = None) -> Iterator[Step]:
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())
-        for step in self.with_status("ready"):
-            if not self.deps_done(step):
-                continue
-            if step.tags and not set(step.tags) <= worker_tags:
-                continue
-            if (not include_backoff and step.not_before and step.not_before > now
-                    and (max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff)):
-                continue
-            yield step
+        for step in self.with_status(Status.READY):
+            if self.deps_done(step) and claimable(step, worker_tags, None if include_backoff else now, max_backoff):
+                yield step
 
-    def dependency_order(self) -> list[str]:
-        order: list[str] = []
-        seen: set[str] = set()
 
-        def visit(step_id: str) -> None:
-            if step_id in seen or step_id not in self.steps:
-                return
-            seen.add(step_id)
-            for dep in sorted(self.steps[step_id].depends_on):
-                visit(dep)
-            order.append(step_id)
+def lacking_tags(step: Step, tags: Iterable[str] | None) -> list[str]:
+    """The tags `step` needs that a claimer with `tags` lacks, sorted: a step with tags goes only
+    to a worker started with every one of them (`--tag`)."""
+    return sorted(set(step.tags) - set(tags or ()))
 
-        for step_id in sorted(self.steps):
-            visit(step_id)
-        return order
+
+def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = None,
+              max_backoff: float | None = None) -> bool:
+    """May a claimer with `tags` take `step`, as far as the step itself says: it has every tag
+    the step needs and, given `now`, the step's back-off after a failure is over (a `not_before`
+    further ahead than `max_backoff` seconds was written by a host whose clock runs ahead of
+    ours, and is not honoured). The step's status and what the plan around it holds back
+    (dependencies, touches, agent: self, a paused account) are the plan's and the queue's."""
+    if lacking_tags(step, tags):
+        return False
+    until = step.not_before
+    return (now is None or until is None or until <= now
+            or (max_backoff is not None and (until - now).total_seconds() > max_backoff))
 
 
 SELF_SERVE = ("for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "
@@ -328,4 +330,4 @@ def _cycles(steps: dict[str, Step]) -> list[list[str]]:
 def dependencies_done(step: Step, status_of: Callable[[str], str | None]) -> bool:
     """The rule a claim needs (and the hook checks): every dependency is a sound step that is
     done. `status_of(id)` is its stored status, or None when there is no such sound step."""
-    return all(status_of(dep) == "done" for dep in step.depends_on)
+    return all(status_of(dep) == Status.DONE for dep in step.depends_on)

@@ -17,7 +17,7 @@ from yaml.resolver import Resolver
 
 from runner.core.ids import step_id_problem
 from runner.core.limits import MAX_STEP_BYTES
-from runner.core.model import Step, format_time
+from runner.core.model import Status, Step, format_time
 from runner.core.stepschema import key_problems, shown
 
 
@@ -120,7 +120,7 @@ def schema_problems(step: Step, stem: str) -> list[str]:
     if declared is not None and str(declared) != stem:
         problems.append(f"step id {shown(declared)} does not match the file name {stem!r}")
     problems += key_problems(meta)
-    if meta.get("status") == "claimed" and not meta.get("assignee"):
+    if meta.get("status") == Status.CLAIMED and not meta.get("assignee"):
         problems.append("a claimed step names its assignee")
     if meta.get("agent") == "self" and meta.get("run") is not None:
         problems.append("agent: self and run: together: no worker runs a step an agent you run yourself takes, so its "

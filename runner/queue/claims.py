@@ -9,8 +9,8 @@ from datetime import datetime
 
 from runner.core.accounts import held_by_pause
 from runner.core.machine import Kind
-from runner.core.model import Step, format_time, utc_now
-from runner.core.plan import SELF_SERVE, sort_key
+from runner.core.model import Status, Step, format_time, utc_now
+from runner.core.plan import SELF_SERVE, claimable, lacking_tags, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
 
@@ -30,7 +30,7 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             return
     # Leases are judged only on a fetched view: heartbeats read without a fetch may be stale,
     # and a stale beat would look like a silent holder.
-    claimed = list(plan.with_status("claimed")) if snap.fetched else []
+    claimed = list(plan.with_status(Status.CLAIMED)) if snap.fetched else []
     # Observe every claim (the observations are shared by all workers on this host), then
     # keep those this worker may take over.
     expired = observer.expired_claims(claimed, snap.beats, snap.config.leases.lease) if claimed else {}
@@ -63,14 +63,14 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
     even while it backs off after a failure (a person asked for it)."""
     plan = snap.plan
     status = plan.derived_status(step)
-    if status == "claimed":
+    if status == Status.CLAIMED:
         return [f"is claimed by {step.assignee} (attempt {step.attempt})"]
-    if status not in ("ready", "waiting", "blocked"):
+    if status not in (Status.READY, "waiting", "blocked"):
         return [f"is {status}"]
     reasons = _not_for(step, tags, by_agent)
-    if status != "ready" and not ignore_deps:
-        late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != "done"]
-        failed = [d for d in late if d not in plan.steps or plan.steps[d].status == "failed"]
+    if status != Status.READY and not ignore_deps:
+        late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != Status.DONE]
+        failed = [d for d in late if d not in plan.steps or plan.steps[d].status == Status.FAILED]
         waits = (f"waits for {', '.join(late)}" + (f" ({', '.join(failed)} failed or missing)" if failed else ""))
         reasons.append(f"{waits} (a person may run it anyway: --ignore-deps --by NAME)")
     if not reasons and (why := held_back(snap, step, by_agent)):
@@ -81,8 +81,7 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
 def _not_for(step: Step, tags: list[str], by_agent: bool) -> list[str]:
     """What keeps this claimer from a step whatever its state: the tags it lacks, an `agent: self` it is not."""
     reasons = []
-    if step.tags and not set(step.tags) <= set(tags):
-        missing = sorted(set(step.tags) - set(tags))
+    if missing := lacking_tags(step, tags):
         reasons.append(f"needs tag{'s' if len(missing) > 1 else ''} {', '.join(missing)} (this claimer has "
                        f"{', '.join(tags) or 'none'}: --tag {' --tag '.join(missing)})")
     if step.self_serve and not by_agent:
@@ -104,7 +103,7 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_dep
     for step in [*plan.steps.values(), *plan.invalid]:
         status = plan.derived_status(step)
         counts[status] = counts.get(status, 0) + 1
-    backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if s.not_before and s.not_before > now]
+    backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if not claimable(s, tags, now)]
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
     if backing_off:
         summary += f"; {len(backing_off)} backing off"

@@ -19,21 +19,21 @@ from runner.core.errors import BadInput
 from runner.core.ids import worker_id_problem
 from runner.core.layout import FANOUT_FROM, HANDOFFS_DIR, NOTES_FILE, ROOT_FILE, STEPS_DIR, new_step_path
 from runner.core.limits import MAX_STEP_BYTES
-from runner.core.model import STORED_STATUSES, parse_time
+from runner.core.model import STORED_STATUSES, Status, parse_time
 from runner.core.plan import Plan
 from runner.core.stepfile import FRONTMATTER_LINE, load_yaml, parse_step, set_fields, split_frontmatter
 
 STATUS_ALIASES = {
-    "todo": "ready",
-    "pending": "ready",
-    "open": "ready",
-    "not_started": "ready",
-    "in_progress": "claimed",
-    "in-progress": "claimed",
-    "completed": "done",
-    "complete": "done",
-    "blocked": "ready",
-    "error": "failed",
+    "todo": Status.READY,
+    "pending": Status.READY,
+    "open": Status.READY,
+    "not_started": Status.READY,
+    "in_progress": Status.CLAIMED,
+    "in-progress": Status.CLAIMED,
+    "completed": Status.DONE,
+    "complete": Status.DONE,
+    "blocked": Status.READY,
+    "error": Status.FAILED,
 }
 SKIPPED_NAMES = ("root.md", "NOTES.md", "README.md")
 
@@ -156,13 +156,13 @@ def normalise(data: bytes) -> bytes:
         return data  # parse_step reports what is wrong with it
     if not isinstance(meta, dict):
         return data
-    status = meta.get("status", "ready")
+    status = meta.get("status", Status.READY)
     updates: dict[str, Any] = {}
     if status not in STORED_STATUSES:
-        updates["status"] = status = STATUS_ALIASES.get(str(status).lower(), "ready")
+        updates["status"] = status = STATUS_ALIASES.get(str(status).lower(), Status.READY)
     holder_ok = worker_id_problem(meta.get("assignee")) is None and parse_time(meta.get("claimed_at")) is not None
-    if status == "claimed" and not holder_ok:
-        updates["status"] = status = "ready"
-    if status != "claimed" and (meta.get("assignee") or meta.get("claimed_at")):
+    if status == Status.CLAIMED and not holder_ok:
+        updates["status"] = status = Status.READY
+    if status != Status.CLAIMED and (meta.get("assignee") or meta.get("claimed_at")):
         updates.update({"assignee": None, "claimed_at": None})
     return set_fields(text, updates).encode("utf-8") if updates else data

@@ -10,6 +10,7 @@ from typing import Any
 from runner.core import secrets
 from runner.core.errors import BadInput
 from runner.core.layout import handoff_path
+from runner.core.model import Status
 from runner.queue.snapshot import Snapshot
 
 _LOG_TAIL = re.compile(r"^## Log tail\n\n(`{3,})\n(.*?)\n\1$", re.MULTILINE | re.DOTALL)
@@ -23,11 +24,11 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
     found = {"step": step.id, "status": snap.plan.derived_status(step), "attempt": step.attempt if step.valid else None,
-             "worker": step.assignee, "running": step.status == "claimed", "run": None, "output": None,
+             "worker": step.assignee, "running": step.status == Status.CLAIMED, "run": None, "output": None,
              "output_bytes": None, "at": None}
     # Written scrubbed; scrubbed again as it is shown, for what an older runner or a hand wrote.
     scrubber = secrets.for_config(snap.config.secrets)
-    if step.status == "claimed":
+    if step.status == Status.CLAIMED:
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
         if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from runner.core.layout import without_repository_env
 from runner.core.machine import Kind
+from runner.core.model import Status
 from runner.queue.processes import TAG
 from runner.store import StoreError
 
@@ -74,12 +75,12 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     if event.kind == Kind.TAKEOVER and step is not None:
         add("worker-gone",
             f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over")
-    if change.status == "review":
+    if change.status == Status.REVIEW:
         why = WHY_REVIEW.get(str(change.updates.get("review") or "result"), "a person must decide")
         add("needs-you", f"{event.step} needs you: {why}" + (f" ({reason})" if reason else ""))
-    if change.status == "failed" and not event.spec.person:
+    if change.status == Status.FAILED and not event.spec.person:
         add("failed", f"{event.step} failed for good" + (f": {reason}" if reason else ""))
-    if (event.step and change.status in ("done", "failed", "review") and "drained" in wanted
+    if (event.step and change.status in (Status.DONE, Status.FAILED, Status.REVIEW) and "drained" in wanted
             and (counts := drained(queue, published))):
         add("drained", "the plan drained: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
     return found
@@ -89,7 +90,7 @@ def drained(queue: Queue, published: Published) -> dict[str, int] | None:
     """The plan's status counts when the change left nothing to run (no step ready, claimed or
     waiting) where something was before it, else None."""
     plan, step_id = published.snapshot.plan, published.change.event.step if published.change.event else None
-    for status in ("ready", "claimed"):
+    for status in (Status.READY, Status.CLAIMED):
         # A step without dependencies that is ready or claimed runs: no need to read further.
         if any(sid != step_id and sid not in (plan.dependent or ()) for sid in plan.by_status.get(status, ())):
             return None
@@ -97,11 +98,11 @@ def drained(queue: Queue, published: Published) -> dict[str, int] | None:
     if _runs(counts):
         return None
     step = plan.steps.get(step_id or "")
-    return counts if (step is not None and step.status == "claimed") or _runs(plan.status_counts()) else None
+    return counts if (step is not None and step.status == Status.CLAIMED) or _runs(plan.status_counts()) else None
 
 
 def _runs(counts: dict[str, int]) -> bool:
-    return any(counts.get(status) for status in ("ready", "claimed", "waiting"))
+    return any(counts.get(status) for status in (Status.READY, Status.CLAIMED, "waiting"))
 
 
 def opted_in(store) -> bool:

@@ -20,7 +20,8 @@ import os
 from datetime import datetime
 from typing import Any
 
-from runner.core.model import Step, utc_now
+from runner.core.model import Status, Step, utc_now
+from runner.core.plan import claimable
 from runner.queue.claims import pause_hold
 from runner.queue.snapshot import Snapshot
 from runner.queue.workers import liveness
@@ -43,7 +44,7 @@ def live_tags(snap: Snapshot) -> dict[str, frozenset[str] | None]:
 
 
 def _tags_why(step: Step, workers: dict[str, frozenset[str] | None]) -> str | None:
-    if not step.tags or any(t is None or set(step.tags) <= t for t in workers.values()):
+    if not step.tags or any(t is None or claimable(step, t) for t in workers.values()):
         return None
     need = ", ".join(sorted(step.tags))
     have = "; ".join(f"{w}: {', '.join(sorted(t or ())) or 'no tags'}" for w, t in sorted(workers.items())) or "none is"
@@ -52,9 +53,9 @@ def _tags_why(step: Step, workers: dict[str, frozenset[str] | None]) -> str | No
 
 def _dependency_why(snap: Snapshot, step: Step) -> str | None:
     plan = snap.plan
-    gone = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status == "failed"]
+    gone = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status == Status.FAILED]
     if not gone:
-        late = [d for d in step.depends_on if d in plan.steps and plan.steps[d].status == "ready"
+        late = [d for d in step.depends_on if d in plan.steps and plan.steps[d].status == Status.READY
                 and plan.derived_status(plan.steps[d]) == "blocked"]
         return f"waits for {', '.join(late)}, blocked in turn" if late else None
     return (f"waits for {', '.join(gone)}, failed for good or missing (runner retry, or edit its depends_on)")
@@ -69,11 +70,11 @@ def stuck_steps(snap: Snapshot, now: datetime | None = None) -> dict[str, str]:
     workers = live_tags(snap)
     paused = pause_hold(snap, now)
     found: dict[str, str] = {}
-    for step in sorted(plan.with_status("ready"), key=lambda s: s.id):
+    for step in sorted(plan.with_status(Status.READY), key=lambda s: s.id):
         status = plan.derived_status(step)
         if status == "blocked":
             why = _dependency_why(snap, step)
-        elif status == "ready" and not step.self_serve:
+        elif status == Status.READY and not step.self_serve:
             why = _tags_why(step, workers) or (paused(step) if paused else None)
         else:
             why = None
@@ -89,16 +90,16 @@ def left_behind(snap: Snapshot, tags: list[str], now: datetime | None = None) ->
     paused = pause_hold(snap, now)
     workers = live_tags(snap)
     found: dict[str, str] = {}
-    for step in sorted(plan.with_status("ready"), key=lambda s: s.id):
+    for step in sorted(plan.with_status(Status.READY), key=lambda s: s.id):
         status = plan.derived_status(step)
         if status == "blocked":
             found[step.id] = _dependency_why(snap, step) or "blocked"
-        elif status != "ready":
+        elif status != Status.READY:
             continue
         elif step.self_serve:
             found[step.id] = "agent: self (an agent you run yourself takes it)"
-        elif step.tags and not set(step.tags) <= set(tags):
-            others = sorted(w for w, t in workers.items() if t is not None and set(step.tags) <= t)
+        elif not claimable(step, tags):
+            others = sorted(w for w, t in workers.items() if t is not None and claimable(step, t))
             found[step.id] = (f"needs tag{'s' if len(step.tags) > 1 else ''} {', '.join(sorted(step.tags))}"
                               + (f": {', '.join(others)} may take it" if others else ": no live worker has it"))
         elif paused and (why := paused(step)):
@@ -137,6 +138,6 @@ def notices(snap: Snapshot, branch: str, fresh: dict[str, str]) -> list[dict[str
     """The "stuck" notices of the steps newly stuck ([notify] events)."""
     if "stuck" not in snap.config.notify.events:
         return []
-    return [{"event": "stuck", "step": step, "title": snap.plan.steps[step].title, "status": "ready", "actor": "",
+    return [{"event": "stuck", "step": step, "title": snap.plan.steps[step].title, "status": Status.READY, "actor": "",
              "reason": why, "queue": branch, "commit": snap.tip,
              "message": f"{step} is stuck: {why}"} for step, why in fresh.items()]

@@ -9,7 +9,7 @@ from typing import Any
 from runner.core.clock import wall_clock
 from runner.core.codec import beat_claims
 from runner.core.layout import heartbeat_ref
-from runner.core.model import parse_time
+from runner.core.model import Status, parse_time
 from runner.queue.change import LostRace, PushRefused
 from runner.queue.leases import host_name, process_start_time
 from runner.queue.snapshot import Snapshot
@@ -44,7 +44,7 @@ def worker_rows(snap: Snapshot) -> list[dict[str, Any]]:
     for worker, beat in sorted(snap.beats.items()):
         info = beat.info
         lease = float(info.get("lease") or snap.config.leases.lease)
-        held = [s for s in snap.plan.with_status("claimed") if s.assignee == worker]
+        held = [s for s in snap.plan.with_status(Status.CLAIMED) if s.assignee == worker]
         current = next((s for s in held if s.attempt == info.get("attempt") and s.id == info.get("step")),
                        held[0] if held else None)
         state = liveness(info, lease)

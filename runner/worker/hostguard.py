@@ -26,6 +26,7 @@ from typing import Protocol
 from filelock import FileLock, Timeout
 
 from runner.core.config import Config
+from runner.core.model import Status
 from runner.queue.snapshot import Snapshot
 from runner.store import Store, StoreError
 
@@ -110,7 +111,7 @@ def finished_worktrees(state_dir: Path, snap: Snapshot | None) -> list[Path]:
         if not path.is_dir() or not attempt.isdigit() or not step_id:
             continue
         step = plan.steps.get(step_id)
-        if step is not None and step.status == "claimed" and step.attempt == int(attempt):
+        if step is not None and step.status == Status.CLAIMED and step.attempt == int(attempt):
             continue  # running (here or, for a stale copy, elsewhere: its holder may come back to it)
         if step is None and not (path / ".git").exists():
             continue  # not a worktree of ours

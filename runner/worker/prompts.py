@@ -9,6 +9,7 @@ from pathlib import Path
 
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE
 from runner.core.limits import MAX_ARG_BYTES
+from runner.core.model import Status
 from runner.core.plan import Plan
 from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker modules import them from here)
 
@@ -39,7 +40,7 @@ def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, 
 
 def current_phase(plan: Plan, step_id: str) -> str:
     """Where the step stands in the plan: steps done of the total, and its dependency layer."""
-    done = sum(1 for s in plan.steps.values() if s.status == "done")
+    done = sum(1 for s in plan.steps.values() if s.status == Status.DONE)
     layers = dependency_layers(plan)
     return f"{done}/{len(plan.steps)} steps done; layer {layers.get(step_id, 1)} of {max(layers.values(), default=1)}"
 

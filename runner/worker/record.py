@@ -13,7 +13,7 @@ from typing import Any
 from runner.core import comments
 from runner.core.accounts import AGENT_ROLES, agent_of
 from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
-from runner.core.model import utc_now
+from runner.core.model import Sentinel, Status, utc_now
 from runner.core.stepfile import manual_checks
 from runner.core.usage import run_note
 from runner.queue.backoff import retry_at
@@ -32,18 +32,18 @@ from runner.worker.report import StepReport, TickResult
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.MULTILINE)
 
 
-def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> str:
+def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> Sentinel:
     """The line a tick ends with, from the step's status after the event (docs/protocol.md);
     `rejected`: the coder rejected the step (its fail is for good)."""
-    if rejected and status == "failed":
-        return "STEP_REJECTED"
-    if status == "done":
-        return "STEP_COMPLETE"
-    if status == "review":
-        return "STEP_BLOCKED"
+    if rejected and status == Status.FAILED:
+        return Sentinel.STEP_REJECTED
+    if status == Status.DONE:
+        return Sentinel.STEP_COMPLETE
+    if status == Status.REVIEW:
+        return Sentinel.STEP_BLOCKED
     if kind == Kind.RELEASE:
-        return "SKIP"
-    return "STEP_FAILED"
+        return Sentinel.SKIP
+    return Sentinel.STEP_FAILED
 
 
 def qa_doc(step_text: str) -> str | None:
@@ -200,7 +200,7 @@ def outcome_report(sentinel: str, state: State, worker: str, published: Publishe
     manual checks left, final status)."""
     event, status = published.event, str(published.change.status)
     return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
-                      will_retry=(status == "ready") if event.kind == Kind.FAIL else None, commit=published.commit,
+                      will_retry=(status == Status.READY) if event.kind == Kind.FAIL else None, commit=published.commit,
                       report=StepReport.of(state, status, files, list(event.runs), str(log_path),
                                            qa_doc(state.step.text)))
 
