@@ -157,7 +157,7 @@ def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool
 
 def keep_claim(target: Target, step_id: StepArg, agent: AgentId) -> None:
     """The background process `runner work` starts: keeps the claim's heartbeat, ends with the claim."""
-    from runner.worker.agentwork import keep_claim as keep
+    from runner.worker.agenthost import keep_claim as keep
 
     check_worker_id(agent)
     keep(target.queue(), agent, step_id)

@@ -33,8 +33,9 @@ from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
 from runner.worker import report, resolving, sandbox, worktrees
-from runner.worker.actions import WorktreeActions
+from runner.worker.actions import Stops, Where, WorktreeActions
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
+from runner.worker.begin import ClaimWon, begin_attempt
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.hostguard import worktree_budget
@@ -124,7 +125,7 @@ class Worker:
             return self.skip("worker is stopping")
         if self.held is not None:  # claimed in the push that recorded the last step
             held, self.held = self.held, None
-            return self.work(held.step, held.attempt, held.event.kind, held.event.replaces, held.commit, held.snapshot)
+            return self.work(ClaimWon.of(held))
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
@@ -156,7 +157,7 @@ class Worker:
         if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
             # `runner claim STEP --id X` (a person's override, say), then `runner tick --id X --step STEP`.
             self.incarnation = mine.holder.get("incarnation") or self.incarnation
-            return self.work(mine.id, mine.attempt, Kind.CLAIM, None, snap.tip, snap)
+            return self.work(ClaimWon(mine.id, mine.attempt, snap.tip, snap))
         try:
             published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
                                          snapshot=snap, beat=self.facts("running"))
@@ -170,8 +171,7 @@ class Worker:
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
             return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"),
                               published.step, published.attempt, will_retry=False)
-        return self.work(published.step, published.attempt, published.event.kind, published.event.replaces,
-                         published.commit, published.snapshot)
+        return self.work(ClaimWon.of(published))
 
     def fetched_lately(self) -> bool:
         """Leases are judged only on fetched views: a view older than this is fetched again."""
@@ -191,16 +191,10 @@ class Worker:
             return TickResult("STEP_BLOCKED", "blocked", self.id, reason, blocked=tuple(blocked))
         return self.skip(why)
 
-    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str,
-             before: Snapshot) -> TickResult:
-        """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was
-        claimed on)."""
-        snap = self.queue.snapshot_at(claim, [self.integration_branch])
-        snap.tips.update(before.tips)
-        step = snap.plan.steps[step_id].full()
-        self.log("TICK", f"claimed {step_id} attempt {attempt}")
-        if kind == Kind.TAKEOVER:
-            worktrees.kill_leftovers(self.dirs["sessions"], step_id, replaces or 0, before, self.log)
+    def work(self, claim: ClaimWon) -> TickResult:
+        """Run the step this worker holds."""
+        begun = begin_attempt(self.queue, claim, self.integration_branch, self.dirs["sessions"], self.log)
+        snap, step, step_id, attempt = begun.snap, begun.step, claim.step, claim.attempt
         crash_point("after-claim")
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         live = LiveOutput(log_path)
@@ -220,16 +214,14 @@ class Worker:
         started = time.monotonic()
         self.running, self.current = f"{step_id} (attempt {attempt})", (step_id, attempt)
         try:
-            base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
-            worktrees.remove(self.store, worktree)
-            attempt_dir.mkdir(parents=True, exist_ok=True)
             # a person's approved result whose merge conflicted
             approved = resolving.approved_result(self.store, step, state)
-            self.store.add_worktree(worktree, approved or base)
-            actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
-                                      lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel,
-                                      heartbeat.lost, self.stopping, self.dirs["sessions"],
-                                      config.worker.default_timeout, live)
+            base = begun.make_worktree(self.store, worktree, start_at=approved)
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            where = Where(worker=self.id, worktree=worktree, base=base, files=attempt_dir, log_path=log_path,
+                          sessions_dir=self.dirs["sessions"])
+            stops = Stops(cancel=self.cancel, lost=heartbeat.lost, stopping=self.stopping)
+            actions = WorktreeActions(self.store, where, stops, snap, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
             if heartbeat.lost.is_set():
