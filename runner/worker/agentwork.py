@@ -30,6 +30,7 @@ from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 from runner.worker import worktrees
 from runner.worker.agenthost import AgentHost, NotHeld, keep_claim
+from runner.worker.agentreturns import Claimed, Ready, ReadyStep, Shown
 from runner.worker.agentsession import Session, context, not_yet, shown, state_of, worktree_folder
 from runner.worker.attempt import Outcome, Run, State, named
 from runner.worker.begin import ClaimWon, begin_attempt
@@ -67,25 +68,24 @@ class AgentWork:
             snap = self.queue.snapshot(fetch=False, branches=[snap.config.queue.integration_branch])
         return snap
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self) -> Ready:
         """What this agent may take now, best first; when nothing, why."""
         from runner.queue.claims import why_nothing
 
         snap = self.snapshot()
-        steps = [] if snap.plan.halted else [
-            {"step": s.id, "title": s.title, "priority": s.priority, "depends_on": s.depends_on}
-            for s in snap.plan.ready(utc_now(), self.tags)]
+        steps = () if snap.plan.halted else tuple(
+            ReadyStep(s.id, s.title, s.priority, s.depends_on) for s in snap.plan.ready(utc_now(), self.tags))
         why = None if steps else (f"queue halted: {snap.plan.halted}" if snap.plan.halted
                                   else why_nothing(snap, self.tags, None, by_agent=True))
-        return {"steps": steps, "why": why}
+        return Ready(steps, why)
 
-    def show(self, step_id: str) -> dict[str, Any]:
+    def show(self, step_id: str) -> Shown:
         """The step as an agent reads it (`text`) and its facts: status, holder, attempt, problems."""
-        return shown(self.store, self.snapshot(), step_id)
+        return Shown(**shown(self.store, self.snapshot(), step_id))
 
     # --- claiming --------------------------------------------------------------------------
 
-    def claim(self, step_id: str | None = None, context: str = "") -> dict[str, Any]:
+    def claim(self, step_id: str | None = None, context: str = "") -> Claimed:
         with self.host.locked():
             snap = self.snapshot()
             self.host.prune(snap)
@@ -111,7 +111,7 @@ class AgentWork:
                                   "(its attempts are spent; a person may retry it)")
             return self.start(ClaimWon.of(published), incarnation, context)
 
-    def start(self, claim: ClaimWon, incarnation: str, caller: str = "") -> dict[str, Any]:
+    def start(self, claim: ClaimWon, incarnation: str, caller: str = "") -> Claimed:
         """Make the worktree of a claim just won; on any fault, give the step back."""
         begun = begin_attempt(self.queue, claim, claim.before.config.queue.integration_branch,
                               self.host.sessions_dir, lambda kind, line: None)
@@ -134,15 +134,14 @@ class AgentWork:
         self.host.beat(session, snap.config.heartbeat_interval)
         return self.claimed(session, snap)
 
-    def claimed(self, session: Session, snap: Snapshot) -> dict[str, Any]:
+    def claimed(self, session: Session, snap: Snapshot) -> Claimed:
         step = snap.plan.steps[session.step].full()
         tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
                   "worktree": session.worktree, "worker": self.agent}
         feedback = session.feedback or feedback_of(step.meta)
         prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header,
                          tokens, session.context)
-        return {"step": step.id, "title": step.title, "attempt": session.attempt, "worktree": session.worktree,
-                "lease": snap.config.leases.lease, "prompt": prompt}
+        return Claimed(step.id, step.title, session.attempt, session.worktree, snap.config.leases.lease, prompt)
 
     # --- handing in ------------------------------------------------------------------------
 
