@@ -17,7 +17,7 @@ def main() -> None:
         sys.stderr.write("\n")
         sys.exit(130)
     except BrokenPipeError:  # `runner status | head` (the fast path prints outside any command's handler)
-        from runner.commands.plain import closed_pipe
+        from runner.commands.failures import closed_pipe
 
         sys.exit(closed_pipe())
 

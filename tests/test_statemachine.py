@@ -201,3 +201,21 @@ def test_the_file_an_event_writes_does_not_depend_on_the_order_of_its_tables():
     replayed = write_step_event(step, decode(encode(worker, written.status)).event, Context())
     assert replayed.text == written.text
     assert "last_verdict: {next_hint: \"\", pass: true, reasons: [ok], score: 1.0}" in written.text
+
+
+def test_claimable_asks_every_tag_of_the_step_and_the_end_of_its_back_off():
+    from runner.core.plan import claimable, lacking_tags
+    from runner.core.model import Step
+
+    def step(**meta):
+        return Step("01-a", "plans/steps/01-a.md", {"status": "ready", **meta}, "")
+
+    gpu = step(tags=["gpu", "linux"])
+    assert lacking_tags(gpu, ["linux"]) == ["gpu"] and not claimable(gpu, ["linux"])
+    assert claimable(gpu, ["linux", "gpu", "big"]) and claimable(step(tags="gpu"), ["gpu"])
+    assert claimable(step(), None) and claimable(step(), ["anything"])
+    later = step(not_before="2026-11-29T08:05:00Z")
+    assert not claimable(later, [], NOW) and claimable(later, [], NOW + timedelta(minutes=5))
+    assert claimable(later, []), "without a time, the back-off is not asked"
+    assert claimable(later, [], NOW, max_backoff=60), "a back-off beyond any runner writes is not honoured"
+    assert not claimable(later, [], NOW, max_backoff=600)

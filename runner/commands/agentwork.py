@@ -14,6 +14,7 @@ import typer
 
 from runner.commands.common import Tags, Target, check_worker_id, emit
 from runner.core.errors import EXIT_FAILURE, BadInput
+from runner.core.model import Sentinel
 
 AgentId = Annotated[
     str,
@@ -90,7 +91,7 @@ def submit(target: Target, step_id: StepArg, agent: AgentId,
     failed and fixes are left (the step is still yours: fix it and submit again)."""
     result = _work(target, agent).complete(step_id, notes)
     print_report(target, result)
-    if result.sentinel not in ("STEP_COMPLETE", "STEP_BLOCKED"):
+    if result.sentinel not in (Sentinel.STEP_COMPLETE, Sentinel.STEP_BLOCKED):
         raise typer.Exit(EXIT_FAILURE)
 
 

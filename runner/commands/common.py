@@ -16,7 +16,7 @@ from typing import Annotated, Any, cast
 
 import typer
 
-from runner.commands import plain
+from runner.commands import failures
 
 # Commands import these from here:
 from runner.commands.plain import Target, check_worker_id, emit, person, say  # noqa: F401
@@ -65,8 +65,8 @@ def run_mapped(func: Callable, *args: Any, json_out: bool = False, **kwargs: Any
     """Run a command; runner's errors become their exit codes, with one line of text (and a
     JSON object under --json: runner.commands.failures)."""
     result = []
-    code = plain.exit_code(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort),
-                           json_out=json_out)
+    code = failures.run(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort),
+                        json_out=json_out)
     if code:
         raise typer.Exit(code)
     return result[0] if result else None

@@ -13,11 +13,6 @@ import typer
 
 PROGRAM, COMPLETE_VAR = "runner", "_RUNNER_COMPLETE"
 SHELLS = ("bash", "zsh", "fish")
-HOW = {
-    "bash": 'eval "$(runner completion bash)"  # in ~/.bashrc',
-    "zsh": 'eval "$(runner completion zsh)"  # in ~/.zshrc, after compinit',
-    "fish": "runner completion fish > ~/.config/fish/completions/runner.fish",
-}
 
 
 def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.", show_default=False)]) -> None:

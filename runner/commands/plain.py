@@ -1,5 +1,5 @@
 """What commands share that needs no command-line framework: where the queue is (Target), who
-a person is, how runner's errors become exit codes and one line of text, and the claim,
+a person is, and the claim,
 heartbeat and complete that scripts and harnesses call in a loop. runner.commands.common
 builds typer's options on these; runner.commands.quick runs those three with them alone,
 without importing typer or rich.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,37 +35,6 @@ class Target:
 
     def snapshot(self):
         return self.queue().snapshot()
-
-
-def exit_code(func: Callable[[], Any], passthrough: tuple[type[BaseException], ...] = (),
-              json_out: bool = False) -> int:
-    """Run a command: 0, or its failure told (runner.commands.failures: one line, every problem
-    of bad input listed; a JSON object too under --json) and its exit code. `passthrough`:
-    exceptions the caller handles (a framework's own exits)."""
-    try:
-        func()
-        return 0
-    except passthrough:
-        raise
-    except BrokenPipeError:
-        return closed_pipe()
-    except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the user)
-        from runner.commands.failures import classify, tell
-
-        return tell(classify(exc), json_out)
-
-
-EXIT_CLOSED_PIPE = 128 + 13  # what a shell sees of a Unix tool that SIGPIPE ended
-
-
-def closed_pipe() -> int:
-    """What reads runner's output went away (`runner show STEP | head`): end quietly, as a Unix
-    tool does, with nothing more written to the closed pipe (not even at exit)."""
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
-    return EXIT_CLOSED_PIPE
 
 
 def say(line: str) -> None:
@@ -111,6 +79,7 @@ def emit(target: Target, data: dict[str, Any], text: str) -> None:
 def report(target: Target, published, **extra: Any) -> None:
     """What a step event published: the step, the event, the status it left, the commit (and `extra` facts)."""
     from runner.core.machine import Kind
+    from runner.core.model import Sentinel
 
     change = published.change
     event = change.event
@@ -119,8 +88,8 @@ def report(target: Target, published, **extra: Any) -> None:
     text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
     # a person ended it: at the deviation gate, or anywhere
     if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == "failed":
-        data["sentinel"] = "STEP_REJECTED"
-        text += f"\nSTEP_REJECTED: {change.updates.get('last_error') or 'aborted'}"
+        data["sentinel"] = Sentinel.STEP_REJECTED
+        text += f"\n{Sentinel.STEP_REJECTED}: {change.updates.get('last_error') or 'aborted'}"
     emit(target, data, text)
 
 

@@ -63,14 +63,14 @@ def answer_claim(args: list[str]) -> bool:
     the same claim (runner.commands.plain.claim), the same output and exit codes. False for
     anything else (help, --ignore-deps, an option it does not know), which the full command
     answers."""
-    from runner.commands import plain
+    from runner.commands import failures, plain
 
     options = _parse(args, {"--json": "json"}, {**_VALUE_OPTIONS, "--id": "worker"}, positional="step")
     if options is None or "worker" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
-    code = plain.exit_code(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]),
-                           json_out=options["json"])
+    code = failures.run(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]),
+                        json_out=options["json"])
     if code:
         raise SystemExit(code)
     return True
@@ -80,14 +80,14 @@ def answer_step_event(command: str, args: list[str]) -> bool:
     """`runner heartbeat|complete STEP --id W [--repo R] [--remote R] [--queue-branch B] [--json]`
     without the command-line framework, as answer_claim: what a harness calls while it works
     and when it is done. False for anything else, which the full command answers."""
-    from runner.commands import plain
+    from runner.commands import failures, plain
 
     options = _parse(args, {"--json": "json"}, {**_UNTAGGED_OPTIONS, "--id": "worker"}, positional="step")
     if options is None or "worker" not in options or "step" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
     run = plain.heartbeat if command == "heartbeat" else plain.complete
-    code = plain.exit_code(lambda: run(target, options["step"], options["worker"]), json_out=options["json"])
+    code = failures.run(lambda: run(target, options["step"], options["worker"]), json_out=options["json"])
     if code:
         raise SystemExit(code)
     return True

@@ -321,7 +321,6 @@ READERS: dict[str, Callable[[str, str, str], Said]] = {
     "opencode-jsonl": read_opencode,
     "aider": read_aider,
 }
-OUTPUT_NAMES = tuple(READERS)
 
 
 def _usage_line(stdout: str) -> tuple[Usage | None, Any]:

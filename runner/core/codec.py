@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from runner.core import jsonsafe
 from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES, clip_tail
@@ -169,7 +169,7 @@ def trailers_of(message: str) -> dict[str, str]:
     return found
 
 
-def _bad(why: str):
+def _bad(why: str) -> NoReturn:
     raise CodecError(why)
 
 
@@ -245,10 +245,6 @@ def _key(name: str) -> str:
 
 def _normal(message: str) -> str:
     return message.rstrip("\n") + "\n"
-
-
-def with_runs(event: Event, runs: list[dict[str, Any]]) -> Event:
-    return replace(event, runs=tuple(runs))
 
 
 # --- commits on the step and integration branches ------------------------------------

@@ -13,6 +13,7 @@ same step file byte for byte.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from runner.core.limits import KIB, clip
@@ -159,7 +160,7 @@ def addressed(comment: dict[str, Any], now: bytes | None) -> bool:
     return lines_of(now, comment["line"], comment.get("end", comment["line"])) != comment.get("line_text")
 
 
-def report(comments: Any, read) -> str:
+def report(comments: Any, read: Callable[[str], bytes | None]) -> str:
     """A handoff's section: "N of M addressed", then each comment with whether it was; `read(path)`
     gives a file of the new result (None when it is gone)."""
     if not comments or problems(comments):

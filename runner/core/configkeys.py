@@ -7,7 +7,7 @@ else runner.toml, else the schema's default."""
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
 from typing import Any
 
 from runner.core.config import ROLE_NAMES, STEP_OVERRIDES, TABLES, Role
@@ -33,7 +33,7 @@ class ConfigKey:
         return (*self.table.split("."), self.name)
 
     @property
-    def spec(self):
+    def spec(self) -> Field[Any]:
         return next(f for f in fields(Role if self.table.startswith("roles.") else TABLES[self.table])
                     if f.name == self.name)
 

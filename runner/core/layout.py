@@ -9,7 +9,6 @@ DEFAULT_INTEGRATION_BRANCH = "runner/integration"
 DEFAULT_STEP_BRANCH_PREFIX = "runner/steps/"
 
 CONFIG_FILE = "runner.toml"
-PLANS_DIR = "plans"
 STEPS_DIR = "plans/steps"
 HANDOFFS_DIR = "plans/handoffs"
 PROMPTS_DIR = "plans/prompts"

@@ -93,7 +93,6 @@ WORKER_HALTS = (VERIFIER_HALT, CONTEXT_HALT, BUDGET_HALT)
 
 # What a step in review waits for (the `review` key).
 REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET = "result", "deviation", "blocked", "budget"
-REVIEWS = (REVIEW_RESULT, REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET)
 
 
 class TransitionError(RunnerError):
@@ -238,7 +237,7 @@ def _new_claim(meta: dict[str, Any], event: Event, context: Context) -> dict[str
     }
 
 
-def _claim(meta, event: Event, context: Context) -> dict[str, Any]:
+def _claim(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if context.halted:
         raise TransitionError("the queue is halted (runner resume to continue)")
     if not context.deps_done and not event.ignore_deps:
@@ -248,7 +247,7 @@ def _claim(meta, event: Event, context: Context) -> dict[str, Any]:
     return _new_claim(meta, event, context)
 
 
-def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
+def _takeover(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if context.halted:
         raise TransitionError("the queue is halted (runner resume to continue)")
     if event.replaces != attempt_of(meta):
@@ -264,7 +263,7 @@ def _takeover(meta, event: Event, context: Context) -> dict[str, Any]:
     return {**_new_claim(meta, event, context), "failures": failures, "last_error": lost}
 
 
-def _release(meta, event: Event, context: Context) -> dict[str, Any]:
+def _release(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if event.account and not (is_account(event.account) and event.retry_at):
         raise TransitionError(f"a release that pauses an account names it ({event.account!r}: letters, digits, '.', "
                               "'_', '-') and until when (Runner-Retry-At)")
@@ -281,7 +280,7 @@ def _release(meta, event: Event, context: Context) -> dict[str, Any]:
     return updates
 
 
-def _fail(meta, event: Event, context: Context) -> dict[str, Any]:
+def _fail(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     failures = failures_of(meta) + 1
     limit = max_attempts_of(meta, context)
     reason = event.reason or "failed"
@@ -308,7 +307,7 @@ def needs_person(meta: dict[str, Any], event: Event, context: Context = Context(
     return bool(approval or event.hold)
 
 
-def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
+def _complete(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     common = {**_cleared_claim(), "result": event.result, "approved": None, "resolve": None}
     if needs_person(meta, event, context):
         # Nothing is merged yet: the result waits on its step branch for a person.
@@ -320,7 +319,7 @@ def _complete(meta, event: Event, context: Context) -> dict[str, Any]:
     return {"status": Status.DONE, **common, "last_error": None}
 
 
-def _block(meta, event: Event, context: Context) -> dict[str, Any]:
+def _block(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if event.review not in (REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET):
         raise TransitionError(f"a block says why a person must decide: {REVIEW_DEVIATION}, {REVIEW_BLOCKED} or "
                               f"{REVIEW_BUDGET}")
@@ -334,7 +333,7 @@ def _block(meta, event: Event, context: Context) -> dict[str, Any]:
     }
 
 
-def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
+def _approve(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     waiting = meta.get("review") or REVIEW_RESULT
     if waiting == REVIEW_BUDGET:  # go on over the budget, for the next attempt only
         return _over_budget(f"approved by {event.actor}: go on over the budget (for one attempt)")
@@ -345,7 +344,7 @@ def _approve(meta, event: Event, context: Context) -> dict[str, Any]:
     if event.reason:  # the merge into the integration branch conflicted: a worker resolves it onto the new tip
         return {"status": Status.READY, "review": None, "resolve": True,
                 "last_error": f"approved by {event.actor}, but {event.reason}"}
-    result = meta.get("result") if isinstance(meta.get("result"), dict) else {}
+    result: dict[str, Any] = meta["result"] if isinstance(meta.get("result"), dict) else {}
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
         raise TransitionError("an approval of a result must name its merge into the integration branch")
@@ -359,12 +358,12 @@ def _over_budget(why: str) -> dict[str, Any]:
     return {"status": Status.READY, "review": None, "budget_waived": True, "last_error": why}
 
 
-def _reject(meta, event: Event, context: Context) -> dict[str, Any]:
+def _reject(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     # the reviewer's comments on lines are the next attempt's too (None: a rejection without any)
     return {**_rejected(meta, event), "review_comments": list(event.comments) or None}
 
 
-def _rejected(meta, event: Event) -> dict[str, Any]:
+def _rejected(meta: dict[str, Any], event: Event) -> dict[str, Any]:
     if not event.reason:
         raise TransitionError("a rejection needs a reason (it is the feedback for the next attempt)")
     if event.permanent:
@@ -381,14 +380,14 @@ def _rejected(meta, event: Event) -> dict[str, Any]:
 _SPENT_RE = re.compile(r" \(failure \d+ of \d+: attempts spent\)$|; attempts spent$")
 
 
-def _retry(meta, event: Event, context: Context) -> dict[str, Any]:
+def _retry(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     # A fresh budget: the last failure stays as the next attempt's feedback, not as "attempts spent".
     last = _SPENT_RE.sub("", str(meta.get("last_error") or ""))
     return {"status": Status.READY, **_cleared_claim(), "not_before": None, "failures": 0,
             "last_error": f"retried by {event.actor}" + (f"; the last failure: {last}" if last else "")}
 
 
-def _abort(meta, event: Event, context: Context) -> dict[str, Any]:
+def _abort(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     reason = f"aborted by {event.actor}" + (f": {event.reason}" if event.reason else "")
     return {"status": Status.FAILED, **_cleared_claim(), "review": None, "resolve": None, "last_error": reason}
 

@@ -20,7 +20,16 @@ class Status(StrEnum):
 
 
 STORED_STATUSES = tuple(s.value for s in Status)
-DERIVED_STATUSES = ("waiting", "blocked", "invalid")  # read from the plan around a step, never stored
+
+
+class Sentinel(StrEnum):
+    """The word a tick's (or a hand-in's) last line starts with: what scripts match (docs/protocol.md)."""
+
+    SKIP = "SKIP"
+    STEP_COMPLETE = "STEP_COMPLETE"
+    STEP_BLOCKED = "STEP_BLOCKED"
+    STEP_REJECTED = "STEP_REJECTED"
+    STEP_FAILED = "STEP_FAILED"
 
 
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
@@ -264,10 +273,3 @@ class Step:
     @property
     def requires_approval(self) -> bool:
         return bool(self.get("requires_approval", False))
-
-
-def step_duration(step: Step, key: str, default: float) -> float:
-    value = step.meta.get(key)
-    if value is None:
-        return default
-    return parse_duration(value)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from runner.core.model import Step
 from runner.core.touches import overlapping
+
+if TYPE_CHECKING:
+    from runner.core.config import Config
 
 
 class IdSet:
@@ -32,7 +36,7 @@ class IdSet:
     def __len__(self) -> int:
         return len(self._base) - len(self._removed) + len(self._added)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         removed = self._removed
         yield from (sid for sid in self._base if sid not in removed) if removed else self._base
         yield from self._added
@@ -112,7 +116,7 @@ class Plan:
                 counts[status] = counts.get(status, 0) + 1
         return {status: n for status, n in counts.items() if n}
 
-    def with_status(self, status: str):
+    def with_status(self, status: str) -> Iterator[Step]:
         """Steps with this stored status, in claim order (lazily: a claim needs only the first).
         A few among many are sorted; many are found by walking the claim order."""
         ids = self.by_status.get(status, IdSet())
@@ -174,7 +178,7 @@ class Plan:
             if s.status in ("ready", "claimed") and not s.get("run") and not s.self_serve
         ]
 
-    def check(self, config) -> list[str]:
+    def check(self, config: Config) -> list[str]:
         """Every problem of this plan under `config` (a runner.core.config.Config)."""
         return self.problems + self.unrunnable(bool(config.harness.command))
 
@@ -228,35 +232,33 @@ class Plan:
         return list(self.iter_ready(now, tags, include_backoff))
 
     def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False,
-                   max_backoff: float | None = None):
+                   max_backoff: float | None = None) -> Iterator[Step]:
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())
         for step in self.with_status("ready"):
-            if not self.deps_done(step):
-                continue
-            if step.tags and not set(step.tags) <= worker_tags:
-                continue
-            if (not include_backoff and step.not_before and step.not_before > now
-                    and (max_backoff is None or (step.not_before - now).total_seconds() <= max_backoff)):
-                continue
-            yield step
+            if self.deps_done(step) and claimable(step, worker_tags, None if include_backoff else now, max_backoff):
+                yield step
 
-    def dependency_order(self) -> list[str]:
-        order: list[str] = []
-        seen: set[str] = set()
 
-        def visit(step_id: str) -> None:
-            if step_id in seen or step_id not in self.steps:
-                return
-            seen.add(step_id)
-            for dep in sorted(self.steps[step_id].depends_on):
-                visit(dep)
-            order.append(step_id)
+def lacking_tags(step: Step, tags: Iterable[str] | None) -> list[str]:
+    """The tags `step` needs that a claimer with `tags` lacks, sorted: a step with tags goes only
+    to a worker started with every one of them (`--tag`)."""
+    return sorted(set(step.tags) - set(tags or ()))
 
-        for step_id in sorted(self.steps):
-            visit(step_id)
-        return order
+
+def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = None,
+              max_backoff: float | None = None) -> bool:
+    """May a claimer with `tags` take `step`, as far as the step itself says: it has every tag
+    the step needs and, given `now`, the step's back-off after a failure is over (a `not_before`
+    further ahead than `max_backoff` seconds was written by a host whose clock runs ahead of
+    ours, and is not honoured). The step's status and what the plan around it holds back
+    (dependencies, touches, agent: self, a paused account) are the plan's and the queue's."""
+    if lacking_tags(step, tags):
+        return False
+    until = step.not_before
+    return (now is None or until is None or until <= now
+            or (max_backoff is not None and (until - now).total_seconds() > max_backoff))
 
 
 SELF_SERVE = ("for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "

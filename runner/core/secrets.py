@@ -239,7 +239,7 @@ _made: dict[tuple, Scrubber] = {}
 _last: list = [None]  # the [secrets] table last asked for
 
 
-def for_config(section=None, environ: Mapping[str, str] | None = None) -> Scrubber:
+def for_config(section: Any = None, environ: Mapping[str, str] | None = None) -> Scrubber:
     """The scrubber of `section` ([secrets] of runner.toml; None: the one last asked for in this
     process) over this process's environment, made once per distinct input."""
     if section is None:

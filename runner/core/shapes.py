@@ -17,6 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Shapes detect-secrets lacks (1.5.0), each from the vendor's documented format.
 OWN: tuple[tuple[str, str, int], ...] = (
@@ -213,7 +214,7 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...]:
     return tuple(sorted({f.lower() for f in found} if flags & re.IGNORECASE else set(found)))
 
 
-def _literals(items: list, sre) -> list[str] | None:
+def _literals(items: list, sre: Any) -> list[str] | None:
     best: list[str] | None = None
     run = ""
 

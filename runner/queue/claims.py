@@ -10,7 +10,7 @@ from datetime import datetime
 from runner.core.accounts import held_by_pause
 from runner.core.machine import Kind
 from runner.core.model import Step, format_time, utc_now
-from runner.core.plan import SELF_SERVE, sort_key
+from runner.core.plan import SELF_SERVE, claimable, lacking_tags, sort_key
 from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
 
@@ -81,8 +81,7 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
 def _not_for(step: Step, tags: list[str], by_agent: bool) -> list[str]:
     """What keeps this claimer from a step whatever its state: the tags it lacks, an `agent: self` it is not."""
     reasons = []
-    if step.tags and not set(step.tags) <= set(tags):
-        missing = sorted(set(step.tags) - set(tags))
+    if missing := lacking_tags(step, tags):
         reasons.append(f"needs tag{'s' if len(missing) > 1 else ''} {', '.join(missing)} (this claimer has "
                        f"{', '.join(tags) or 'none'}: --tag {' --tag '.join(missing)})")
     if step.self_serve and not by_agent:
@@ -104,7 +103,7 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_dep
     for step in [*plan.steps.values(), *plan.invalid]:
         status = plan.derived_status(step)
         counts[status] = counts.get(status, 0) + 1
-    backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if s.not_before and s.not_before > now]
+    backing_off = [s for s in plan.ready(now, tags, include_backoff=True) if not claimable(s, tags, now)]
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no steps"
     if backing_off:
         summary += f"; {len(backing_off)} backing off"

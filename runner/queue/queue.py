@@ -1,8 +1,8 @@
 """The queue: read the plan at the branch tip, publish one event per commit by
 compare-and-swap. Every write (claims, records, merges, approvals, plan edits, heartbeats
-that ride along) goes through `publish` and its one retry policy: build the change on
-the tip we know, publish every ref it moves at once, and on a lost race read again and
-rebuild.
+that ride along) goes through `publish` and its one retry policy (runner.queue.publisher):
+build the change on the tip we know, publish every ref it moves at once, and on a lost race
+read again and rebuild.
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from runner.core.layout import (
 )
 from runner.core.machine import Context, Event, Kind
 from runner.core.model import Step, format_duration, format_time, utc_now
-from runner.queue.backoff import Deferral, RefPace, race_backoff
+from runner.queue.backoff import RefPace
 from runner.queue.change import Change, LostRace, Published, PushRefused, Skip
 from runner.queue.claims import candidates, why_nothing
 from runner.queue.leases import LeaseObserver, author_for, host_name
+from runner.queue.publisher import Publisher
 from runner.queue.snapshot import NotInitialised, Reader, Snapshot
 from runner.store import Failed, RefUpdate, Refused, Store, StoreError, Won
 from runner.store.choice import open_store
@@ -97,48 +98,7 @@ class Queue:
         is published alone. With `defer` (a claim), a lost race is tried again only once the
         queue moves more slowly than one attempt takes (RefPace); until then a try is a
         fetch."""
-        branches = list(branches)
-        snap = snapshot or self.snapshot(branches=branches)
-        author = author_for(actor)
-        tries = tries or self.max_tries
-        give_up = time.monotonic() + patience
-        wait, lost, waited, deferral = 0.5, False, 0, Deferral()
-        for attempt in range(tries):
-            if lost:
-                time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote),
-                                        outpaced=defer and self.pace.outpaced()))
-                snap = _fresh(self, snap, branches)
-            began = time.monotonic()
-            change = build(snap)  # Skip when nothing is left to claim, however busy the ref
-            if deferral.wait(lost and defer and self.pace.outpaced(), began):
-                waited += 1
-                continue  # racing a writer this fast only takes the CPU it needs
-            lost = False
-            commit = self.store.make_commit([snap.tip], change.files, change.message, author)
-            self.reader.wrote(commit, snap.tip, change.files)
-            following = _following(self, then, snap, commit, change, author, attempt > 0) if then else None
-            outcome = self.store.publish(_moves(self.ref, snap.tip, commit, change, following))
-            self.pace.attempted(time.monotonic() - began)
-            if isinstance(outcome, Won):
-                self.published = following.commit if following else commit
-                return _notified(self, Published(commit, change, snap, following))
-            if isinstance(outcome, Refused):
-                if following is not None:
-                    then = None  # the server's rules refused the pair: the change alone, on the same tip
-                    continue
-                raise PushRefused(str(outcome))
-            if isinstance(outcome, Failed):
-                if time.monotonic() + wait > give_up:
-                    raise StoreError(str(outcome))
-                time.sleep(wait)
-                wait = min(wait * 2, 10.0)
-                snap = _fresh(self, snap, branches)
-            else:
-                self.races_lost += 1
-                lost = True
-        waits = f" (and {waited} more tries waited while it moved faster than a claim takes)" if waited else ""
-        raise LostRace(
-            f"lost {tries - waited} compare-and-swap races in a row on {self.branch}{waits}; giving up this time")
+        return Publisher(self, build, actor, snapshot, tries, branches, patience, then, defer).run()
 
     def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None,
                     refs: Iterable[RefUpdate] = ()) -> Change:
@@ -273,8 +233,23 @@ class Queue:
         tip_now = self.store.tip(self.branch) or self.published
         assert tip_now is not None  # created above, or there already
         config = self.reader.config_at(tip_now)
-        messages.append(ensure_integration(self, config, actor))
+        messages.append(self.ensure_integration(config, actor))
         return tip is None, "; ".join(messages)
+
+    def ensure_integration(self, config: Config, actor: str) -> str:
+        """The integration branch `config` names, created at this repository's HEAD (or an empty
+        start) when it does not exist yet."""
+        branch = config.queue.integration_branch
+        self.store.fetch([branch])
+        if self.store.tip(branch):
+            return f"integration branch {branch} exists"
+        head = self.store.local_head()
+        if head is None:
+            head = self.store.make_commit([], {}, "start of integration\n", author_for(actor), base_tree=EMPTY_TREE)
+        outcome = self.store.publish([RefUpdate(branch_ref(branch), head, None)])
+        if isinstance(outcome, Refused):
+            raise PushRefused(str(outcome))
+        return f"created integration branch {branch} at {head[:10]}"
 
     def edit(self, files: Callable[[Snapshot], dict[str, bytes | None]], summary: str, actor: str) -> Published:
         """A person's plan edit (new steps, an import, runner.toml): `files(snapshot)` builds and
@@ -319,67 +294,6 @@ def _scrubbed(snap: Snapshot, event: Event, handoff: bytes | None) -> tuple[Even
     scrubber = secrets.for_config(snap.config.secrets)
     text = scrubber.scrub(handoff.decode("utf-8", "replace")).encode("utf-8") if handoff is not None else None
     return secrets.scrub_event(event, scrubber), text
-
-
-def ensure_integration(queue: Queue, config: Config, actor: str) -> str:
-    """The integration branch `config` names, created at this repository's HEAD (or an empty
-    start) when it does not exist yet."""
-    branch = config.queue.integration_branch
-    queue.store.fetch([branch])
-    if queue.store.tip(branch):
-        return f"integration branch {branch} exists"
-    head = queue.store.local_head()
-    if head is None:
-        head = queue.store.make_commit([], {}, "start of integration\n", author_for(actor), base_tree=EMPTY_TREE)
-    outcome = queue.store.publish([RefUpdate(branch_ref(branch), head, None)])
-    if isinstance(outcome, Refused):
-        raise PushRefused(str(outcome))
-    return f"created integration branch {branch} at {head[:10]}"
-
-
-def _notified(queue: Queue, published: Published) -> Published:
-    """The process that published an event tells people of it, once ([notify] in runner.toml)."""
-    settings = published.snapshot.config.notify
-    if settings.command or settings.urls:
-        from runner.queue.notices import notify
-
-        notify(queue, published)
-    return published
-
-
-def _fresh(queue: Queue, snap: Snapshot, branches: list[str]) -> Snapshot:
-    try:
-        return queue.snapshot(branches=branches)
-    except StoreError:
-        return snap  # the remote is still away: try the same change again
-
-
-def _moves(queue_ref: str, tip: str, commit: str, change: Change, following: Published | None) -> list[RefUpdate]:
-    """Every ref a publish moves, once each: the queue branch to its last new commit."""
-    refs = {update.ref: update for update in [RefUpdate(queue_ref, commit, tip), *change.refs]}
-    if following is not None:
-        refs.update({update.ref: update
-                     for update in [RefUpdate(queue_ref, following.commit, tip), *following.change.refs]})
-    return list(refs.values())
-
-
-def _following(queue: Queue, then: Callable[[Snapshot, bool], Change], snap: Snapshot, commit: str, change: Change,
-               author,
-               after_lost_race: bool) -> Published | None:
-    """The change `then` builds on the queue as `commit` (built on `snap`) leaves it, committed
-    after it; None when it builds none."""
-    try:
-        # Not a fetched view, whatever `snap` was: no lease is judged on it, so it claims only
-        # ready steps, never takes a holder over.
-        after = queue.reader.snapshot_at(commit, fetched=False)
-        moved = {update.ref: update.new for update in change.refs}
-        after.tips = {branch: moved.get(branch_ref(branch), tip) for branch, tip in snap.tips.items()}
-        following = then(after, after_lost_race)
-    except Exception:  # noqa: BLE001 - only an extra: the change it rides with must not fail for it
-        return None
-    second = queue.store.make_commit([commit], following.files, following.message, author)
-    queue.reader.wrote(second, commit, following.files)
-    return Published(second, following, after)
 
 
 def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH,

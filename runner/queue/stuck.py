@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from runner.core.model import Step, utc_now
+from runner.core.plan import claimable
 from runner.queue.claims import pause_hold
 from runner.queue.snapshot import Snapshot
 from runner.queue.workers import liveness
@@ -43,7 +44,7 @@ def live_tags(snap: Snapshot) -> dict[str, frozenset[str] | None]:
 
 
 def _tags_why(step: Step, workers: dict[str, frozenset[str] | None]) -> str | None:
-    if not step.tags or any(t is None or set(step.tags) <= t for t in workers.values()):
+    if not step.tags or any(t is None or claimable(step, t) for t in workers.values()):
         return None
     need = ", ".join(sorted(step.tags))
     have = "; ".join(f"{w}: {', '.join(sorted(t or ())) or 'no tags'}" for w, t in sorted(workers.items())) or "none is"
@@ -97,8 +98,8 @@ def left_behind(snap: Snapshot, tags: list[str], now: datetime | None = None) ->
             continue
         elif step.self_serve:
             found[step.id] = "agent: self (an agent you run yourself takes it)"
-        elif step.tags and not set(step.tags) <= set(tags):
-            others = sorted(w for w, t in workers.items() if t is not None and set(step.tags) <= t)
+        elif not claimable(step, tags):
+            others = sorted(w for w, t in workers.items() if t is not None and claimable(step, t))
             found[step.id] = (f"needs tag{'s' if len(step.tags) > 1 else ''} {', '.join(sorted(step.tags))}"
                               + (f": {', '.join(others)} may take it" if others else ": no live worker has it"))
         elif paused and (why := paused(step)):

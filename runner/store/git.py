@@ -178,7 +178,7 @@ class GitStore:
     def object_type(self, oid: str) -> str | None:
         return obj.type_str if (obj := self.repo.get(oid)) is not None else None
 
-    def _entry(self, commit: str, path: str):
+    def _entry(self, commit: str, path: str) -> pygit2.Object | None:
         tree = self._commit(commit).tree
         if not path:
             return tree

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeat_ref
@@ -266,7 +266,7 @@ class MemoryStore:
         return "nothing to pack: the store is in memory"
 
 
-def parents_first(parents_of, old: str | None, new: str) -> list[str]:
+def parents_first(parents_of: Callable[[str], Sequence[str]], old: str | None, new: str) -> list[str]:
     """The commits reachable from `new` and not from `old`, each after its parents."""
     hidden, todo = set(), [old] if old else []
     while todo:

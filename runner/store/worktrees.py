@@ -14,10 +14,12 @@ from runner.store import FileEntry, StoreError
 from runner.store.gitcli import run_git
 
 if TYPE_CHECKING:
+    from filelock import FileLock
+
     from runner.store.git import GitStore
 
 
-def _worktree_lock(store: GitStore):
+def _worktree_lock(store: GitStore) -> FileLock:
     """Worktree administration is not safe to run concurrently in one repository (a prune
     can delete another process's half-made worktree): workers on this host take turns."""
     from filelock import FileLock

@@ -15,6 +15,7 @@ from pathlib import Path
 from filelock import Timeout
 
 from runner.core.model import utc_now
+from runner.core.plan import claimable
 from runner.queue import metrics, notices, stuck
 from runner.queue.change import LostRace, PushRefused
 from runner.queue.claims import pause_hold
@@ -22,6 +23,7 @@ from runner.queue.metrics import WorkerCounts
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker import report
+from runner.worker.report import TickOutcome
 from runner.worker.tick import Worker, stop_on_signals
 
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
@@ -78,7 +80,7 @@ class Daemon:
                 self.progress()
             ticks += 1
             errors = errors + 1 if result.failed_inside else 0
-            faults = faults + 1 if result.outcome == "fault" else 0
+            faults = faults + 1 if result.outcome == TickOutcome.FAULT else 0
             if self.once and errors >= MAX_ERRORS_ONCE:
                 w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.reason}")
                 print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})",
@@ -92,9 +94,9 @@ class Daemon:
             if self.max_ticks and ticks >= self.max_ticks:
                 break
             if result.idle:
-                if result.outcome != "no-queue":
+                if result.outcome != TickOutcome.NO_QUEUE:
                     self.tell_stuck()
-                if self.once and (result.outcome == "no-queue" or self.drained()):
+                if self.once and (result.outcome == TickOutcome.NO_QUEUE or self.drained()):
                     self.say_left()
                     break
                 self.idle_beat()
@@ -136,7 +138,7 @@ class Daemon:
         except (StoreError, PushRefused, LostRace) as exc:
             self.w.log("ERROR", str(exc))
             refused = isinstance(exc, PushRefused)
-            result = report.skip(self.w.id, str(exc), outcome="error")
+            result = report.skip(self.w.id, str(exc), outcome=TickOutcome.ERROR)
             return result
         finally:
             self.w.ticks += 1
@@ -208,7 +210,7 @@ class Daemon:
         paused = pause_hold(snap, utc_now())
         # a step for an agent you run yourself (agent: self), or with tags this worker lacks, is never its to run
         return not any(status == "claimed" or status == "ready" and not s.self_serve and not (paused and paused(s))
-                       and set(s.tags) <= set(self.w.tags)
+                       and claimable(s, self.w.tags)
                        for s in plan.steps.values() if (status := plan.derived_status(s)) in ("ready", "claimed"))
 
     def say_left(self) -> None:

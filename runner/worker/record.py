@@ -13,7 +13,7 @@ from typing import Any
 from runner.core import comments
 from runner.core.accounts import AGENT_ROLES, agent_of
 from runner.core.machine import Event, Kind, faults_in_a_row, holds, needs_person, resulting_status
-from runner.core.model import utc_now
+from runner.core.model import Sentinel, utc_now
 from runner.core.stepfile import manual_checks
 from runner.core.usage import run_note
 from runner.queue.backoff import retry_at
@@ -32,18 +32,18 @@ from runner.worker.report import StepReport, TickResult
 QA_SPEC_RE = re.compile(r"^\s*QA Spec:\s*(\S+)", re.MULTILINE)
 
 
-def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> str:
+def sentinel_for(kind: Kind, status: str, rejected: bool = False) -> Sentinel:
     """The line a tick ends with, from the step's status after the event (docs/protocol.md);
     `rejected`: the coder rejected the step (its fail is for good)."""
     if rejected and status == "failed":
-        return "STEP_REJECTED"
+        return Sentinel.STEP_REJECTED
     if status == "done":
-        return "STEP_COMPLETE"
+        return Sentinel.STEP_COMPLETE
     if status == "review":
-        return "STEP_BLOCKED"
+        return Sentinel.STEP_BLOCKED
     if kind == Kind.RELEASE:
-        return "SKIP"
-    return "STEP_FAILED"
+        return Sentinel.SKIP
+    return Sentinel.STEP_FAILED
 
 
 def qa_doc(step_text: str) -> str | None:

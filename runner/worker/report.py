@@ -5,17 +5,36 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from runner.core.model import Sentinel
 from runner.core.stepfile import checklist, manual_checks
 from runner.store import StoreError
 from runner.worker.gates import PASS
 
-STATUS_WORD = {"STEP_COMPLETE": "completed", "STEP_BLOCKED": "blocked", "STEP_REJECTED": "failed",
-               "STEP_FAILED": "failed"}
+STATUS_WORD: dict[str, str] = {Sentinel.STEP_COMPLETE: "completed", Sentinel.STEP_BLOCKED: "blocked",
+                               Sentinel.STEP_REJECTED: "failed", Sentinel.STEP_FAILED: "failed"}
+
+
+class TickOutcome(StrEnum):
+    """What happened in a tick, when it is not the step's new status (a runner.core.model.Status)."""
+
+    SKIP = "skip"
+    NO_QUEUE = "no-queue"
+    BLOCKED = "blocked"
+    ERROR = "error"
+    LOST = "lost"
+    FAULT = "fault"
+    REJECTED = "rejected"
+    FIX = "fix"  # a hand-in not recorded: its checks failed, fixes are left
+    RESOLVE = "resolve"  # a hand-in not recorded: its merge conflicts with the integration branch's new tip
+
+
+O = TickOutcome
 # Outcomes of a tick that did not go wrong: the daemon waits its interval after them.
-IDLE_OUTCOMES = ("skip", "no-queue", "blocked", "error", "lost", "fault")
-FAILED_INSIDE = ("error", "fault")  # a fault of the tick itself (exit 1), not of the step
+IDLE_OUTCOMES = (O.SKIP, O.NO_QUEUE, O.BLOCKED, O.ERROR, O.LOST, O.FAULT)
+FAILED_INSIDE = (O.ERROR, O.FAULT)  # a fault of the tick itself (exit 1), not of the step
 
 
 @dataclass(frozen=True)
@@ -131,9 +150,9 @@ class TickResult:
         return data
 
 
-def skip(worker: str, reason: str, outcome: str = "skip", step: str | None = None,
+def skip(worker: str, reason: str, outcome: str = TickOutcome.SKIP, step: str | None = None,
          attempt: int | None = None) -> TickResult:
-    return TickResult("SKIP", outcome, worker, reason, step, attempt)
+    return TickResult(Sentinel.SKIP, outcome, worker, reason, step, attempt)
 
 
 def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> TickResult:
@@ -144,8 +163,8 @@ def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> TickRes
         step = None
     last_error = str(step.meta.get("last_error") or "") if step else ""
     if step is not None and step.status == "failed" and last_error.startswith("aborted by"):
-        return TickResult("STEP_REJECTED", "rejected", worker, last_error, step_id, attempt)
-    return skip(worker, reason, "lost", step_id, attempt)
+        return TickResult(Sentinel.STEP_REJECTED, TickOutcome.REJECTED, worker, last_error, step_id, attempt)
+    return skip(worker, reason, TickOutcome.LOST, step_id, attempt)
 
 
 # --- as text ------------------------------------------------------------------------------------
@@ -178,7 +197,7 @@ def render_text(result: TickResult) -> str:
     if result.hand_in is not None:
         hand_in = result.hand_in
         return "\n".join([*lines, f"Worktree: {hand_in.worktree}", "What to fix:", hand_in.feedback.rstrip()])
-    reason = result.reason if result.reason and result.sentinel != "STEP_COMPLETE" else ""
+    reason = result.reason if result.reason and result.sentinel != Sentinel.STEP_COMPLETE else ""
     if reason:
         retry = ("" if result.will_retry is None
                  else " (it will be retried)" if result.will_retry else " (it will not be retried)")
@@ -189,7 +208,7 @@ def render_text(result: TickResult) -> str:
 
 def _not_yet_status(result: TickResult) -> str:
     assert result.hand_in is not None
-    if result.outcome == "resolve":
+    if result.outcome == TickOutcome.RESOLVE:
         return ("the integration branch moved and its new tip conflicts with your change in "
                 f"{', '.join(result.hand_in.conflicts)}: resolve the conflicts left between git's markers in your "
                 "worktree and hand it in again (no attempt is spent)")
@@ -202,7 +221,7 @@ def print_report(result: TickResult, json_out: bool, last_skip: list[str | None]
     if json_out:
         print(json.dumps(result.as_dict(), default=str), flush=True)
         return
-    if result.sentinel == "SKIP" and result.report is None:
+    if result.sentinel == Sentinel.SKIP and result.report is None:
         if result.reason != last_skip[0]:
             print(f"SKIP {result.reason}", flush=True)
         last_skip[0] = result.reason
