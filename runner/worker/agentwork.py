@@ -23,7 +23,7 @@ from runner.core.comments import feedback_of
 from runner.core.errors import RunnerError
 from runner.core.limits import MAX_NOTES_APPEND_BYTES, clip
 from runner.core.machine import Kind
-from runner.core.model import Step, utc_now
+from runner.core.model import Status, Step, utc_now
 from runner.queue.change import ClaimLost
 from runner.queue.leases import local_holder_gone, new_incarnation
 from runner.queue.queue import Queue
@@ -106,7 +106,7 @@ class AgentWork:
             published = self.queue.claim(self.agent, incarnation, self.host.holder, self.tags, step_id=step_id,
                                          snapshot=snap, beat=facts, by_agent=True)
             change = published.change
-            if change.status == "failed":
+            if change.status == Status.FAILED:
                 raise RunnerError(f"{published.step}: {change.updates.get('last_error')} "
                                   "(its attempts are spent; a person may retry it)")
             return self.start(ClaimWon.of(published), incarnation, context)

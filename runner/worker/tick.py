@@ -25,7 +25,7 @@ from runner.core.config import Config
 from runner.core.errors import BadInput, RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
-from runner.core.model import format_time, utc_now
+from runner.core.model import Sentinel, Status, format_time, utc_now
 from runner.core.usage import Spend, plan_spend
 from runner.queue.change import ClaimLost, LostRace, Published, PushRefused, Skip
 from runner.queue.leases import holder_info, new_incarnation
@@ -42,7 +42,7 @@ from runner.worker.hostguard import worktree_budget
 from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
-from runner.worker.report import TickResult
+from runner.worker.report import TickOutcome, TickResult
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
 MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
@@ -115,7 +115,7 @@ class Worker:
             self.ticks += 1
             self.lock.release()
 
-    def skip(self, reason: str, kind: str = "SKIP", outcome: str = "skip") -> TickResult:
+    def skip(self, reason: str, kind: str = "SKIP", outcome: TickOutcome = TickOutcome.SKIP) -> TickResult:
         self.log(kind, reason)
         return report.skip(self.id, reason, outcome)
 
@@ -139,10 +139,10 @@ class Worker:
                 self.integration_branch = snap.config.queue.integration_branch
                 snap = self.queue.snapshot(branches=[self.integration_branch])
         except NotInitialised as exc:
-            return self.skip(str(exc), outcome="no-queue")
+            return self.skip(str(exc), outcome=TickOutcome.NO_QUEUE)
         except StoreError as exc:
             self.log("ERROR", str(exc))
-            return report.skip(self.id, str(exc), outcome="error")
+            return report.skip(self.id, str(exc), outcome=TickOutcome.ERROR)
         self.lease = snap.config.leases.lease
         if self.grace is None:
             self.grace = snap.config.worker.grace_period
@@ -167,9 +167,9 @@ class Worker:
             return self.nothing_to_claim(snap, str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
-        if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
+        if published.change.status == Status.FAILED:  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
-            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"),
+            return TickResult(Sentinel.STEP_FAILED, Status.FAILED, self.id, published.change.updates.get("last_error"),
                               published.step, published.attempt, will_retry=False)
         return self.work(ClaimWon.of(published))
 
@@ -182,13 +182,13 @@ class Worker:
         if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
             reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
             self.log("SKIP", reason)
-            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, step.id, step.attempt)
+            return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, step.id, step.attempt)
         statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
         blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
         if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
             reason = f"dependencies not satisfiable: {', '.join(blocked)} wait on failed steps"
             self.log("SKIP", reason)
-            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, blocked=tuple(blocked))
+            return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, blocked=tuple(blocked))
         return self.skip(why)
 
     def work(self, claim: ClaimWon) -> TickResult:
@@ -335,9 +335,9 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     except Exception as again:  # noqa: BLE001 (the lease gives the step back in the end)
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
-    return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP",
-                      "error" if isinstance(exc, StoreError) else "fault", worker.id, outcome.reason, state.step.id,
-                      state.attempt, commit=commit)
+    sentinel = Sentinel.STEP_BLOCKED if outcome.kind == Kind.BLOCK else Sentinel.SKIP
+    said = TickOutcome.ERROR if isinstance(exc, StoreError) else TickOutcome.FAULT
+    return TickResult(sentinel, said, worker.id, outcome.reason, state.step.id, state.attempt, commit=commit)
 
 
 def stop_on_signals(worker: Worker) -> None:
