@@ -68,10 +68,9 @@ def work(target: Target, agent: AgentId,
     from runner.commands.workers import caller_context
 
     claimed = _work(target, agent, tag, heartbeat="keeper").claim(step_id, caller_context(context))
-    text = (f"claimed {claimed['step']} (attempt {claimed['attempt']}) as {agent}\nworktree: "
-            f"{claimed['worktree']}\nnext: work in that worktree, then `runner submit {claimed['step']} --id "
-            f"{agent}`\n\n{claimed['prompt']}")
-    emit(target, claimed, text.rstrip())
+    text = (f"claimed {claimed.step} (attempt {claimed.attempt}) as {agent}\nworktree: {claimed.worktree}\nnext: "
+            f"work in that worktree, then `runner submit {claimed.step} --id {agent}`\n\n{claimed.prompt}")
+    emit(target, claimed.as_dict(), text.rstrip())
 
 
 def submit(target: Target, step_id: StepArg, agent: AgentId,
@@ -158,7 +157,7 @@ def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool
 
 def keep_claim(target: Target, step_id: StepArg, agent: AgentId) -> None:
     """The background process `runner work` starts: keeps the claim's heartbeat, ends with the claim."""
-    from runner.worker.agentwork import keep_claim as keep
+    from runner.worker.agenthost import keep_claim as keep
 
     check_worker_id(agent)
     keep(target.queue(), agent, step_id)

@@ -69,24 +69,24 @@ def build(work, target) -> MCPServer:
     @tool("The steps you may take now, best first.")
     def ready() -> Answer:
         found = work.ready()
-        if not found["steps"]:
-            return found["why"], found
-        return "\n".join(f"{s['step']}: {s['title']} (priority {s['priority']})" for s in found["steps"]), found
+        if not found.steps:
+            return found.why or "", found.as_dict()
+        return "\n".join(f"{s.step}: {s.title} (priority {s.priority})" for s in found.steps), found.as_dict()
 
     @tool("A step with its context: the plan's root.md and NOTES.md, the step file, what its dependencies left, "
           "feedback from earlier attempts.")
     def show(step: Step) -> Answer:
         shown = work.show(step)
-        return shown["text"], shown
+        return shown.text, shown.as_dict()
 
     @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
           "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
           "while this session lives. One step at a time.")
     def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> Answer:
         held = work.claim(step or None)
-        text = (f"Claimed {held['step']} (attempt {held['attempt']}) as {work.agent}.\nWorktree: {held['worktree']}"
-                f"\n\n{held['prompt']}")
-        return text, {**held, "status": Status.CLAIMED, "agent": work.agent}
+        text = (f"Claimed {held.step} (attempt {held.attempt}) as {work.agent}.\nWorktree: {held.worktree}"
+                f"\n\n{held.prompt}")
+        return text, {**held.as_dict(), "status": Status.CLAIMED, "agent": work.agent}
 
     @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
           "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "

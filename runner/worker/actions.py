@@ -12,7 +12,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,6 +22,7 @@ from runner.core.agentoutput import read_output
 from runner.core.layout import without_repository_env
 from runner.core.model import Step, utc_now
 from runner.core.usage import Usage
+from runner.queue.snapshot import Snapshot
 from runner.store import Store
 from runner.worker import executor, hostguard, qa, sandbox, worktrees
 from runner.worker.attempt import LimitReached, State
@@ -42,29 +43,51 @@ class AnyEvent:
         return any(e.is_set() for e in self.events)
 
 
+@dataclass(frozen=True, kw_only=True)
+class Where:
+    """Where an attempt's commands run and what they write: the step's worktree and the commit it
+    was made at, this attempt's files (prompts, outputs, notes), its log, and the folder of the
+    session records a takeover on this host reads to kill what a dead holder left running."""
+    worker: str
+    worktree: Path
+    base: str
+    files: Path
+    log_path: Path
+    sessions_dir: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stops:
+    """What ends an attempt early, each named where it is made: `cancel` (the grace period spent
+    or a second signal: the running command is killed), `lost` (the heartbeat lost the claim) and
+    `stopping` (the worker claims nothing more: the pipeline takes no further pass)."""
+    cancel: threading.Event
+    lost: threading.Event
+    stopping: threading.Event
+
+
 class WorktreeActions:
-    def __init__(self, store: Store, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
-                 read_queue_file: Callable[[str], bytes | None], plan, cancel: threading.Event, lost: threading.Event,
-                 stopping: threading.Event, sessions_dir: Path, default_timeout: float | None,
-                 live: LiveOutput | None = None):
+    """What the pipeline does in an attempt's worktree (`where`), read against the queue at
+    `snap` (its plan, and the prompts and notes on its tip), ended early by `stops`."""
+
+    def __init__(self, store: Store, where: Where, stops: Stops, snap: Snapshot, live: LiveOutput | None = None):
         self.store = store
-        self.worker = worker
-        self.worktree = worktree
-        self.base = base
-        self.files = files_dir  # this attempt's prompt, output and notes files
-        self.log_path = log_path
-        self.read_queue_file = read_queue_file
-        self.plan = plan
-        self.cancel = AnyEvent(cancel, lost)
-        self._lost = lost
-        self._stopping = stopping
-        self.sessions_dir = sessions_dir
-        self.default_timeout = default_timeout
-        self.live = live or LiveOutput(log_path)  # what the heartbeat shows of the run in progress
+        self.worker = where.worker
+        self.worktree = where.worktree
+        self.base = where.base
+        self.files = where.files  # this attempt's prompt, output and notes files
+        self.log_path = where.log_path
+        self.read_queue_file: Callable[[str], bytes | None] = lambda path: store.file_at(snap.tip, path)
+        self.plan = snap.plan
+        self.cancel = AnyEvent(stops.cancel, stops.lost)
+        self._lost = stops.lost
+        self._stopping = stops.stopping
+        self.sessions_dir = where.sessions_dir
+        self.live = live or LiveOutput(where.log_path)  # what the heartbeat shows of the run in progress
         self.started = time.monotonic()
-        self.notes_file = files_dir / "notes.md"
-        self.artifact = files_dir / "implement.out"
-        self.parents = [base]  # of the attempt's result commit (a resolve pass changes them)
+        self.notes_file = where.files / "notes.md"
+        self.artifact = where.files / "implement.out"
+        self.parents = [where.base]  # of the attempt's result commit (a resolve pass changes them)
         self.scenario = ""  # the Automated QA scenario [roles.qa] is walking through
 
     # -- what the pipeline asks --
@@ -226,7 +249,7 @@ class WorktreeActions:
         else:
             from runner.core.model import parse_duration
 
-            timeout = parse_duration(value) if value is not None else self.default_timeout
+            timeout = parse_duration(value) if value is not None else state.config.worker.default_timeout
         own = state.config.roles[role].timeout if role in state.config.roles else None
         if own is not None:
             timeout = own if timeout is None else min(timeout, own)

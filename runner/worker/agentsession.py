@@ -22,7 +22,7 @@ from runner.core.limits import KIB, clip
 from runner.core.usage import Spend, from_record
 from runner.worker.attempt import Run, State
 from runner.worker.prompts import prompt_text
-from runner.worker.report import HandIn, StepReport, TickResult
+from runner.worker.report import HandIn, StepReport, TickOutcome, TickResult
 
 HANDOFF_SHOWN = 8 * KIB  # of each dependency's handoff, in what an agent reads (its context costs tokens)
 WORKTREES = ".runner"  # in the clone's working tree, where the agent's own tools may edit files
@@ -124,7 +124,8 @@ def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts
 
     hand_in = HandIn(session.worktree, feedback, state.config.brakes.max_fix_attempts - state.fixes,
                      state.config.brakes.max_review_attempts - state.reviews, conflicts)
-    return TickResult(None, "resolve" if conflicts else "fix", agent, None, state.step.id, state.attempt,
+    outcome = TickOutcome.RESOLVE if conflicts else TickOutcome.FIX
+    return TickResult(None, outcome, agent, None, state.step.id, state.attempt,
                       report=StepReport.of(state, "claimed", [], [], None, qa_doc(state.step.text)), hand_in=hand_in)
 
 

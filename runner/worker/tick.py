@@ -25,7 +25,7 @@ from runner.core.config import Config
 from runner.core.errors import BadInput, RunnerError
 from runner.core.layout import DEFAULT_INTEGRATION_BRANCH
 from runner.core.machine import REVIEW_BLOCKED, Kind, faults_in_a_row
-from runner.core.model import format_time, utc_now
+from runner.core.model import Sentinel, Status, format_time, utc_now
 from runner.core.usage import Spend, plan_spend
 from runner.queue.change import ClaimLost, LostRace, Published, PushRefused, Skip
 from runner.queue.leases import holder_info, new_incarnation
@@ -33,15 +33,16 @@ from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised, Snapshot
 from runner.store import StoreError
 from runner.worker import report, resolving, sandbox, worktrees
-from runner.worker.actions import WorktreeActions
+from runner.worker.actions import Stops, Where, WorktreeActions
 from runner.worker.attempt import ClaimLostDuringRun, Outcome, State
+from runner.worker.begin import ClaimWon, begin_attempt
 from runner.worker.faults import crash_point
 from runner.worker.heartbeat import Heartbeat
 from runner.worker.hostguard import worktree_budget
 from runner.worker.livelog import LiveOutput
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
-from runner.worker.report import TickResult
+from runner.worker.report import TickOutcome, TickResult
 
 FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
 MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
@@ -114,7 +115,7 @@ class Worker:
             self.ticks += 1
             self.lock.release()
 
-    def skip(self, reason: str, kind: str = "SKIP", outcome: str = "skip") -> TickResult:
+    def skip(self, reason: str, kind: str = "SKIP", outcome: TickOutcome = TickOutcome.SKIP) -> TickResult:
         self.log(kind, reason)
         return report.skip(self.id, reason, outcome)
 
@@ -124,7 +125,7 @@ class Worker:
             return self.skip("worker is stopping")
         if self.held is not None:  # claimed in the push that recorded the last step
             held, self.held = self.held, None
-            return self.work(held.step, held.attempt, held.event.kind, held.event.replaces, held.commit, held.snapshot)
+            return self.work(ClaimWon.of(held))
         worktrees.prune_stale(self.store, self.own_worktrees, self.log)
         try:
             # After our own record push, our view of the queue is as fresh as a fetch would make it
@@ -138,10 +139,10 @@ class Worker:
                 self.integration_branch = snap.config.queue.integration_branch
                 snap = self.queue.snapshot(branches=[self.integration_branch])
         except NotInitialised as exc:
-            return self.skip(str(exc), outcome="no-queue")
+            return self.skip(str(exc), outcome=TickOutcome.NO_QUEUE)
         except StoreError as exc:
             self.log("ERROR", str(exc))
-            return report.skip(self.id, str(exc), outcome="error")
+            return report.skip(self.id, str(exc), outcome=TickOutcome.ERROR)
         self.lease = snap.config.leases.lease
         if self.grace is None:
             self.grace = snap.config.worker.grace_period
@@ -156,7 +157,7 @@ class Worker:
         if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
             # `runner claim STEP --id X` (a person's override, say), then `runner tick --id X --step STEP`.
             self.incarnation = mine.holder.get("incarnation") or self.incarnation
-            return self.work(mine.id, mine.attempt, Kind.CLAIM, None, snap.tip, snap)
+            return self.work(ClaimWon(mine.id, mine.attempt, snap.tip, snap))
         try:
             published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
                                          snapshot=snap, beat=self.facts("running"))
@@ -166,12 +167,11 @@ class Worker:
             return self.nothing_to_claim(snap, str(exc))
         except LostRace as exc:
             return self.skip(f"lost every race: {exc}")
-        if published.change.status == "failed":  # a takeover that found the attempts spent recorded `failed`
+        if published.change.status == Status.FAILED:  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
-            return TickResult("STEP_FAILED", "failed", self.id, published.change.updates.get("last_error"),
+            return TickResult(Sentinel.STEP_FAILED, Status.FAILED, self.id, published.change.updates.get("last_error"),
                               published.step, published.attempt, will_retry=False)
-        return self.work(published.step, published.attempt, published.event.kind, published.event.replaces,
-                         published.commit, published.snapshot)
+        return self.work(ClaimWon.of(published))
 
     def fetched_lately(self) -> bool:
         """Leases are judged only on fetched views: a view older than this is fetched again."""
@@ -182,25 +182,19 @@ class Worker:
         if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
             reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
             self.log("SKIP", reason)
-            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, step.id, step.attempt)
+            return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, step.id, step.attempt)
         statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
         blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
         if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
             reason = f"dependencies not satisfiable: {', '.join(blocked)} wait on failed steps"
             self.log("SKIP", reason)
-            return TickResult("STEP_BLOCKED", "blocked", self.id, reason, blocked=tuple(blocked))
+            return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, blocked=tuple(blocked))
         return self.skip(why)
 
-    def work(self, step_id: str, attempt: int, kind: Kind, replaces: int | None, claim: str,
-             before: Snapshot) -> TickResult:
-        """Run the step this worker holds at queue commit `claim` (`before`: the snapshot it was
-        claimed on)."""
-        snap = self.queue.snapshot_at(claim, [self.integration_branch])
-        snap.tips.update(before.tips)
-        step = snap.plan.steps[step_id].full()
-        self.log("TICK", f"claimed {step_id} attempt {attempt}")
-        if kind == Kind.TAKEOVER:
-            worktrees.kill_leftovers(self.dirs["sessions"], step_id, replaces or 0, before, self.log)
+    def work(self, claim: ClaimWon) -> TickResult:
+        """Run the step this worker holds."""
+        begun = begin_attempt(self.queue, claim, self.integration_branch, self.dirs["sessions"], self.log)
+        snap, step, step_id, attempt = begun.snap, begun.step, claim.step, claim.attempt
         crash_point("after-claim")
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         live = LiveOutput(log_path)
@@ -220,16 +214,14 @@ class Worker:
         started = time.monotonic()
         self.running, self.current = f"{step_id} (attempt {attempt})", (step_id, attempt)
         try:
-            base = worktrees.base_with_dependencies(self.store, snap, step, self.integration_branch)
-            worktrees.remove(self.store, worktree)
-            attempt_dir.mkdir(parents=True, exist_ok=True)
             # a person's approved result whose merge conflicted
             approved = resolving.approved_result(self.store, step, state)
-            self.store.add_worktree(worktree, approved or base)
-            actions = WorktreeActions(self.store, self.id, worktree, base, attempt_dir, log_path,
-                                      lambda path: self.store.file_at(snap.tip, path), snap.plan, self.cancel,
-                                      heartbeat.lost, self.stopping, self.dirs["sessions"],
-                                      config.worker.default_timeout, live)
+            base = begun.make_worktree(self.store, worktree, start_at=approved)
+            attempt_dir.mkdir(parents=True, exist_ok=True)
+            where = Where(worker=self.id, worktree=worktree, base=base, files=attempt_dir, log_path=log_path,
+                          sessions_dir=self.dirs["sessions"])
+            stops = Stops(cancel=self.cancel, lost=heartbeat.lost, stopping=self.stopping)
+            actions = WorktreeActions(self.store, where, stops, snap, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
             crash_point("after-step")
             if heartbeat.lost.is_set():
@@ -343,9 +335,9 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     except Exception as again:  # noqa: BLE001 (the lease gives the step back in the end)
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
         commit = None
-    return TickResult("STEP_BLOCKED" if outcome.kind == Kind.BLOCK else "SKIP",
-                      "error" if isinstance(exc, StoreError) else "fault", worker.id, outcome.reason, state.step.id,
-                      state.attempt, commit=commit)
+    sentinel = Sentinel.STEP_BLOCKED if outcome.kind == Kind.BLOCK else Sentinel.SKIP
+    said = TickOutcome.ERROR if isinstance(exc, StoreError) else TickOutcome.FAULT
+    return TickResult(sentinel, said, worker.id, outcome.reason, state.step.id, state.attempt, commit=commit)
 
 
 def stop_on_signals(worker: Worker) -> None:
