@@ -165,8 +165,8 @@ def gc(target) -> None:
         snap = queue.snapshot()
     except (NotInitialised, StoreError):
         snap = None  # no plan to judge by: no worktree is removed
-    freed = collect(queue.store, snap)
-    packed = queue.store.gc()
+    freed = collect(queue.store.workspace(), snap)
+    packed = queue.store.workspace().gc()
     if target.json:
         print_json({"worktrees": [{"path": p, "bytes": n} for p, n in freed], "bytes": sum(n for _, n in freed),
                     "git": packed})

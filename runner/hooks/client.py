@@ -18,7 +18,7 @@ def staged_problems(repo_path: str | Path = ".") -> list[str]:
 
     store = open_store(repo_path, remote=None)
     files = StepFiles(store)
-    entries, changed = store.staged_files()
+    entries, changed = store.workspace().staged_files()
     problems: list[str] = []
     if CONFIG_FILE in changed:
         try:

@@ -28,6 +28,7 @@ from runner.store import (
     Outcome,
     RefUpdate,
     StoreError,
+    gitdiff,
     remote,
     trees,
     worktrees,
@@ -95,6 +96,7 @@ class GitStore:
     merge_in_worktree = worktrees.merge_in_worktree
     reset_worktree = worktrees.reset_worktree
     staged_files = worktrees.staged_files
+    attribute = worktrees.attribute
 
     def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
         try:
@@ -117,6 +119,9 @@ class GitStore:
     def private(self) -> GitStore:
         """Another handle on the same repository (pygit2 objects are not shared across threads)."""
         return GitStore(self.git_dir, remote=self.remote)
+
+    def workspace(self) -> GitStore:
+        return self  # a Workspace itself
 
     # --- refs -------------------------------------------------------------------
 
@@ -259,6 +264,12 @@ class GitStore:
         except (pygit2.GitError, KeyError, ValueError):
             return []
         return [(str(e.oid_old), str(e.oid_new), e.committer.time) for e in entries]
+
+    def diff(self, old: str, new: str, fork: bool = False) -> bytes:
+        return gitdiff.diff(self.git_dir, old, new, fork)
+
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        return gitdiff.would_merge(self.git_dir, ours, theirs)
 
     def log(self, tip: str) -> Iterator[CommitInfo]:
         walker = self.repo.walk(tip, SortMode.TOPOLOGICAL)

@@ -2,8 +2,8 @@
 command that reads a little and exits (`runner claim`, `heartbeat`, `complete` from a script
 or a harness's loop). pygit2's import costs a fresh process about 35 ms beyond the standard
 library runner loads anyway; the dozen small git commands a claim needs here cost about 20.
-What it does not do itself (worktrees, merges, history walks) it hands to a GitStore
-opened on first use.
+It is a Store, not a Workspace: `workspace()` opens a GitStore (pygit2) for a caller that
+needs worktrees, merges or history, once, and says so by its name.
 
 Objects are read through one `git cat-file --batch` process (runner.store.catfile) and written
 by `git hash-object` and `git mktree`; refs are listed once by `git for-each-ref` and again
@@ -17,18 +17,20 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from runner.store import (
     FORCE,
     Author,
     Change,
     CommitInfo,
+    Conflict,
     FileEntry,
     NoSuchPlace,
     Outcome,
     RefUpdate,
     StoreError,
+    Workspace,
+    gitdiff,
     remote,
 )
 from runner.store.catfile import GITLINK, HEX, LINK, TREE, CatFile, Entry, is_blob, tree_diff
@@ -65,7 +67,7 @@ def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
     """(old, new, time) of a ref's recorded updates, newest first (empty without a reflog),
     read from the file git appends them to (a reftable repository asks git's own store)."""
     if (store.git_dir / "reftable").exists():
-        return store.__getattr__("reflog")(ref)
+        return store.workspace().reflog(ref)  # no file to read: git's own ref store, through pygit2
     try:
         lines = (store.git_dir / "logs" / ref).read_bytes().splitlines()
     except OSError:
@@ -110,17 +112,16 @@ class PlumbingStore:
         self._refs: dict[str, str] | None = None
         self._between: tuple[tuple[str | None, str] | None, list[CommitInfo]] = (None, [])
         self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
-        self._full: Any = None  # the GitStore that does what this one does not, once asked
+        self._workspace: Workspace | None = None  # a GitStore, opened when a caller asks for one
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_full", "git_dir", "remote", "objects"):
-            raise AttributeError(name)
-        if self._full is None:
+    def workspace(self) -> Workspace:
+        """A GitStore on this repository, for worktrees, merges and history (pygit2 is imported then)."""
+        if self._workspace is None:
             from runner.store.git import GitStore
 
-            self._full = GitStore(self.git_dir, remote=self.remote)
-        return getattr(self._full, name)
+            self._workspace = GitStore(self.git_dir, remote=self.remote)
+        return self._workspace
 
     def private(self) -> PlumbingStore:
         return PlumbingStore(self.git_dir, remote=self.remote, objects_env=self.objects_env)
@@ -240,6 +241,12 @@ class PlumbingStore:
 
     commits_between = _commits_between
     reflog = _reflog
+
+    def diff(self, old: str, new: str, fork: bool = False) -> bytes:
+        return gitdiff.diff(self.git_dir, old, new, fork)
+
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        return gitdiff.would_merge(self.git_dir, ours, theirs)
 
     # --- writing objects -----------------------------------------------------------------
 

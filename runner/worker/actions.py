@@ -22,7 +22,7 @@ from runner.core.agentoutput import read_output
 from runner.core.layout import without_repository_env
 from runner.core.model import Step, utc_now
 from runner.core.usage import Usage
-from runner.store import Store
+from runner.store import Workspace
 from runner.worker import executor, hostguard, qa, sandbox, worktrees
 from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
@@ -43,7 +43,7 @@ class AnyEvent:
 
 
 class WorktreeActions:
-    def __init__(self, store: Store, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
+    def __init__(self, store: Workspace, worker: str, worktree: Path, base: str, files_dir: Path, log_path: Path,
                  read_queue_file: Callable[[str], bytes | None], plan, cancel: threading.Event, lost: threading.Event,
                  stopping: threading.Event, sessions_dir: Path, default_timeout: float | None,
                  live: LiveOutput | None = None):
