@@ -9,7 +9,7 @@ from pathlib import Path
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, is_step_file
 from runner.core.plan import Plan
-from runner.queue.stepfiles import StepFiles
+from runner.core.treefiles import StepFiles
 
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:

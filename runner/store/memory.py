@@ -31,6 +31,7 @@ from runner.store import (
     Won,
     memoryfolders,
 )
+from runner.store.memoryfolders import merge_base
 
 Tree = dict[str, tuple[str, str]]  # name -> ("blob" | "tree", id)
 
@@ -298,24 +299,6 @@ def parents_first(parents_of, old: str | None, new: str) -> list[str]:
             stack += [(p, False) for p in reversed(parents_of(oid))]
     return found
 
-
-def merge_base(store: MemoryStore, a: str, b: str) -> str | None:
-    ancestors, todo = set(), [a]
-    while todo:
-        oid = todo.pop()
-        if oid not in ancestors:
-            ancestors.add(oid)
-            todo += store.commit(oid).parents
-    todo = [b]
-    seen = set()
-    while todo:
-        oid = todo.pop(0)
-        if oid in ancestors:
-            return oid
-        if oid not in seen:
-            seen.add(oid)
-            todo += store.commit(oid).parents
-    return None
 
 def merged_files(store: MemoryStore, ours: str, theirs: str) -> dict[str, str] | Conflict:
     """git's three-way merge of two commits' files (path -> blob), a whole file the unit of a conflict."""

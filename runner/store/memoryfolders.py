@@ -47,8 +47,6 @@ def diff_text(store: MemoryStore, path: Path, base: str) -> bytes:
 
 def diff(store: MemoryStore, old: str, new: str, fork: bool = False) -> bytes:
     """A unified diff of the text files of two commits or trees (no renames, no binary patches)."""
-    from runner.store.memory import merge_base
-
     if fork:
         old = merge_base(store, old, new) or store.empty_tree
     return _patch(store, _tree(store, old), _tree(store, new))
@@ -98,3 +96,23 @@ def staged_files(store: MemoryStore) -> tuple[list[FileEntry], set[str]]:
     head = store._files(store.commit(store.head).tree) if store.head else {}
     entries = [FileEntry(path, store._id("blob", data)) for path, data in sorted(store.index.items())]
     return entries, {e.path for e in entries if head.get(e.path) != e.oid}
+
+
+def merge_base(store: MemoryStore, a: str, b: str) -> str | None:
+    """The nearest commit both `a` and `b` reach (git's merge base), None when they share none."""
+    ancestors, todo = set(), [a]
+    while todo:
+        oid = todo.pop()
+        if oid not in ancestors:
+            ancestors.add(oid)
+            todo += store.commit(oid).parents
+    todo = [b]
+    seen = set()
+    while todo:
+        oid = todo.pop(0)
+        if oid in ancestors:
+            return oid
+        if oid not in seen:
+            seen.add(oid)
+            todo += store.commit(oid).parents
+    return None

@@ -364,6 +364,15 @@ def _remote_urls(git_dir: Path) -> dict[str, str]:
     return urls
 
 
+def known_repository(git_dir: Path, workdir: Path | None = None) -> tuple[Path, int, Path]:
+    """(git dir, bytes of an object id, work tree) of a repository whose git dir the caller
+    knows, read from its config file (no git process): the server's hook, a one-shot listing.
+    OSError when the config cannot be read."""
+    config = (git_dir / "config").read_text(errors="replace")
+    sha256 = re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
+    return git_dir, 32 if sha256 else 20, workdir or git_dir
+
+
 def receiving(path: str | Path) -> PlumbingStore:
     """The server's repository during pre-receive: the pushed objects wait in a quarantine
     folder that git names in the hook's environment; its reads look there too."""
@@ -372,10 +381,8 @@ def receiving(path: str | Path) -> PlumbingStore:
     names = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
     found = {name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
              for name in names if (value := os.environ.get(name))}
-    git_dir = Path(path).resolve()  # git runs the hook in the repository's git dir
     try:
-        config = (git_dir / "config").read_text(errors="replace")
+        known = known_repository(Path(path).resolve())  # git runs the hook in the repository's git dir
     except OSError:
         return PlumbingStore(path, remote=None, objects_env=found)
-    sha256 = re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
-    return PlumbingStore(path, remote=None, objects_env=found, known=(git_dir, 32 if sha256 else 20, git_dir))
+    return PlumbingStore(path, remote=None, objects_env=found, known=known)
