@@ -414,3 +414,21 @@ def test_the_plumbing_store_opens_its_workspace_only_when_asked(tmp_path: Path):
     workspace = home.store.workspace()
     assert workspace is home.store.workspace() and type(workspace).__name__ == "GitStore"
     assert workspace.tip("runner/queue") == first and [c.id for c in workspace.log(first)] == [first]
+
+
+@pytest.mark.parametrize("kind", ["git", "plumbing"])
+def test_refs_read_the_same_loose_packed_deleted_or_symbolic(kind: str, tmp_path: Path):
+    """Both git stores read ref files through runner.store.reffiles (no git process); what the
+    files cannot say (a symbolic ref) is asked of git."""
+    home = HOMES[kind](tmp_path)
+    store = home.store
+    one, two = commit(store, {"f": b"1"}), commit(store, {"f": b"2"})
+    create(store, BRANCH, one)
+    create(store, "refs/runner/heartbeats/w1", one)
+    git(tmp_path / "repo", "pack-refs", "--all")
+    assert store.private().tip("runner/queue") == one and store.private().heartbeats() == {"w1": one}
+    assert store.publish([RefUpdate(BRANCH, two, one)]) == Won() and store.private().tip("runner/queue") == two  # loose again, over a packed one
+    assert store.publish([RefUpdate("refs/runner/heartbeats/w1", None, one)]) == Won()
+    assert store.private().heartbeats() == {} and store.private().heartbeat("w1") is None
+    git(tmp_path / "repo", "symbolic-ref", "refs/heads/alias", BRANCH)
+    assert store.private().ref("refs/heads/alias") == two

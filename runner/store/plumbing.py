@@ -6,8 +6,9 @@ It is a Store, not a Workspace: `workspace()` opens a GitStore (pygit2) for a ca
 needs worktrees, merges or history, once, and says so by its name.
 
 Objects are read through one `git cat-file --batch` process (runner.store.catfile) and written
-by `git hash-object` and `git mktree`; refs are listed once by `git for-each-ref` and again
-after this store fetches or moves any; a local ref transaction is one `git update-ref
+by `git hash-object` and `git mktree`; refs are read from git's own files (runner.store.reffiles:
+no process), or, where those cannot say (a reftable), listed once by `git for-each-ref` and
+again after this store fetches or moves any; a local ref transaction is one `git update-ref
 --stdin`. tests/test_store.py holds it to the same contract as the others.
 """
 
@@ -35,6 +36,7 @@ from runner.store import (
 )
 from runner.store.catfile import GITLINK, HEX, LINK, TREE, CatFile, Entry, is_blob, tree_diff
 from runner.store.gitcli import run_git
+from runner.store.reffiles import UNSURE, RefFiles
 from runner.store.remote import chosen_remote
 
 _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
@@ -109,7 +111,8 @@ class PlumbingStore:
         self.remote = remote = chosen_remote(remote, urls)
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
-        self._refs: dict[str, str] | None = None
+        self._refs: dict[str, str] | None = None  # every ref, by git for-each-ref: what the files cannot say
+        self._ref_files = RefFiles(self.git_dir)
         self._between: tuple[tuple[str | None, str] | None, list[CommitInfo]] = (None, [])
         self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
         self._workspace: Workspace | None = None  # a GitStore, opened when a caller asks for one
@@ -126,7 +129,8 @@ class PlumbingStore:
     def private(self) -> PlumbingStore:
         return PlumbingStore(self.git_dir, remote=self.remote, objects_env=self.objects_env)
 
-    # --- refs: every one listed at once, listed again after this store moves or fetches any ---
+    # --- refs: read from git's files (runner.store.reffiles); what they cannot say, from every
+    # ref listed at once by for-each-ref, listed again after this store moves or fetches any ---
 
     def _listed(self) -> dict[str, str]:
         if self._refs is None:
@@ -140,9 +144,12 @@ class PlumbingStore:
     view_ref = remote.view_ref
 
     def ref(self, ref: str) -> str | None:
-        return self._listed().get(ref)
+        found = self._ref_files.value(ref)
+        return self._listed().get(ref) if found == UNSURE else found
 
     def ref_names_under(self, prefix: str) -> set[str]:
+        if self._ref_files.readable:
+            return self._ref_files.under(prefix)
         return {name for name in self._listed() if name.startswith(prefix)}
 
     tip = remote.tip
