@@ -53,7 +53,7 @@ ALLOWED = {
     "store": {"store", "core.errors", "core.layout"},
     "queue": {"queue", "store", "core"},
     "worker": {"worker", "queue", "store", "core"},
-    "hooks": {"hooks", "store", "core", "queue.leases", "queue.stepfiles", "resources"},  # the plan read as workers read it
+    "hooks": {"hooks", "store", "core", "resources"},  # never the queue: step files through runner.core.treefiles
     "schedules": {"schedules", "store", "core", "resources"},
     "agents": {"agents", "core", "resources"},  # the role names and tokens are core's vocabulary
     "commands": {"commands", "worker", "queue", "store", "core", "hooks", "schedules", "agents", "resources", "board"},
@@ -117,7 +117,7 @@ def test_modules_and_classes_stay_small():
 
 def test_the_files_of_a_queues_tree_are_read_in_one_place():
     """Step files and runner.toml in a tree (a snapshot, a push the server hook judges, a commit
-    the pre-commit hook checks) are parsed by runner.queue.stepfiles only; the other callers
+    the pre-commit hook checks) are parsed by runner.core.treefiles only; the other callers
     check files a person is about to write (an import, `runner add`, an agent preset, a
     runner.toml edit) before they reach a tree."""
     callers = set()
@@ -125,7 +125,7 @@ def test_the_files_of_a_queues_tree_are_read_in_one_place():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("parse_step", "parse_config"):
                 callers.add(name)
-    assert callers == {"runner.queue.stepfiles", "runner.queue.importer", "runner.commands.plan", "runner.commands.agents",
+    assert callers == {"runner.core.treefiles", "runner.queue.importer", "runner.commands.plan", "runner.commands.agents",
                        "runner.queue.queue"}
 
 
@@ -163,3 +163,52 @@ def test_no_test_module_imports_another():
             offenders += [f"{path.name} imports {name}" for name in names
                           if name.split(".")[0].startswith("test_") or name.split(".")[0] == "conftest"]
     assert offenders == []
+
+
+# Where git may be started outside runner/store/ (issue 47.1), each for a reason: module -> why.
+GIT_OUTSIDE_THE_STORE = {
+    "runner.hooks.races": "the installed pre-receive's fast path reads a reftable ref before runner.store is imported",
+    "runner.hooks.install": "installs the hook: git's hooks folder and the server's settings in its config",
+    "runner.schedules.options": "checks a schedule's repository before installing it (is it one, its remotes, its branch)",
+}
+
+
+def git_calls(path: Path) -> list[str]:
+    """Each place a file starts git or probes a store: run_git (called or imported), a
+    subprocess call whose argv starts with "git", getattr(store, ...) or getattr(x.store, ...)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == "run_git" for alias in node.names):
+            found.append(f"line {node.lineno}: imports run_git")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            first = node.args[0] if node.args else None
+            if name == "run_git":
+                found.append(f"line {node.lineno}: run_git")
+            elif (name in ("run", "Popen", "call", "check_call", "check_output") and isinstance(first, (ast.List, ast.Tuple))
+                  and first.elts and isinstance(first.elts[0], ast.Constant) and first.elts[0].value == "git"):
+                found.append(f"line {node.lineno}: subprocess git")
+            elif name == "getattr" and first is not None and (
+                    (isinstance(first, ast.Name) and first.id == "store") or (isinstance(first, ast.Attribute) and first.attr == "store")):
+                found.append(f"line {node.lineno}: getattr(store, ...)")
+    return found
+
+
+def test_git_is_started_inside_the_store_only():
+    """runner/store/ is the one place that knows git: the rest asks the store contract (or
+    runner.store.gitcli's named questions: a config value, git's version), never runs git
+    itself nor probes a store for what it might have."""
+    found = {name: calls for name, path in modules().items() if part(name) != "store" and (calls := git_calls(path))}
+    assert sorted(set(found) - set(GIT_OUTSIDE_THE_STORE)) == [], found
+    assert sorted(set(GIT_OUTSIDE_THE_STORE) - set(found)) == [], "an allowance no longer needed"
+
+
+def test_the_worker_reaches_the_store_through_the_queue_and_the_contract_only():
+    """The worker imports runner.store (the contract: Store, Workspace and their values) and
+    nothing under it; the hooks never import the queue (issue 47.1)."""
+    wrong = [f"{source} imports {target}" for source, path in modules().items() if part(source) == "worker"
+             for target in imports_of(path) if target.startswith("runner.store.")]
+    wrong += [f"{source} imports {target}" for source, path in modules().items() if part(source) == "hooks"
+              for target in imports_of(path) if part(target) == "queue"]
+    assert wrong == []

@@ -502,7 +502,7 @@ def test_a_held_step_costs_a_few_hundred_bytes_with_no_dict_or_list_of_its_own(q
 def test_a_step_read_whole_again_soon_is_not_parsed_again_and_only_a_few_are_kept(queue_repo, monkeypatch):
     """A tick asks for its own step whole four times (claim, run, record, merge): the reader
     keeps the last few whole steps, not every one (a step file may be 1 MiB)."""
-    from runner.queue import stepfiles
+    from runner.core import treefiles as stepfiles
     from runner.queue.queue import open_queue
 
     edit(queue_repo, {f"plans/steps/s{n}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\nnotes: n{n}\n---\nbody {n}\n".encode() for n in range(8)})

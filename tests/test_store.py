@@ -1,7 +1,10 @@
 """One store contract (issue 34, point 2), as huey runs every storage against the same tests:
 each test here runs on the in-memory store, on a git repository of its own, and (where the
-contract is about the queue's home) on a clone of a bare remote. runner.store.Store is the
-contract; a method a caller uses and this suite does not hold both stores to is a defect.
+contract is about the queue's home) on a clone of a bare remote. runner.store.Store (refs,
+objects, commits, publish, fetch) is the contract every store keeps, the plumbing store too;
+runner.store.Workspace (worktrees, the index, merges, history, gc) the one GitStore and
+MemoryStore keep besides (issue 47.1): each store runs exactly the tests of what it claims.
+A method a caller uses and this suite does not hold the stores to is a defect.
 
 A "home" is a store and what the test needs around it: a second writer on the same queue
 (another clone, another handle, the same dict), and a way to stage a file for a commit.
@@ -13,11 +16,11 @@ import hashlib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
-from runner.store import ABSENT, FORCE, Author, Change, Conflict, FileEntry, Lost, Merged, RefUpdate, Store, StoreError, Won
+from runner.store import ABSENT, FORCE, Author, Change, Conflict, FileEntry, Lost, Merged, RefUpdate, Store, StoreError, Won, Workspace
 from runner.store.choice import open_store
 from runner.store.memory import MemoryStore
 
@@ -35,7 +38,7 @@ def git(cwd: Path, *args: str) -> str:
 @dataclass
 class Home:
     kind: str
-    store: Store
+    store: Any  # a Store; a Workspace too for the homes of WORKSPACES
     writer: Callable[[], Store]  # another writer on the same queue
     stage: Callable[[str, bytes], None]  # put a file in the index being committed
     tmp: Path
@@ -83,8 +86,18 @@ HOMES = {"memory": memory_home, "git": git_home, "git-remote": git_remote_home,
          "plumbing": lambda tmp: git_home(tmp, one_shot=True), "plumbing-remote": lambda tmp: git_remote_home(tmp, one_shot=True)}
 
 
+WORKSPACES = ("memory", "git", "git-remote")  # the stores that are a Workspace too (the plumbing store opens a GitStore)
+
+
 @pytest.fixture(params=list(HOMES))
 def home(request, tmp_path: Path) -> Home:
+    """Every store: a test of what runner.store.Store promises."""
+    return HOMES[request.param](tmp_path)
+
+
+@pytest.fixture(params=list(WORKSPACES))
+def workspace(request, tmp_path: Path) -> Home:
+    """The stores that are a Workspace: a test of what runner.store.Workspace adds."""
     return HOMES[request.param](tmp_path)
 
 
@@ -187,14 +200,23 @@ def test_a_tree_diff_says_a_change_of_kind_as_a_deletion_and_an_addition(home: H
     assert store.diff_trees(store.tree_id(second), store.tree_id(second)) == []
 
 
-def test_history_reads_in_the_order_callers_rely_on(home: Home):
-    store = home.store
+def history(store: Store) -> tuple[str, str, str, str, str]:
+    """root, side, main, merge (of side into main), top."""
     root = commit(store, {"f": b"0"}, message="root\n")
     side = commit(store, {"g": b"side"}, [root], message="side\n")
     main = commit(store, {"f": b"1"}, [root], message="main\n")
     merge = commit(store, {"g": b"side"}, [main, side], message="merge\n")
-    top = commit(store, {"f": b"2"}, [merge], message="top\n")
-    assert [c.id for c in store.log(top)] == [top, merge, main, root]  # first parents, newest first
+    return root, side, main, merge, commit(store, {"f": b"2"}, [merge], message="top\n")
+
+
+def test_a_log_follows_first_parents_newest_first(workspace: Home):
+    root, _, main, merge, top = history(workspace.store)
+    assert [c.id for c in workspace.store.log(top)] == [top, merge, main, root]
+
+
+def test_history_reads_in_the_order_callers_rely_on(home: Home):
+    store = home.store
+    root, side, main, merge, top = history(store)
     assert store.is_ancestor(root, top) and store.is_ancestor(side, top) and store.is_ancestor(top, top)
     assert not store.is_ancestor(top, root) and not store.is_ancestor(side, main)
     between = [c.id for c in store.commits_between(main, top)]
@@ -205,8 +227,8 @@ def test_history_reads_in_the_order_callers_rely_on(home: Home):
     assert f"parent {main}\nparent {side}\n".encode() in store.raw_commit(merge)
 
 
-def test_merges_fast_forward_combine_or_name_the_conflict(home: Home):
-    store = home.store
+def test_merges_fast_forward_combine_or_name_the_conflict(workspace: Home):
+    store = workspace.store
     base = commit(store, {"a": b"a\n", "b": b"b\n", "c": b"c\n"})
     ours = commit(store, {"a": b"ours\n"}, [base])
     theirs = commit(store, {"b": b"theirs\n", "new": b"n\n"}, [base])
@@ -218,14 +240,28 @@ def test_merges_fast_forward_combine_or_name_the_conflict(home: Home):
     assert store.merge(ours, clash, "m\n", ALICE) == Conflict(("a",))
 
 
-def test_a_merge_keeps_a_deletion_made_on_the_other_side(home: Home):
-    store = home.store
+def test_a_merge_keeps_a_deletion_made_on_the_other_side(workspace: Home):
+    store = workspace.store
     base = commit(store, {"a": b"a\n", "gone": b"g\n"})
     ours = commit(store, {"a": b"ours\n"}, [base])
     theirs = commit(store, {"gone": None}, [base])
     merged = store.merge(ours, theirs, "merge theirs\n", ALICE)
     assert isinstance(merged, Merged)
     assert [e.path for e in store.list_files(merged.commit, "")] == ["a"] and store.file_at(merged.commit, "a") == b"ours\n"
+
+
+def test_a_diff_and_a_merge_that_would_be_are_what_the_board_shows(home: Home):
+    store = home.store
+    base = commit(store, {"a": b"a\n", "b": b"b\n"})
+    ours = commit(store, {"a": b"ours\n"}, [base])
+    theirs = commit(store, {"b": b"theirs\n"}, [base])
+    patch = store.diff(base, theirs).decode()
+    assert "diff --git a/b b/b" in patch and "-b" in patch and "+theirs" in patch and "a/a" not in patch
+    assert store.diff(ours, theirs, fork=True) == store.diff(base, theirs)  # from where theirs left ours
+    assert store.diff(store.tree_id(base), store.tree_id(theirs)) == patch.encode()  # trees too
+    tree = store.would_merge(ours, theirs)
+    assert isinstance(tree, str) and "+ours" in store.diff(theirs, tree).decode() and "+theirs" in store.diff(ours, tree).decode()
+    assert store.tip("runner/queue") is None and store.would_merge(ours, commit(store, {"a": b"clash\n"}, [base])) == Conflict(("a",))
 
 
 # --- refs: compare-and-swap, all or none -----------------------------------------------------------
@@ -297,7 +333,7 @@ def test_a_fresh_repository_has_nothing_checked_out_and_a_private_handle_sees_th
     create(store, BRANCH, first)
     other = store.private()
     assert other.tip("runner/queue") == first and other.file_at(first, "f") == b"x"
-    assert isinstance(store.gc(), str) and store.tip("runner/queue") == first
+    assert isinstance(store.workspace().gc(), str) and store.tip("runner/queue") == first
     assert store.state_dir.is_dir() and store.workdir.is_dir()
     assert (store.remote is None) == (store.remote_url is None) == (not home.kind.endswith("-remote"))
 
@@ -305,7 +341,8 @@ def test_a_fresh_repository_has_nothing_checked_out_and_a_private_handle_sees_th
 # --- worktrees and the index -----------------------------------------------------------------------
 
 
-def test_a_worktree_holds_a_commit_and_its_changes_become_a_tree(home: Home):
+def test_a_worktree_holds_a_commit_and_its_changes_become_a_tree(workspace: Home):
+    home = workspace
     store = home.store
     base = commit(store, {"keep.txt": b"keep\n", "edit.txt": b"one\n", "gone.txt": b"bye\n", "src/m.py": b"x = 1\n"})
     path = home.tmp / "worktrees" / "a"
@@ -327,7 +364,8 @@ def test_a_worktree_holds_a_commit_and_its_changes_become_a_tree(home: Home):
     assert not path.exists()
 
 
-def test_staged_files_are_what_the_commit_being_made_holds(home: Home):
+def test_staged_files_are_what_the_commit_being_made_holds(workspace: Home):
+    home = workspace
     home.stage("plans/steps/a.md", b"---\nstep: a\n---\n")
     home.stage("notes.txt", b"n\n")
     entries, changed = home.store.staged_files()
@@ -338,15 +376,23 @@ def test_staged_files_are_what_the_commit_being_made_holds(home: Home):
 # --- the contract is the protocol --------------------------------------------------------------------
 
 
-def test_both_stores_have_every_method_of_the_contract_and_callers_ask_for_no_other():
+def members(protocol: type) -> set[str]:
+    return {name for name in vars(protocol) if not name.startswith("_")} | set(vars(protocol).get("__annotations__", {}))
+
+
+def test_each_store_implements_exactly_what_it_claims_and_callers_ask_for_no_other():
     import ast
 
     from runner.store.git import GitStore
+    from runner.store.plumbing import PlumbingStore
 
-    contract = {name for name in vars(Store) if not name.startswith("_")} | set(Store.__annotations__)
-    for implementation in (GitStore, MemoryStore):
-        missing = sorted(name for name in contract if not hasattr(implementation, name) and name not in Store.__annotations__)
+    store_only, workspace_only = members(Store), members(Workspace)
+    assert store_only and workspace_only and not store_only & workspace_only
+    for implementation, claims in ((GitStore, store_only | workspace_only), (MemoryStore, store_only | workspace_only), (PlumbingStore, store_only)):
+        missing = sorted(name for name in claims if not hasattr(implementation, name) and name not in Store.__annotations__)
         assert missing == [], f"{implementation.__name__} lacks {missing}"
+    # The plumbing store is a Store and nothing more: no member of the Workspace, nothing handed on.
+    assert sorted(name for name in workspace_only if hasattr(PlumbingStore, name)) == [] and "__getattr__" not in vars(PlumbingStore)
     root = Path(__file__).resolve().parents[1] / "runner"
     asked = set()
     for path in root.rglob("*.py"):
@@ -357,4 +403,32 @@ def test_both_stores_have_every_method_of_the_contract_and_callers_ask_for_no_ot
                 asked.add(node.attr)
             elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "store":
                 asked.add(node.attr)
-    assert sorted(asked - contract) == [], "callers use store methods the contract does not name"
+    assert sorted(asked - store_only - workspace_only) == [], "callers use store methods the contract does not name"
+
+
+def test_the_plumbing_store_opens_its_workspace_only_when_asked(tmp_path: Path):
+    home = git_home(tmp_path, one_shot=True)
+    first = commit(home.store, {"f": b"x"})
+    create(home.store, BRANCH, first)
+    assert home.store._workspace is None  # nothing of pygit2 yet
+    workspace = home.store.workspace()
+    assert workspace is home.store.workspace() and type(workspace).__name__ == "GitStore"
+    assert workspace.tip("runner/queue") == first and [c.id for c in workspace.log(first)] == [first]
+
+
+@pytest.mark.parametrize("kind", ["git", "plumbing"])
+def test_refs_read_the_same_loose_packed_deleted_or_symbolic(kind: str, tmp_path: Path):
+    """Both git stores read ref files through runner.store.reffiles (no git process); what the
+    files cannot say (a symbolic ref) is asked of git."""
+    home = HOMES[kind](tmp_path)
+    store = home.store
+    one, two = commit(store, {"f": b"1"}), commit(store, {"f": b"2"})
+    create(store, BRANCH, one)
+    create(store, "refs/runner/heartbeats/w1", one)
+    git(tmp_path / "repo", "pack-refs", "--all")
+    assert store.private().tip("runner/queue") == one and store.private().heartbeats() == {"w1": one}
+    assert store.publish([RefUpdate(BRANCH, two, one)]) == Won() and store.private().tip("runner/queue") == two  # loose again, over a packed one
+    assert store.publish([RefUpdate("refs/runner/heartbeats/w1", None, one)]) == Won()
+    assert store.private().heartbeats() == {} and store.private().heartbeat("w1") is None
+    git(tmp_path / "repo", "symbolic-ref", "refs/heads/alias", BRANCH)
+    assert store.private().ref("refs/heads/alias") == two

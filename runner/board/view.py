@@ -5,12 +5,13 @@ checks left, its history and its live output). Read only: nothing here writes or
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from runner.board import diffs
 from runner.board.graph import layout
 from runner.core.errors import BadInput
-from runner.core.layout import HALT_FILE, handoff_path
+from runner.core.layout import EMPTY_TREE, HALT_FILE, handoff_path
 from runner.core.machine import KINDS, TABLE
 from runner.core.model import utc_now
 from runner.core.stepfile import manual_checks
@@ -23,7 +24,7 @@ from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
 from runner.queue.stuck import stuck_steps
 from runner.queue.workers import worker_rows
-from runner.store.gitcli import run_git
+from runner.store import Conflict, Store, StoreError
 
 MAX_DIFF_BYTES = 512 * 1024  # a step page shows at most this much of a diff (and says so)
 HISTORY = 200  # the newest queue commits a step's page lists
@@ -147,45 +148,51 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
     result = step.get("result") if isinstance(step.get("result"), dict) else {}
     commit, merge = result.get("commit"), result.get("merge")
     store = queue.store
-    git_dir = getattr(store, "git_dir", store.state_dir)
     found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [],
                              "note": None, "commit": commit, "files": [], "more": 0,
                              "comments": step.get("review_comments") or []}
     tip = snap.tips.get(integration)
-    if merge and _has(git_dir, merge):
+    if merge and _has(store, merge):
         found.update(kind="merged", note=f"what the merge {merge[:10]} brought into {integration}")
-        return _diff(git_dir, found, f"{merge}^1", merge)
+        return _diff(store, found, _parent(store, merge), merge)
     if not commit:
         found["note"] = "no result recorded yet"
         return found
-    if not _has(git_dir, commit):
+    if not _has(store, commit):
         found["note"] = f"the result {commit[:10]} is not on this clone yet (its branch was not fetched)"
         return found
     waiting = step.get("status") == "review" and (step.get("review") or "result") == "result"
     if waiting and tip:
-        merged = run_git(git_dir, "merge-tree", "--write-tree", "--name-only", "--no-messages", tip, commit,
-                         check=False)
-        lines = merged.stdout.decode("utf-8", "replace").splitlines()
-        if merged.returncode == 1:
-            found.update(kind="conflict", conflict=[p for p in lines[1:] if p],
+        try:
+            merged = store.would_merge(tip, commit)
+        except StoreError:
+            merged = None  # git could not say: the result against where it forked, below
+        if isinstance(merged, Conflict):
+            found.update(kind="conflict", conflict=list(merged.paths),
                          note=f"approve would not merge: it conflicts with {integration} in these files")
-            return _diff(git_dir, found, f"{tip}...{commit}")
-        if merged.returncode == 0 and lines:
+            return _diff(store, found, tip, commit, fork=True)
+        if merged is not None:
             found.update(kind="would-merge", note=f"exactly what approve would merge into {integration} ({tip[:10]})")
-            return _diff(git_dir, found, tip, lines[0])
+            return _diff(store, found, tip, merged)
     found.update(kind="result", note=f"the result {commit[:10]} against where it left {integration}")
-    return _diff(git_dir, found, f"{tip}...{commit}" if tip else f"{commit}^1", *([] if tip else [commit]))
+    return _diff(store, found, tip, commit, fork=True) if tip else _diff(store, found, _parent(store, commit), commit)
 
 
-def _has(git_dir, oid: str) -> bool:
-    return run_git(git_dir, "cat-file", "-e", f"{oid}^{{commit}}", check=False).returncode == 0
+def _has(store: Store, oid: str) -> bool:
+    return store.object_type(oid) == "commit"
 
 
-def _diff(git_dir, found: dict[str, Any], *revisions: str) -> dict[str, Any]:
-    proc = run_git(git_dir, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", *revisions, "--", check=False)
-    data = proc.stdout
-    if proc.returncode != 0:
-        found["note"] = f"git diff failed: {proc.stderr.decode('utf-8', 'replace').strip()[:300]}"
+def _parent(store: Store, commit: str) -> str:
+    """A commit's first parent (git's commit^1); the empty tree for a root commit."""
+    parents = store.commit(commit).parents
+    return parents[0] if parents else EMPTY_TREE
+
+
+def _diff(store: Store, found: dict[str, Any], old: str, new: str, fork: bool = False) -> dict[str, Any]:
+    try:
+        data = store.diff(old, new, fork)
+    except StoreError as exc:
+        found["note"] = str(exc)
         return found
     if len(data) > MAX_DIFF_BYTES:
         found["clipped"] = len(data) - MAX_DIFF_BYTES
@@ -196,9 +203,13 @@ def _diff(git_dir, found: dict[str, Any], *revisions: str) -> dict[str, Any]:
 
 
 def halted_since(queue: Queue, snap: Snapshot) -> str | None:
-    """When the queue was halted: the time of the newest commit that wrote plans/HALT."""
+    """When the queue was halted: the time of the newest commit that wrote plans/HALT (in this
+    host's time zone)."""
     if not snap.plan.halted:
         return None
-    git_dir = getattr(queue.store, "git_dir", queue.store.state_dir)
-    proc = run_git(git_dir, "log", "-1", "--format=%cI", snap.tip, "--", HALT_FILE, check=False)
-    return proc.stdout.decode().strip() or None
+    store = queue.store
+    for info in store.workspace().log(snap.tip):  # the queue's own commits: one line of first parents
+        before = store.entry_at(info.parents[0], HALT_FILE) if info.parents else None
+        if store.entry_at(info.id, HALT_FILE) != before:
+            return datetime.fromtimestamp(info.time).astimezone().isoformat()
+    return None

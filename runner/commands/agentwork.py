@@ -118,12 +118,12 @@ def prime(agent: Annotated[
 def check_prime(target: Target, agent: str | None) -> Path:
     """Where `runner init --agent NAME --prime` writes (refused before anything is written)."""
     from runner.agents.prime import INSTRUCTIONS_FILE
-    from runner.store.git import GitStore
+    from runner.store.choice import open_store
 
     if agent not in INSTRUCTIONS_FILE:
         raise BadInput("--prime writes the instructions file of the agent named by --agent: "
                        f"one of {', '.join(INSTRUCTIONS_FILE)}")
-    store = GitStore(target.repo, remote=None)
+    store = open_store(target.repo, remote=None)
     if not (store.workdir / ".git").exists():
         raise BadInput("--prime writes a file in the working tree, and this repository is bare")
     return store.workdir / INSTRUCTIONS_FILE[agent]

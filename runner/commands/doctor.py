@@ -17,10 +17,10 @@ def _check(name: str, result: str, detail: str) -> dict[str, Any]:
 
 def git_version() -> dict[str, Any]:
     from runner.store import StoreError
-    from runner.store.git import run_git
+    from runner.store.gitcli import git_version as git_says
 
     try:
-        out = run_git(".", "--version").stdout.decode()
+        out = git_says()
     except StoreError:
         return _check("git", "fail", "git is not installed (install git 2.38 or newer)")
     match = re.search(r"(\d+)\.(\d+)", out)
@@ -165,8 +165,8 @@ def gc(target) -> None:
         snap = queue.snapshot()
     except (NotInitialised, StoreError):
         snap = None  # no plan to judge by: no worktree is removed
-    freed = collect(queue.store, snap)
-    packed = queue.store.gc()
+    freed = collect(queue.store.workspace(), snap)
+    packed = queue.store.workspace().gc()
     if target.json:
         print_json({"worktrees": [{"path": p, "bytes": n} for p, n in freed], "bytes": sum(n for _, n in freed),
                     "git": packed})

@@ -49,10 +49,9 @@ def person(by: str | None, repo: Path = Path(".")) -> str:
 
     name = by
     if not name:
-        from runner.store.git import run_git
+        from runner.store.gitcli import config_value
 
-        name = (run_git(repo, "config", "user.name", check=False).stdout.decode(errors="replace").strip()
-                or os.environ.get("USER") or "person")
+        name = config_value(repo, "user.name") or os.environ.get("USER") or "person"
     if problem := person_problem(name):
         raise BadInput(f"--by: {problem}")
     return name

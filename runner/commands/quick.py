@@ -5,17 +5,16 @@ The full `runner ready` and `runner status` save the index of the plan they read
 runner.core.model.INDEX_KEYS of every step, and the problems of the invalid ones) with the
 queue tip. A later `runner ready` or `runner status` with plain options (on a clone, after
 the same fetch from origin the full command makes) answers from that index when the branch
-still points at the same tip (read from git's ref files) and runner's code is the same (by
-content: runner.core.fingerprint); the plan, the rows and the rendering are the full
-command's own. Anything else, or anything unexpected, goes
-the full way: this is a shortcut, never a second answer.
+still points at the same tip (fetched and read by the plumbing store: git's own commands, no
+pygit2) and runner's code is the same (by content: runner.core.fingerprint); the plan, the
+rows and the rendering are the full command's own. Anything else, or anything unexpected,
+goes the full way: this is a shortcut, never a second answer.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -27,7 +26,6 @@ FORMAT = 4
 _VALUE_OPTIONS = {"--repo": "repo", "--remote": "remote", "--queue-branch": "branch", "--tag": "tags"}
 _UNTAGGED_OPTIONS = {key: value for key, value in _VALUE_OPTIONS.items() if key != "--tag"}
 _FLAGS = {"--json": "json", "--all": "show_all"}
-_OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 def code_stamp() -> list:
@@ -170,13 +168,8 @@ def answer_listing(command: str, args: list[str]) -> bool:
         git_dir = _git_dir(Path(options["repo"]))
         if git_dir is None:
             return False
-        ref = "refs/heads/" + options["branch"]
-        if not options["local_only"] and _has_remote(git_dir):
-            if (fetched := _fetch_from_origin(git_dir, options["branch"])) is None:
-                return False
-            ref = fetched
+        tip = _queue_tip(git_dir, options["branch"], options["local_only"])
         data = json.loads((git_dir / "runner" / INDEX_FILE).read_text())
-        tip = _ref(git_dir, ref)
         if (data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None
                 or data.get("tip") != tip):
             return False
@@ -241,8 +234,9 @@ def _options(command: str, args: list[str]) -> dict | None:
 
 
 def _git_dir(start: Path) -> Path | None:
-    """The .git folder of the repository at or above `start`; None when it is anything else
-    (a worktree's or submodule's .git file, a bare repository, a reftable)."""
+    """The .git folder of the repository at or above `start`, where the plan index is kept;
+    None when it is anything else (a worktree's or submodule's .git file, a bare repository,
+    a reftable)."""
     for folder in [start.resolve(), *start.resolve().parents]:
         dot_git = folder / ".git"
         if dot_git.is_dir():
@@ -252,42 +246,29 @@ def _git_dir(start: Path) -> Path | None:
     return None
 
 
-def _fetch_from_origin(git_dir: Path, branch: str) -> str | None:
-    """On a clone, the fetch the full command makes first (the queue branch and every heartbeat
-    from origin, runner.store.gitcli.fetch_args), then the ref it reads; None, having fetched
-    or not, when the full command must answer (no origin, a fetch that failed)."""
+def _queue_tip(git_dir: Path, branch: str, local_only: bool) -> str | None:
+    """The queue branch's tip as the full command reads it, through the plumbing store (git's
+    own commands, no pygit2): on a clone, after the same fetch from origin the full command
+    makes first (the queue branch and every heartbeat); None when the full command must answer
+    (a remote but no origin, a fetch that failed, no such branch)."""
     from runner.store import StoreError
-    from runner.store.gitcli import fetch_args, run_git
+    from runner.store.plumbing import PlumbingStore, known_repository
 
-    if '[remote "origin"]' not in (git_dir / "config").read_text(errors="replace"):
-        return None
+    has_remote = not local_only and _has_remote(git_dir)
     try:
-        url = run_git(git_dir, "config", "--get", "remote.origin.url",
-                      check=False).stdout.decode(errors="replace").strip()
-        if not url or run_git(git_dir, *fetch_args(url, "origin", [branch], heartbeats=True), check=False).returncode:
-            return None
+        store = PlumbingStore(git_dir, remote="auto" if has_remote else None,
+                              known=known_repository(git_dir, git_dir.parent))
+        if has_remote:
+            if store.remote is None:
+                return None
+            store.fetch([branch], heartbeats=True)
+        return store.tip(branch)
     except StoreError:
         return None
-    return f"refs/remotes/origin/{branch}"
 
 
 def _has_remote(git_dir: Path) -> bool:
     return "[remote " in (git_dir / "config").read_text(errors="replace")
-
-
-def _ref(git_dir: Path, ref: str) -> str | None:
-    """The commit `ref` points at, from the loose ref or packed-refs; None when unsure."""
-    loose = git_dir / ref
-    if loose.is_file():
-        value = loose.read_text().strip()
-        return value if _OID.fullmatch(value) else None
-    packed = git_dir / "packed-refs"
-    if packed.is_file():
-        for line in packed.read_text().splitlines():
-            oid, _, name = line.partition(" ")
-            if name == ref and _OID.fullmatch(oid):
-                return oid
-    return None
 
 
 def _plan(data: dict):

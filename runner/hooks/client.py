@@ -9,7 +9,7 @@ from pathlib import Path
 from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, is_step_file
 from runner.core.plan import Plan
-from runner.queue.stepfiles import StepFiles
+from runner.core.treefiles import StepFiles
 
 
 def staged_problems(repo_path: str | Path = ".") -> list[str]:
@@ -18,7 +18,7 @@ def staged_problems(repo_path: str | Path = ".") -> list[str]:
 
     store = open_store(repo_path, remote=None)
     files = StepFiles(store)
-    entries, changed = store.staged_files()
+    entries, changed = store.workspace().staged_files()
     problems: list[str] = []
     if CONFIG_FILE in changed:
         try:

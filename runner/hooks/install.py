@@ -14,7 +14,7 @@ import pygit2
 
 from runner.core.errors import LOST_RACE, BadInput
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
-from runner.store.git import run_git
+from runner.store.gitcli import run_git  # allowed here: tests/test_layout.py
 
 _ANY_OWNER = ("-c", "safe.directory=*")
 

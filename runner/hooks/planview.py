@@ -9,8 +9,8 @@ from runner.core.errors import BadInput
 from runner.core.layout import CONFIG_FILE, STEPS_DIR, is_step_file, step_id_of
 from runner.core.model import Step
 from runner.core.plan import Plan, dependencies_done
+from runner.core.treefiles import StepFiles
 from runner.hooks.cache import HookCache
-from runner.queue.stepfiles import StepFiles
 from runner.store import Store, StoreError
 
 ZERO = "0" * 40

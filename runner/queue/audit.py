@@ -14,7 +14,7 @@ from runner.store import Store
 
 def log(store: Store, tip: str, step_id: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     entries = []
-    for info in store.log(tip):
+    for info in store.workspace().log(tip):
         entry = log_entry(info.id, info.message, info.author, info.time)
         if (step_id and entry["step"] != step_id
                 and not any(p.endswith(f"/{step_id}.md") for p in store.changed_paths(info.id))):

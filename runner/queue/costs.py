@@ -34,7 +34,7 @@ class Charge:
 
 def charges(store: Store, tip: str, step_id: str | None = None, since: str | None = None) -> Iterator[Charge]:
     """Every agent run the queue's history recorded, newest first (after commit `since` only)."""
-    for info in store.log(tip):
+    for info in store.workspace().log(tip):
         if info.id == since:
             return
         if '"usage"' not in info.message:  # a commit with no run of an agent: not decoded

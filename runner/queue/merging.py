@@ -30,7 +30,7 @@ def merge_update(store: Store, snap: Snapshot, result: str, step: str, attempt: 
     tip = snap.tips.get(branch)
     if tip is None:
         raise StoreError(f"no integration branch {branch!r}: run `runner init`")
-    merged = store.merge(tip, result, merge_message(step, attempt, branch, actor), author_for(actor))
+    merged = store.workspace().merge(tip, result, merge_message(step, attempt, branch, actor), author_for(actor))
     if isinstance(merged, Conflict):
         return merged
     return RefUpdate(branch_ref(branch), merged.commit, tip)

@@ -31,7 +31,6 @@ from runner.core.layout import without_repository_env
 from runner.core.machine import Kind
 from runner.core.model import Status
 from runner.queue.processes import TAG
-from runner.store import StoreError
 
 if TYPE_CHECKING:
     from runner.queue.change import Published
@@ -112,13 +111,9 @@ def opted_in(store) -> bool:
     said = os.environ.get(OPT_IN_ENV, "").strip().lower()
     if said in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         return said in ("1", "true", "yes", "on")
-    from runner.store.gitcli import run_git
+    from runner.store.gitcli import config_value
 
-    try:
-        done = run_git(store.workdir, "config", "--bool", "--get", OPT_IN_KEY, check=False)
-    except StoreError:
-        return False
-    return done.returncode == 0 and done.stdout.strip() == b"true"
+    return config_value(store.workdir, OPT_IN_KEY, "bool") == "true"
 
 
 def notify(queue: Queue, published: Published) -> None:
@@ -155,7 +150,7 @@ def send(store, settings, notices: list[dict[str, Any]]) -> None:
                               "urls": list(settings.urls),
                               "timeout": settings.timeout})
         _started.append(subprocess.Popen([sys.executable, "-m", "runner.queue.notifier", payload],
-                                         cwd=str(getattr(store, "workdir", log.parent)),
+                                         cwd=str(store.workdir),
                                          env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL,
                                          start_new_session=True))

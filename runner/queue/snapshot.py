@@ -26,8 +26,8 @@ from runner.core.errors import EXIT_BAD_INPUT
 from runner.core.layout import CONFIG_FILE, HALT_FILE, STEPS_DIR, is_step_path
 from runner.core.model import Step
 from runner.core.plan import Plan
+from runner.core.treefiles import StepFiles
 from runner.queue.leases import Beat
-from runner.queue.stepfiles import StepFiles
 from runner.store import Change, Store, StoreError
 
 PARSE_CACHE_MIN = 20  # new parses that make rewriting the on-disk cache worth it

@@ -239,7 +239,7 @@ def _spec_here(chosen: Scheduler, repo, python: str | None, options: dict) -> Sc
 def repo_problems(repo: str, remote: str | None, branch: str) -> list[str]:
     """Is `repo` a git repository holding the queue branch, as a local branch or as the
     remote-tracking branch of the remote the worker will use? Asked of git itself."""
-    from runner.store.git import run_git
+    from runner.store.gitcli import run_git  # allowed here: tests/test_layout.py
 
     clone = f"clone the queue's repository there (git clone URL {repo}), or pass --repo with the worker's clone"
     if not os.path.isdir(repo):

@@ -1,12 +1,15 @@
 """Where the queue lives: refs, trees, blobs and commits, an atomic multi-ref
 compare-and-swap, fetch and worktrees. Knows bytes and refs, never steps.
 
-`Store` is the contract: every method and attribute the queue, the worker, the hooks and
-the commands use, and nothing they may probe for. `runner.store.git.GitStore` implements it
-over pygit2 and the git CLI (a remote reached by path, git daemon, ssh or a forge, or none),
-`runner.store.plumbing.PlumbingStore` over git's commands alone (for a command that reads a
-little and exits: no pygit2 to import), and `runner.store.memory.MemoryStore` in memory for
-fast policy tests; tests/test_store.py runs one suite of contract tests against all three.
+The contract is two protocols, every method and attribute the queue, the worker, the hooks
+and the commands use, and nothing they may probe for: `Store` (refs, objects, commits,
+publish, fetch) and `Workspace`, a Store that also has worktrees, the index, merge commits,
+history and gc. `runner.store.git.GitStore` is a Workspace over pygit2 and the git CLI (a
+remote reached by path, git daemon, ssh or a forge, or none), `runner.store.memory.MemoryStore`
+one in memory for fast policy tests, and `runner.store.plumbing.PlumbingStore` a Store over
+git's own commands alone (for a command that reads a little and exits: no pygit2 to import)
+whose `workspace()` opens a GitStore. tests/test_store.py holds each store to exactly what it
+claims; callers that need worktrees, merges or history ask `store.workspace()`.
 `runner.store.choice.open_store` is the one place runner picks the store of a repository.
 
 Publishing moves several refs at once or none of them, each on a compare-and-swap of
@@ -122,6 +125,8 @@ class NoSuchPlace(StoreError):
 
 
 class Store(Protocol):
+    """Refs, objects, commits, publish and fetch: what every store does itself, the plumbing
+    store included (a one-shot command, the server's hook)."""
     remote: str | None  # the remote's name, None when the queue is local
     remote_url: str | None  # where the remote is (None when the queue is local)
     state_dir: Path  # this host's private state for this repository (caches, logs, worktrees)
@@ -147,22 +152,33 @@ class Store(Protocol):
     def commit(self, oid: str) -> CommitInfo: ...
     def raw_commit(self, oid: str) -> bytes: ...  # headers, a blank line, the message, as git stores it
     def is_ancestor(self, ancestor: str, descendant: str) -> bool: ...
-    def log(self, tip: str) -> Iterator[CommitInfo]: ...  # first parents, newest first
     # reachable from new, not old; oldest first
     def commits_between(self, old: str | None, new: str) -> list[CommitInfo]: ...
     def changed_paths(self, commit: str) -> list[str]: ...  # against its first parent
+    # the patch from old to new (commits or trees), renames found; fork: from where new left old (git's old...new)
+    def diff(self, old: str, new: str, fork: bool = False) -> bytes: ...
+    # the tree a merge of theirs into ours would have, or the paths in conflict; nothing is written but objects
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict: ...
 
     # -- writing objects (by an Author: its email is configured_email() when there is one) --
     def configured_email(self) -> str | None: ...  # the repository's user.email; None when none is configured
     def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
                     base_tree: str | None = None) -> str: ...
-    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
 
     # -- moving refs, all or none; the queue's home --
     def publish(self, updates: list[RefUpdate]) -> Outcome: ...
     def fetch(self, branches: list[str], heartbeats: bool = False) -> None: ...
     def remote_branches(self) -> dict[str, str]: ...  # branch -> commit, asked of the queue's home now
     def remote_tip(self, branch: str) -> str | None: ...  # one branch's commit there now: a ref advertisement, no fetch
+
+    def private(self) -> Store: ...  # another handle for another thread
+    # the workspace of this repository: the store itself when it is one, else one it opens (and keeps) when asked
+    def workspace(self) -> Workspace: ...
+
+
+class Workspace(Store, Protocol):
+    """A store with a working copy's powers: worktrees, the index, merge commits, history and
+    gc. GitStore and MemoryStore are workspaces; the plumbing store opens a GitStore for them."""
 
     # -- worktrees and the index --
     def add_worktree(self, path: Path, commit: str) -> None: ...
@@ -173,10 +189,13 @@ class Store(Protocol):
     def merge_in_worktree(self, path: Path, ours: str, theirs: str) -> tuple[str, ...]: ...
     def reset_worktree(self, path: Path, commit: str) -> None: ...  # a fresh checkout of commit, in place
     def diff_text(self, path: Path, base: str) -> bytes: ...  # a worktree's change from base, as a patch
+    # each path's value of a gitattributes attribute in a worktree (paths without one are left out)
+    def attribute(self, path: Path, paths: list[str], name: str) -> dict[str, str]: ...
     # (the index being committed, the paths it adds or changes)
     def staged_files(self) -> tuple[list[FileEntry], set[str]]: ...
 
-    # -- housekeeping --
-    def private(self) -> Store: ...  # another handle for another thread
-    def gc(self) -> str: ...  # pack and prune; what it did, for people
+    # -- merges and history --
+    def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict: ...
+    def log(self, tip: str) -> Iterator[CommitInfo]: ...  # first parents, newest first
 
+    def gc(self) -> str: ...  # pack and prune; what it did, for people

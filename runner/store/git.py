@@ -8,7 +8,6 @@ shell, with git's automatic gc and maintenance off (`runner gc` does that on pur
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,11 +27,13 @@ from runner.store import (
     Outcome,
     RefUpdate,
     StoreError,
+    gitdiff,
     remote,
     trees,
     worktrees,
 )
 from runner.store.gitcli import run_git
+from runner.store.reffiles import RefFiles
 from runner.store.remote import chosen_remote
 
 # libgit2 caches up to 256 MiB of objects by default, but no tree over 4 KiB: the steps
@@ -95,6 +96,7 @@ class GitStore:
     merge_in_worktree = worktrees.merge_in_worktree
     reset_worktree = worktrees.reset_worktree
     staged_files = worktrees.staged_files
+    attribute = worktrees.attribute
 
     def __init__(self, path: str | Path = ".", remote: str | None = "auto"):
         try:
@@ -111,12 +113,15 @@ class GitStore:
         self.remote = remote = chosen_remote(remote, (name for name in self.repo.remotes.names() if name))
         self.remote_url = self.repo.remotes[remote].url if remote else None
         self.view_lags = False  # a push landed but our tracking refs could not follow it
-        self._ref_names = RefNames(self.git_dir)
+        self._ref_files = RefFiles(self.git_dir)  # the names under a prefix (runner.store.reffiles)
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
     def private(self) -> GitStore:
         """Another handle on the same repository (pygit2 objects are not shared across threads)."""
         return GitStore(self.git_dir, remote=self.remote)
+
+    def workspace(self) -> GitStore:
+        return self  # a Workspace itself
 
     # --- refs -------------------------------------------------------------------
 
@@ -135,7 +140,7 @@ class GitStore:
             return None
 
     def ref_names_under(self, prefix: str) -> set[str]:
-        return self._ref_names.under(prefix)
+        return self._ref_files.under(prefix)
 
     tip = remote.tip
     heartbeat = remote.heartbeat
@@ -260,6 +265,12 @@ class GitStore:
             return []
         return [(str(e.oid_old), str(e.oid_new), e.committer.time) for e in entries]
 
+    def diff(self, old: str, new: str, fork: bool = False) -> bytes:
+        return gitdiff.diff(self.git_dir, old, new, fork)
+
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        return gitdiff.would_merge(self.git_dir, ours, theirs)
+
     def log(self, tip: str) -> Iterator[CommitInfo]:
         walker = self.repo.walk(tip, SortMode.TOPOLOGICAL)
         walker.simplify_first_parent()
@@ -319,37 +330,6 @@ class GitStore:
         worktrees.prune_worktrees(self)
         run_git(self.git_dir, "gc", "--quiet", timeout=3600)
         return f"packed {self.git_dir}"
-
-
-class RefNames:
-    """The names of a repository's refs under a prefix, from their folder and packed-refs
-    (read again only when it changes): libgit2 can only list every ref, and step branches
-    pile up (one a step) where heartbeats do not."""
-
-    def __init__(self, git_dir: Path):
-        self.git_dir = git_dir
-        self._packed: tuple[tuple | None, list[str]] = (None, [])  # (stat of packed-refs, its names)
-
-    def under(self, prefix: str) -> set[str]:
-        names: set[str] = set()
-        for folder, _, files in os.walk(self.git_dir / prefix):
-            base = Path(folder).relative_to(self.git_dir).as_posix() + "/"
-            names.update(base + name for name in files if not name.endswith(".lock"))
-        names.update(name for name in self._packed_names() if name.startswith(prefix))
-        return names
-
-    def _packed_names(self) -> list[str]:
-        path = self.git_dir / "packed-refs"
-        try:
-            stamp = path.stat()
-        except OSError:
-            return []
-        key = (stamp.st_ino, stamp.st_size, stamp.st_mtime_ns)
-        if self._packed[0] != key:
-            lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
-            self._packed = (key,
-                            [line.split(" ", 1)[1] for line in lines if line[:1] not in ("#", "^") and " " in line])
-        return self._packed[1]
 
 
 def write_tree(repo: pygit2.Repository, base: str | None, files: Mapping[str, bytes | None]) -> pygit2.Oid:

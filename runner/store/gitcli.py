@@ -40,6 +40,22 @@ def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None
     return proc
 
 
+def config_value(cwd: str | Path, key: str, kind: str | None = None) -> str | None:
+    """git's configured value of `key` for the repository at `cwd` (its config, the user's, the
+    system's); None when it is not set or git cannot say. `kind` ("bool", "int") has git
+    normalise it."""
+    try:
+        done = run_git(cwd, "config", *([f"--{kind}"] if kind else []), "--get", key, check=False)
+    except StoreError:
+        return None
+    return done.stdout.decode(errors="replace").strip() if done.returncode == 0 else None
+
+
+def git_version() -> str:
+    """What `git --version` says (StoreError when git cannot be started)."""
+    return run_git(".", "--version").stdout.decode()
+
+
 def fetch_args(remote_url: str, remote: str, branches: list[str], heartbeats: bool) -> list[str]:
     """git's arguments for one fetch of the queue's `branches` (and every heartbeat) from the
     remote called `remote` at `remote_url` into runner's view of it: by URL, so git's own

@@ -31,6 +31,7 @@ from runner.store import (
     Won,
     memoryfolders,
 )
+from runner.store.memoryfolders import merge_base
 
 Tree = dict[str, tuple[str, str]]  # name -> ("blob" | "tree", id)
 
@@ -45,9 +46,17 @@ class MemoryStore:
     merge_in_worktree = memoryfolders.merge_in_worktree
     reset_worktree = memoryfolders.reset_worktree
     staged_files = memoryfolders.staged_files
+    attribute = memoryfolders.attribute
+    diff = memoryfolders.diff
 
     def merge(self, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
         return three_way_merge(self, ours, theirs, message, author)
+
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        merged = merged_files(self, ours, theirs)
+        if isinstance(merged, Conflict):
+            return merged
+        return self._write(None, {path: self.blobs[oid] for path, oid in merged.items()})
 
     remote = None
     remote_url = None
@@ -262,6 +271,9 @@ class MemoryStore:
     def private(self) -> MemoryStore:
         return self  # one thread's objects are every thread's: there is nothing to separate
 
+    def workspace(self) -> MemoryStore:
+        return self  # a Workspace itself
+
     def gc(self) -> str:
         return "nothing to pack: the store is in memory"
 
@@ -288,29 +300,9 @@ def parents_first(parents_of: Callable[[str], Sequence[str]], old: str | None, n
     return found
 
 
-def _merge_base(store: MemoryStore, a: str, b: str) -> str | None:
-    ancestors, todo = set(), [a]
-    while todo:
-        oid = todo.pop()
-        if oid not in ancestors:
-            ancestors.add(oid)
-            todo += store.commit(oid).parents
-    todo = [b]
-    seen = set()
-    while todo:
-        oid = todo.pop(0)
-        if oid in ancestors:
-            return oid
-        if oid not in seen:
-            seen.add(oid)
-            todo += store.commit(oid).parents
-    return None
-
-def three_way_merge(store: MemoryStore, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
-    """MemoryStore.merge: git's three-way merge, a whole file the unit of a conflict."""
-    if store.is_ancestor(ours, theirs):
-        return Merged(theirs)
-    base = _merge_base(store, ours, theirs)
+def merged_files(store: MemoryStore, ours: str, theirs: str) -> dict[str, str] | Conflict:
+    """git's three-way merge of two commits' files (path -> blob), a whole file the unit of a conflict."""
+    base = merge_base(store, ours, theirs)
     files = {t: store._files(store.commit(c).tree) if c else {}
              for t, c in (("base", base), ("ours", ours), ("theirs", theirs))}
     merged, conflicts = dict(files["ours"]), []
@@ -324,9 +316,17 @@ def three_way_merge(store: MemoryStore, ours: str, theirs: str, message: str, au
             merged.pop(path, None)  # theirs deleted it
         else:
             merged[path] = t
-    if conflicts:
-        return Conflict(tuple(sorted(conflicts)))
-    changes: dict[str, bytes | None] = {p: store.blobs[oid] for p, oid in merged.items()
-                                        if files["ours"].get(p) != oid}
-    changes.update({p: None for p in files["ours"] if p not in merged})
+    return Conflict(tuple(sorted(conflicts))) if conflicts else merged
+
+
+def three_way_merge(store: MemoryStore, ours: str, theirs: str, message: str, author: Author) -> Merged | Conflict:
+    """MemoryStore.merge: a fast-forward when it can, else a commit of merged_files."""
+    if store.is_ancestor(ours, theirs):
+        return Merged(theirs)
+    merged = merged_files(store, ours, theirs)
+    if isinstance(merged, Conflict):
+        return merged
+    before = store._files(store.commit(ours).tree)
+    changes: dict[str, bytes | None] = {p: store.blobs[oid] for p, oid in merged.items() if before.get(p) != oid}
+    changes.update({p: None for p in before if p not in merged})
     return Merged(store.make_commit([ours, theirs], changes, message, author))

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from runner.store import Author, FileEntry, Merged
+from runner.store import Author, FileEntry, Merged, StoreError
 
 if TYPE_CHECKING:
     from runner.store.memory import MemoryStore
@@ -41,10 +41,29 @@ def snapshot_worktree(store: MemoryStore, path: Path, base: str) -> tuple[str, l
 
 def diff_text(store: MemoryStore, path: Path, base: str) -> bytes:
     """A unified diff of the worktree's text files against `base` (no binary patches)."""
-    tree, changed = store.snapshot_worktree(path, base)
-    before, after = store._files(store.commit(base).tree), store._files(tree)
+    tree = store.snapshot_worktree(path, base)[0]
+    return _patch(store, store.commit(base).tree, tree)
+
+
+def diff(store: MemoryStore, old: str, new: str, fork: bool = False) -> bytes:
+    """A unified diff of the text files of two commits or trees (no renames, no binary patches)."""
+    if fork:
+        old = merge_base(store, old, new) or store.empty_tree
+    return _patch(store, _tree(store, old), _tree(store, new))
+
+
+def _tree(store: MemoryStore, oid: str) -> str:
+    if oid in store.commits:
+        return store.commits[oid].tree
+    if oid not in store.trees:
+        raise StoreError(f"{oid} is neither a commit nor a tree")
+    return oid
+
+
+def _patch(store: MemoryStore, old_tree: str, new_tree: str) -> bytes:
+    before, after = store._files(old_tree), store._files(new_tree)
     lines: list[str] = []
-    for name in changed:
+    for name in sorted({change.path for change in store.diff_trees(old_tree, new_tree)}):
         old = store.blobs[before[name]].decode("utf-8", "replace") if name in before else ""
         new = store.blobs[after[name]].decode("utf-8", "replace") if name in after else ""
         lines.append(f"diff --git a/{name} b/{name}\n")
@@ -69,7 +88,31 @@ def reset_worktree(store: MemoryStore, path: Path, commit: str) -> None:
     store.add_worktree(path, commit)
 
 
+def attribute(store: MemoryStore, path: Path, paths: list[str], name: str) -> dict[str, str]:
+    return {}  # no .gitattributes is read: every path has git's default
+
+
 def staged_files(store: MemoryStore) -> tuple[list[FileEntry], set[str]]:
     head = store._files(store.commit(store.head).tree) if store.head else {}
     entries = [FileEntry(path, store._id("blob", data)) for path, data in sorted(store.index.items())]
     return entries, {e.path for e in entries if head.get(e.path) != e.oid}
+
+
+def merge_base(store: MemoryStore, a: str, b: str) -> str | None:
+    """The nearest commit both `a` and `b` reach (git's merge base), None when they share none."""
+    ancestors, todo = set(), [a]
+    while todo:
+        oid = todo.pop()
+        if oid not in ancestors:
+            ancestors.add(oid)
+            todo += store.commit(oid).parents
+    todo = [b]
+    seen = set()
+    while todo:
+        oid = todo.pop(0)
+        if oid in ancestors:
+            return oid
+        if oid not in seen:
+            seen.add(oid)
+            todo += store.commit(oid).parents
+    return None

@@ -2,12 +2,13 @@
 command that reads a little and exits (`runner claim`, `heartbeat`, `complete` from a script
 or a harness's loop). pygit2's import costs a fresh process about 35 ms beyond the standard
 library runner loads anyway; the dozen small git commands a claim needs here cost about 20.
-What it does not do itself (worktrees, merges, history walks) it hands to a GitStore
-opened on first use.
+It is a Store, not a Workspace: `workspace()` opens a GitStore (pygit2) for a caller that
+needs worktrees, merges or history, once, and says so by its name.
 
 Objects are read through one `git cat-file --batch` process (runner.store.catfile) and written
-by `git hash-object` and `git mktree`; refs are listed once by `git for-each-ref` and again
-after this store fetches or moves any; a local ref transaction is one `git update-ref
+by `git hash-object` and `git mktree`; refs are read from git's own files (runner.store.reffiles:
+no process), or, where those cannot say (a reftable), listed once by `git for-each-ref` and
+again after this store fetches or moves any; a local ref transaction is one `git update-ref
 --stdin`. tests/test_store.py holds it to the same contract as the others.
 """
 
@@ -17,22 +18,25 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from runner.store import (
     FORCE,
     Author,
     Change,
     CommitInfo,
+    Conflict,
     FileEntry,
     NoSuchPlace,
     Outcome,
     RefUpdate,
     StoreError,
+    Workspace,
+    gitdiff,
     remote,
 )
 from runner.store.catfile import GITLINK, HEX, LINK, TREE, CatFile, Entry, is_blob, tree_diff
 from runner.store.gitcli import run_git
+from runner.store.reffiles import UNSURE, RefFiles
 from runner.store.remote import chosen_remote
 
 _MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
@@ -65,7 +69,7 @@ def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
     """(old, new, time) of a ref's recorded updates, newest first (empty without a reflog),
     read from the file git appends them to (a reftable repository asks git's own store)."""
     if (store.git_dir / "reftable").exists():
-        return store.__getattr__("reflog")(ref)
+        return store.workspace().reflog(ref)  # no file to read: git's own ref store, through pygit2
     try:
         lines = (store.git_dir / "logs" / ref).read_bytes().splitlines()
     except OSError:
@@ -107,25 +111,26 @@ class PlumbingStore:
         self.remote = remote = chosen_remote(remote, urls)
         self.remote_url = urls[remote] if remote else None
         self.view_lags = False
-        self._refs: dict[str, str] | None = None
+        self._refs: dict[str, str] | None = None  # every ref, by git for-each-ref: what the files cannot say
+        self._ref_files = RefFiles(self.git_dir)
         self._between: tuple[tuple[str | None, str] | None, list[CommitInfo]] = (None, [])
         self.objects = CatFile(self.git_dir, self.id_bytes, self.objects_env)
-        self._full: Any = None  # the GitStore that does what this one does not, once asked
+        self._workspace: Workspace | None = None  # a GitStore, opened when a caller asks for one
         self._email: str | None = None  # user.email, read when a commit is made ("": none)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("_full", "git_dir", "remote", "objects"):
-            raise AttributeError(name)
-        if self._full is None:
+    def workspace(self) -> Workspace:
+        """A GitStore on this repository, for worktrees, merges and history (pygit2 is imported then)."""
+        if self._workspace is None:
             from runner.store.git import GitStore
 
-            self._full = GitStore(self.git_dir, remote=self.remote)
-        return getattr(self._full, name)
+            self._workspace = GitStore(self.git_dir, remote=self.remote)
+        return self._workspace
 
     def private(self) -> PlumbingStore:
         return PlumbingStore(self.git_dir, remote=self.remote, objects_env=self.objects_env)
 
-    # --- refs: every one listed at once, listed again after this store moves or fetches any ---
+    # --- refs: read from git's files (runner.store.reffiles); what they cannot say, from every
+    # ref listed at once by for-each-ref, listed again after this store moves or fetches any ---
 
     def _listed(self) -> dict[str, str]:
         if self._refs is None:
@@ -139,9 +144,12 @@ class PlumbingStore:
     view_ref = remote.view_ref
 
     def ref(self, ref: str) -> str | None:
-        return self._listed().get(ref)
+        found = self._ref_files.value(ref)
+        return self._listed().get(ref) if found == UNSURE else found
 
     def ref_names_under(self, prefix: str) -> set[str]:
+        if self._ref_files.readable:
+            return self._ref_files.under(prefix)
         return {name for name in self._listed() if name.startswith(prefix)}
 
     tip = remote.tip
@@ -240,6 +248,12 @@ class PlumbingStore:
 
     commits_between = _commits_between
     reflog = _reflog
+
+    def diff(self, old: str, new: str, fork: bool = False) -> bytes:
+        return gitdiff.diff(self.git_dir, old, new, fork)
+
+    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        return gitdiff.would_merge(self.git_dir, ours, theirs)
 
     # --- writing objects -----------------------------------------------------------------
 
@@ -357,6 +371,15 @@ def _remote_urls(git_dir: Path) -> dict[str, str]:
     return urls
 
 
+def known_repository(git_dir: Path, workdir: Path | None = None) -> tuple[Path, int, Path]:
+    """(git dir, bytes of an object id, work tree) of a repository whose git dir the caller
+    knows, read from its config file (no git process): the server's hook, a one-shot listing.
+    OSError when the config cannot be read."""
+    config = (git_dir / "config").read_text(errors="replace")
+    sha256 = re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
+    return git_dir, 32 if sha256 else 20, workdir or git_dir
+
+
 def receiving(path: str | Path) -> PlumbingStore:
     """The server's repository during pre-receive: the pushed objects wait in a quarantine
     folder that git names in the hook's environment; its reads look there too."""
@@ -365,10 +388,8 @@ def receiving(path: str | Path) -> PlumbingStore:
     names = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
     found = {name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
              for name in names if (value := os.environ.get(name))}
-    git_dir = Path(path).resolve()  # git runs the hook in the repository's git dir
     try:
-        config = (git_dir / "config").read_text(errors="replace")
+        known = known_repository(Path(path).resolve())  # git runs the hook in the repository's git dir
     except OSError:
         return PlumbingStore(path, remote=None, objects_env=found)
-    sha256 = re.search(r"(?im)^\s*objectformat\s*=\s*sha256\s*$", config) is not None
-    return PlumbingStore(path, remote=None, objects_env=found, known=(git_dir, 32 if sha256 else 20, git_dir))
+    return PlumbingStore(path, remote=None, objects_env=found, known=known)

@@ -159,3 +159,16 @@ def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
     index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
     entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
     return entries, {name for name in names.split("\0") if name}
+
+
+def attribute(store: GitStore, path: Path, paths: list[str], name: str) -> dict[str, str]:
+    """Each path's value of gitattributes attribute `name`, as git reads it in the worktree at
+    `path` (unset and unspecified ones left out; none when git cannot say)."""
+    names = "".join(f"{p}\0" for p in paths).encode("utf-8", "surrogateescape")
+    try:
+        done = run_git(path, "check-attr", "-z", "--stdin", name, input=names, check=False)
+    except StoreError:
+        return {}
+    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0") if done.returncode == 0 else []
+    return {p: value for p, _, value in zip(fields[0::3], fields[1::3], fields[2::3])
+            if value not in ("unspecified", "unset")}

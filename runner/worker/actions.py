@@ -23,7 +23,7 @@ from runner.core.layout import without_repository_env
 from runner.core.model import Step, utc_now
 from runner.core.usage import Usage
 from runner.queue.snapshot import Snapshot
-from runner.store import Store
+from runner.store import Workspace
 from runner.worker import executor, hostguard, qa, sandbox, worktrees
 from runner.worker.attempt import LimitReached, State
 from runner.worker.executor import RunResult
@@ -70,7 +70,7 @@ class WorktreeActions:
     """What the pipeline does in an attempt's worktree (`where`), read against the queue at
     `snap` (its plan, and the prompts and notes on its tip), ended early by `stops`."""
 
-    def __init__(self, store: Store, where: Where, stops: Stops, snap: Snapshot, live: LiveOutput | None = None):
+    def __init__(self, store: Workspace, where: Where, stops: Stops, snap: Snapshot, live: LiveOutput | None = None):
         self.store = store
         self.worker = where.worker
         self.worktree = where.worktree

@@ -44,7 +44,7 @@ class AgentHost:
 
     def __init__(self, queue: Queue, agent: str, heartbeat: Any = "thread"):
         self.queue = queue
-        self.store = queue.store
+        self.store = queue.store.workspace()
         self.agent = agent
         self.in_process = heartbeat == "thread"
         self.start_keeper: Callable[[Session], dict[str, Any]] | None = None if self.in_process else heartbeat

@@ -54,7 +54,7 @@ class AgentWork:
                  header: str = ""):
         self.queue = queue
         self.header = header  # the start of a claimed step's prompt (runner.agents.prime; plans/prompts/agent.md wins)
-        self.store = queue.store
+        self.store = queue.store.workspace()
         self.agent = agent
         self.tags = list(tags or [])
         self.host = AgentHost(queue, agent, heartbeat)

@@ -14,7 +14,7 @@ from runner.core.model import Step
 from runner.queue.change import Published
 from runner.queue.queue import Queue
 from runner.queue.snapshot import Snapshot
-from runner.store import Store
+from runner.store import Workspace
 from runner.worker import worktrees
 from runner.worker.worktrees import Log
 
@@ -46,7 +46,7 @@ class Begun:
     step: Step
     integration: str
 
-    def make_worktree(self, store: Store, path: Path, start_at: str | None = None) -> str:
+    def make_worktree(self, store: Workspace, path: Path, start_at: str | None = None) -> str:
         """A fresh worktree at `path` at the integration tip that holds every dependency's merge
         (or at `start_at`: an approved result brought onto that tip); returns that tip, the
         attempt's base."""

@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 from runner.core.config import Config
 from runner.core.model import Status
 from runner.queue.snapshot import Snapshot
-from runner.store import Store, StoreError
+from runner.store import StoreError, Workspace
 
 WAIT_STEP = 0.1  # seconds between looks for a free gate slot
 
@@ -131,7 +131,7 @@ def _attempt_folders(root: Path) -> list[Path]:
     return found
 
 
-def collect(store: Store, snap: Snapshot | None) -> list[tuple[str, int]]:
+def collect(store: Workspace, snap: Snapshot | None) -> list[tuple[str, int]]:
     """Remove the finished steps' worktrees: (path, bytes freed) of each."""
     freed = []
     for path in finished_worktrees(store.state_dir, snap):
@@ -146,7 +146,7 @@ def collect(store: Store, snap: Snapshot | None) -> list[tuple[str, int]]:
     return freed
 
 
-def worktree_budget(config: Config, store: Store, snap: Snapshot, log: Callable[[str, str], None]) -> str | None:
+def worktree_budget(config: Config, store: Workspace, snap: Snapshot, log: Callable[[str, str], None]) -> str | None:
     """Why a tick must not claim: the worktrees are over `[worker] worktree_budget` even after
     the finished steps' were removed; None when within it (or no budget)."""
     budget = config.worker.worktree_budget

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from runner.store import Store, StoreError
-from runner.store.gitcli import run_git
+from runner.store import Workspace
 
 DEFAULT_SIZE = 7
 MARKERS_LEFT = (
@@ -35,27 +34,21 @@ def marker_lines(data: bytes | None, size: int = DEFAULT_SIZE) -> set[bytes]:
     return {line.rstrip(b"\r") for line in (data or b"").split(b"\n") if is_marker(line, size)}
 
 
-def marker_sizes(worktree: Path, paths: Iterable[str]) -> dict[str, int]:
+def marker_sizes(store: Workspace, worktree: Path, paths: Iterable[str]) -> dict[str, int]:
     """Each path's conflict-marker-size, as git reads its attributes in the worktree."""
     paths = list(paths)
     sizes = dict.fromkeys(paths, DEFAULT_SIZE)
-    names = "".join(f"{path}\0" for path in paths).encode("utf-8", "surrogateescape")
-    try:
-        done = run_git(worktree, "check-attr", "-z", "--stdin", "conflict-marker-size", input=names, check=False)
-    except StoreError:
-        return sizes
-    fields = done.stdout.decode("utf-8", "surrogateescape").split("\0") if done.returncode == 0 else []
-    for path, _, value in zip(fields[0::3], fields[1::3], fields[2::3]):
+    for path, value in store.attribute(worktree, paths, "conflict-marker-size").items():
         if value.isdigit() and int(value) > 0:
             sizes[path] = int(value)
     return sizes
 
 
-def markers_left(store: Store, worktree: Path, paths: Iterable[str], sides: Iterable[str]) -> list[str]:
+def markers_left(store: Workspace, worktree: Path, paths: Iterable[str], sides: Iterable[str]) -> list[str]:
     """The paths whose worktree file holds a conflict-marker line that neither `sides` (the
     merge's parents) has in that file."""
     paths, sides = list(paths), list(sides)
-    sizes = marker_sizes(worktree, paths)
+    sizes = marker_sizes(store, worktree, paths)
     left = []
     for path in paths:
         try:

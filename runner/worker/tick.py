@@ -52,7 +52,7 @@ class Worker:
     def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None,
                  grace: float | None = None, only_step: str | None = None, context: str = ""):
         self.queue = queue
-        self.store = queue.store
+        self.store = queue.store.workspace()
         self.id = worker_id
         self.tags = list(tags or [])
         self.log_file = log_file

@@ -11,14 +11,14 @@ from pathlib import Path
 from runner.core.codec import result_message
 from runner.queue.leases import author_for, local_holder_gone
 from runner.queue.snapshot import Snapshot
-from runner.store import Store, StoreError
+from runner.store import StoreError, Workspace
 from runner.worker import executor
 from runner.worker.attempt import State
 
 Log = Callable[[str, str], None]
 
 
-def base_with_dependencies(store: Store, snap: Snapshot, step, branch: str) -> str:
+def base_with_dependencies(store: Workspace, snap: Snapshot, step, branch: str) -> str:
     """The tip of the integration `branch` an attempt starts from: one that holds every
     dependency's merge. Our view of the branch can lag the queue's (a tracking ref another
     process held when we fetched); then it is read again, and the step never starts without
@@ -35,7 +35,7 @@ def base_with_dependencies(store: Store, snap: Snapshot, step, branch: str) -> s
     raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
 
-def commit(store: Store, worker: str, state: State, worktree: Path, base: str,
+def commit(store: Workspace, worker: str, state: State, worktree: Path, base: str,
            parents: list[str] | None = None) -> tuple[str | None, list[str]]:
     """The attempt's change as one commit on top of its base (kept on runner/steps/<id>); after a
     resolve pass, a merge of the new tip and the earlier result (`parents`)."""
@@ -46,13 +46,13 @@ def commit(store: Store, worker: str, state: State, worktree: Path, base: str,
     return store.make_commit(parents or [base], {}, message, author_for(worker), base_tree=tree), changed
 
 
-def remove(store: Store, worktree: Path) -> None:
+def remove(store: Workspace, worktree: Path) -> None:
     if worktree.exists():
         store.remove_worktree(worktree)
         shutil.rmtree(worktree, ignore_errors=True)
 
 
-def clean_up(store: Store, worktree: Path, state: State, log: Log) -> None:
+def clean_up(store: Workspace, worktree: Path, state: State, log: Log) -> None:
     if (worktree.exists() and state.config.worker.keep_worktree_on_failure
             and any(g.result == "fail" for g in state.gates)):
         log("KEEP", f"kept worktree {worktree}")
@@ -60,7 +60,7 @@ def clean_up(store: Store, worktree: Path, state: State, log: Log) -> None:
     remove(store, worktree)
 
 
-def prune_stale(store: Store, own: Path, log: Log) -> None:
+def prune_stale(store: Workspace, own: Path, log: Log) -> None:
     """Worktrees of this worker id left by a crashed tick (its id's lock is held: none is live)."""
     stale = [p for p in own.iterdir() if p.is_dir()] if own.is_dir() else []
     for path in stale:

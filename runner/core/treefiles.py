@@ -1,20 +1,26 @@
 """The files of a queue's trees as runner reads them: step files and runner.toml, each parsed
 once per content (a blob id, the config's bytes). The one reader behind both views of a queue:
-runner.queue.snapshot builds whole plans from it, the server hook's plan view
-(runner.hooks.planview) only the files a push touches."""
+runner.queue.snapshot builds whole plans from it, the hooks (runner.hooks.planview, the
+pre-commit check) only the files a push or a commit touches. It lives below the queue and the
+hooks both (issue 47.1): the hooks never import the queue. It reads blobs from any store."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from runner.core.config import Config, parse_config
 from runner.core.model import Step
 from runner.core.stepfile import parse_step, symlinked_step
-from runner.store import Store
 
 CONFIGS_KEPT = 16
 
 
+class Blobs(Protocol):
+    def read(self, oid: str) -> bytes: ...  # a blob's bytes (runner.store.Store.read)
+
+
 class StepFiles:
-    def __init__(self, store: Store, keep: int | None = None):
+    def __init__(self, store: Blobs, keep: int | None = None):
         """`keep`: how many parsed step files to keep, newest first (a step file is up to 1 MiB);
         None keeps every one (a push's worth)."""
         self.store = store
