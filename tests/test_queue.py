@@ -154,7 +154,10 @@ def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can
             assert writer.poll() is None
         with pytest.raises(LostRace, match="more tries waited while it moved faster than a claim takes"):
             queue.claim("w1", new_incarnation("w1"), holder_info(), snapshot=before)
-        assert queue.races_lost <= 2, "a claim kept pushing against a writer it could not beat"
+        # Without the deferral each of the six tries pushes and loses; with it, most are fetches. How
+        # many pushed depends on when the writer was scheduled (a loaded machine pauses it), so the
+        # bound is the one that cannot be met without the deferral.
+        assert queue.races_lost < 6, "a claim kept pushing against a writer it could not beat"
     finally:
         stop.touch()
         writer.wait(timeout=30)
