@@ -13,7 +13,7 @@ from runner.board.graph import layout
 from runner.core.errors import BadInput
 from runner.core.layout import EMPTY_TREE, HALT_FILE, handoff_path
 from runner.core.machine import KINDS, TABLE
-from runner.core.model import utc_now
+from runner.core.model import Status, utc_now
 from runner.core.stepfile import manual_checks
 from runner.core.usage import Spend, plan_spend, run_note, runs_spend
 from runner.queue.audit import log
@@ -87,13 +87,13 @@ def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[st
         found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted,
                       "since": since_halt})
     for entry in steps:
-        if entry["status"] == "review":
+        if entry["status"] == Status.REVIEW:
             why = WHY_REVIEW.get(str(entry["review"] or "result"), "a person must decide")
             detail = entry["last_error"] if entry["review"] != "result" or entry["last_error"] else None
             found.append({"kind": "review", "step": entry["step"], "title": entry["title"],
                           "why": why + (f": {detail}" if detail else ""),
                           "since": entry["since"]})
-        elif entry["status"] == "failed":
+        elif entry["status"] == Status.FAILED:
             found.append({"kind": "failed", "step": entry["step"], "title": entry["title"],
                           "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}",
                           "since": entry["since"]})
@@ -120,7 +120,7 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
     return {
         **row(snap, step),
         "path": step.path, "file": step.text, "meta": {k: v for k, v in step.meta.items()},
-        "actions": actions_for(step.get("status", "ready")) if step.valid else [],
+        "actions": actions_for(step.get("status", Status.READY)) if step.valid else [],
         "diff": result_diff(queue, snap, step),
         "attempts": attempts(entries),
         "verdict": step.get("last_verdict"),
@@ -161,7 +161,7 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
     if not _has(store, commit):
         found["note"] = f"the result {commit[:10]} is not on this clone yet (its branch was not fetched)"
         return found
-    waiting = step.get("status") == "review" and (step.get("review") or "result") == "result"
+    waiting = step.get("status") == Status.REVIEW and (step.get("review") or "result") == "result"
     if waiting and tip:
         try:
             merged = store.would_merge(tip, commit)

@@ -96,7 +96,7 @@ def submit(target: Target, step_id: StepArg, agent: AgentId,
 
 
 def print_report(target: Target, result) -> None:
-    from runner.worker.report import render_text
+    from runner.commands.tickreport import render_text
 
     emit(target, result.as_dict(), render_text(result))
 

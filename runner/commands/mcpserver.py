@@ -53,7 +53,7 @@ def as_json(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def build(work, target) -> MCPServer:
-    from runner.worker.report import render_text
+    from runner.commands.tickreport import render_text
 
     app = MCPServer("runner", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 

@@ -47,7 +47,7 @@ def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = N
 
     Exit 0 when the tick did its job or had nothing to do (halted, nothing ready, no queue
     yet: SKIP and the reason); 1 only for a fault of this tick."""
-    from runner.worker import report
+    from runner.commands.tickreport import ReportPrinter
     from runner.worker.tick import Worker, stop_on_signals
 
     check_worker_id(worker)
@@ -55,7 +55,7 @@ def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = N
     w = Worker(target.queue(), worker, tags=tag, log_file=log_file, only_step=step, context=caller_context(context))
     stop_on_signals(w)
     result = w.tick()
-    report.print_report(result, target.json, [None])
+    ReportPrinter(target.json)(result)
     if result.failed_inside:
         raise typer.Exit(EXIT_FAILURE)
 
@@ -113,6 +113,7 @@ def worker(
 
     SIGTERM/SIGINT stops claiming and finishes (or, after the grace
     period, releases) the running step; a second signal stops it at once."""
+    from runner.commands.tickreport import ReportPrinter
     from runner.worker.daemon import Daemon
     from runner.worker.tick import Worker
 
@@ -124,10 +125,11 @@ def worker(
         check_slots(slots)
         fleet = Fleet(target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace,
                       metrics_file=metrics_file)
-        raise typer.Exit(fleet.run(interval=interval, max_ticks=max_ticks, once=once, json_out=target.json))
+        raise typer.Exit(fleet.run(interval=interval, max_ticks=max_ticks, once=once, json_out=target.json,
+                                   show=ReportPrinter(target.json)))
     w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
     daemon = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json,
-                    metrics_file=metrics_file)
+                    metrics_file=metrics_file, show=ReportPrinter(target.json))
     raise typer.Exit(daemon.run())
 
 

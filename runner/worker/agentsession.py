@@ -19,6 +19,7 @@ from typing import Any
 from runner.core.comments import feedback_of
 from runner.core.layout import NOTES_FILE, PROMPTS_DIR, ROOT_FILE, handoff_path
 from runner.core.limits import KIB, clip
+from runner.core.model import Status
 from runner.core.usage import Spend, from_record
 from runner.worker.attempt import Run, State
 from runner.worker.prompts import prompt_text
@@ -125,8 +126,8 @@ def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts
     hand_in = HandIn(session.worktree, feedback, state.config.brakes.max_fix_attempts - state.fixes,
                      state.config.brakes.max_review_attempts - state.reviews, conflicts)
     outcome = TickOutcome.RESOLVE if conflicts else TickOutcome.FIX
-    return TickResult(None, outcome, agent, None, state.step.id, state.attempt,
-                      report=StepReport.of(state, "claimed", [], [], None, qa_doc(state.step.text)), hand_in=hand_in)
+    report = StepReport.of(state, Status.CLAIMED, [], [], None, qa_doc(state.step.text))
+    return TickResult(None, outcome, agent, None, state.step.id, state.attempt, report=report, hand_in=hand_in)
 
 
 # --- what an agent reads ------------------------------------------------------------------------
@@ -165,7 +166,7 @@ def shown(store, snap, step_id: str) -> dict[str, Any]:
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
     status = snap.plan.derived_status(step)
-    claimed = step.get("status") == "claimed"
+    claimed = step.get("status") == Status.CLAIMED
     holder = f", held by {step.assignee} (attempt {step.attempt})" if claimed else ""
     head = f"{step.id}: {step.title} [{status}{holder}]\n" + "".join(f"problem: {p}\n" for p in step.problems)
     facts = {"step": step.id, "title": step.title, "status": status, "assignee": step.assignee if claimed else None,

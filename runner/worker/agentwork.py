@@ -89,7 +89,7 @@ class AgentWork:
         with self.host.locked():
             snap = self.snapshot()
             self.host.prune(snap)
-            held = next((s for s in snap.plan.with_status("claimed") if s.assignee == self.agent), None)
+            held = next((s for s in snap.plan.with_status(Status.CLAIMED) if s.assignee == self.agent), None)
             if held is not None:
                 session = self.host.sessions.load(held.id)
                 if self.host.mine(session, held) and step_id in (None, held.id):

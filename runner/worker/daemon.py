@@ -10,6 +10,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from filelock import Timeout
@@ -22,8 +23,7 @@ from runner.queue.claims import pause_hold
 from runner.queue.metrics import WorkerCounts
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
-from runner.worker import report
-from runner.worker.report import TickOutcome
+from runner.worker.report import TickOutcome, TickResult, skip
 from runner.worker.tick import Worker, stop_on_signals
 
 MAX_FAULTS_IN_A_ROW = 5  # faults of runner itself (a bug, a broken install); an unreachable remote is not one
@@ -32,7 +32,8 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 class Daemon:
     def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-                 json_out: bool = False, fleet=None, metrics_file: Path | None = None):
+                 json_out: bool = False, fleet=None, metrics_file: Path | None = None,
+                 show: Callable[[TickResult], None] = lambda result: None):
         self.w = worker
         self.metrics_file = metrics_file  # `--metrics-file`: a host's own setting, never the queue's
         self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
@@ -41,7 +42,7 @@ class Daemon:
         self.max_ticks = max_ticks
         self.once = once
         self.json_out = json_out
-        self.last_skip: list[str | None] = [None]
+        self.show = show  # how each tick's result is told (runner.commands.tickreport prints it)
         self.last_beat = 0.0
 
     def run(self) -> int:
@@ -75,7 +76,7 @@ class Daemon:
             last = bool(self.max_ticks) and ticks + 1 >= self.max_ticks
             w.claim_ahead = not last and not (config and config.worker.step_delay)
             result = self.one_tick()
-            report.print_report(result, self.json_out, self.last_skip)
+            self.show(result)
             if self.once and not self.json_out and result.step is not None:
                 self.progress()
             ticks += 1
@@ -129,7 +130,7 @@ class Daemon:
             except StoreError:
                 return  # the tick reaches the remote, or says why it cannot
 
-    def one_tick(self) -> report.TickResult:
+    def one_tick(self) -> TickResult:
         started, refused = time.monotonic(), False
         result = None
         try:
@@ -138,7 +139,7 @@ class Daemon:
         except (StoreError, PushRefused, LostRace) as exc:
             self.w.log("ERROR", str(exc))
             refused = isinstance(exc, PushRefused)
-            result = report.skip(self.w.id, str(exc), outcome=TickOutcome.ERROR)
+            result = skip(self.w.id, str(exc), outcome=TickOutcome.ERROR)
             return result
         finally:
             self.w.ticks += 1

@@ -1,9 +1,8 @@
-"""What a tick says when it ends: one typed result (TickResult), printed as the step report
-people know from step runners, or as one JSON object with the same fields (as_dict)."""
+"""What a tick says when it ends: one typed result (TickResult), with its fields as a dict
+(as_dict); runner.commands.tickreport words it for people."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -165,66 +164,3 @@ def lost(queue, worker: str, step_id: str, attempt: int, reason: str) -> TickRes
     if step is not None and step.status == Status.FAILED and last_error.startswith("aborted by"):
         return TickResult(Sentinel.STEP_REJECTED, TickOutcome.REJECTED, worker, last_error, step_id, attempt)
     return skip(worker, reason, TickOutcome.LOST, step_id, attempt)
-
-
-# --- as text ------------------------------------------------------------------------------------
-
-
-def render_text(result: TickResult) -> str:
-    """The result as text (the step report's shape people know from step runners)."""
-    if result.report is None:
-        if result.step:
-            return f"{result.sentinel} {result.step} attempt {result.attempt}: {result.reason or result.outcome}"
-        return f"{result.sentinel} {result.reason or ''}".rstrip()
-    report = result.report
-    if result.hand_in is not None:
-        lines = [f"Status: not recorded: {_not_yet_status(result)}", f"Step: {result.step} - {report.title}",
-                 "Final frontmatter status: claimed (still yours)"]
-    else:
-        lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}",
-                 f"Final frontmatter status: {report.final_status}",
-                 "Files changed: " + (", ".join(report.files_changed) or "none")]
-    sections = (("Automated Verification", report.automated_verification), ("Automated QA", report.automated_qa))
-    for title, summary in sections:
-        if summary.items:
-            lines.append(f"{title}: {summary.passed}/{len(summary.items)} passed")
-            lines += [f"  - [{'x' if ok else ' '}] {label}" for label, ok in summary.items]
-    if report.qa_doc and result.hand_in is None:
-        lines.append(f"QA Doc: {report.qa_doc}")
-    if report.manual_checks_left:
-        lines.append("Manual verification needed:")
-        lines += [f"  - [ ] {item}" for item in report.manual_checks_left]
-    if result.hand_in is not None:
-        hand_in = result.hand_in
-        return "\n".join([*lines, f"Worktree: {hand_in.worktree}", "What to fix:", hand_in.feedback.rstrip()])
-    reason = result.reason if result.reason and result.sentinel != Sentinel.STEP_COMPLETE else ""
-    if reason:
-        retry = ("" if result.will_retry is None
-                 else " (it will be retried)" if result.will_retry else " (it will not be retried)")
-        lines.append(f"Reason: {reason[:500]}{retry}")
-    lines.append(f"{result.sentinel}" + (f": {reason[:200]}" if reason else ""))
-    return "\n".join(lines)
-
-
-def _not_yet_status(result: TickResult) -> str:
-    assert result.hand_in is not None
-    if result.outcome == TickOutcome.RESOLVE:
-        return ("the integration branch moved and its new tip conflicts with your change in "
-                f"{', '.join(result.hand_in.conflicts)}: resolve the conflicts left between git's markers in your "
-                "worktree and hand it in again (no attempt is spent)")
-    return ("the checks did not pass. Fix it and hand it in again (if the checks fail "
-            f"{result.hand_in.fixes_left + 1} more time(s), it is recorded as failed)")
-
-
-def print_report(result: TickResult, json_out: bool, last_skip: list[str | None]) -> None:
-    """Print a tick's result; an idle daemon says why it skips once, not every tick."""
-    if json_out:
-        print(json.dumps(result.as_dict(), default=str), flush=True)
-        return
-    if result.sentinel == Sentinel.SKIP and result.report is None:
-        if result.reason != last_skip[0]:
-            print(f"SKIP {result.reason}", flush=True)
-        last_skip[0] = result.reason
-        return
-    last_skip[0] = None
-    print(render_text(result), flush=True)

@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from runner.queue.queue import Queue
 from runner.queue.snapshot import NotInitialised
 from runner.store import StoreError
 from runner.worker.daemon import Daemon
+from runner.worker.report import TickResult
 from runner.worker.tick import Worker, stop_on_signals
 
 MAX_SLOTS = 64
@@ -122,7 +124,7 @@ class Fleet:
     # --- running -------------------------------------------------------------------------------
 
     def run(self, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-            json_out: bool = False) -> int:
+            json_out: bool = False, show: Callable[[TickResult], None] = lambda result: None) -> int:
         lock = self.main.lock
         try:
             lock.acquire(timeout=0)
@@ -146,8 +148,9 @@ class Fleet:
             beats = threading.Thread(target=self.beat_loop, daemon=True, name="fleet-heartbeat",
                                      args=(config.heartbeat_interval if config else 10.0,))
             beats.start()
-            threads = [threading.Thread(target=self.slot_loop, args=(w, codes, interval, max_ticks, once, json_out),
-                                        name=f"slot-{k}") for k, w in enumerate(self.slots, 1)]
+            threads = [threading.Thread(target=self.slot_loop, name=f"slot-{k}",
+                                        args=(w, codes, interval, max_ticks, once, json_out, show))
+                       for k, w in enumerate(self.slots, 1)]
             for t in threads:
                 t.start()
             for t in threads:
@@ -163,10 +166,10 @@ class Fleet:
             lock.release()
         return max(codes, default=0)
 
-    def slot_loop(self, w: Worker, codes: list[int], interval, max_ticks, once, json_out) -> None:
+    def slot_loop(self, w: Worker, codes: list[int], interval, max_ticks, once, json_out, show) -> None:
         try:
             code = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=json_out, fleet=self,
-                          metrics_file=self.metrics_file)._loop()
+                          metrics_file=self.metrics_file, show=show)._loop()
         except BadInput as exc:
             self.bad, code = exc, 2
         except Exception as exc:  # noqa: BLE001 - one slot's fault stops the daemon, whose other slots finish

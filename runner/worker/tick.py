@@ -154,7 +154,7 @@ class Worker:
                                                                                           self.log):
             return self.skip(floor)
         mine = snap.plan.steps.get(self.only_step or "")
-        if mine is not None and mine.status == "claimed" and mine.assignee == self.id:
+        if mine is not None and mine.status == Status.CLAIMED and mine.assignee == self.id:
             # `runner claim STEP --id X` (a person's override, say), then `runner tick --id X --step STEP`.
             self.incarnation = mine.holder.get("incarnation") or self.incarnation
             return self.work(ClaimWon(mine.id, mine.attempt, snap.tip, snap))
@@ -179,13 +179,13 @@ class Worker:
 
     def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
         plan = snap.plan
-        if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == "claimed":
+        if self.only_step and (step := plan.find(self.only_step)) is not None and step.status == Status.CLAIMED:
             reason = f"{self.only_step} is claimed by {step.assignee} (attempt {step.attempt})"
             self.log("SKIP", reason)
             return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, step.id, step.attempt)
         statuses = {s.id: plan.derived_status(s) for s in plan.steps.values()}
         blocked = sorted(sid for sid, status in statuses.items() if status == "blocked")
-        if blocked and not any(status in ("ready", "claimed", "waiting") for status in statuses.values()):
+        if blocked and not any(status in (Status.READY, Status.CLAIMED, "waiting") for status in statuses.values()):
             reason = f"dependencies not satisfiable: {', '.join(blocked)} wait on failed steps"
             self.log("SKIP", reason)
             return TickResult(Sentinel.STEP_BLOCKED, TickOutcome.BLOCKED, self.id, reason, blocked=tuple(blocked))
