@@ -146,7 +146,8 @@ def _run_json(app: typer.Typer, args: list[str]) -> None:
     failure is, a JSON object on stdout beside the line on stderr (runner.commands.failures)."""
     import click
 
-    from runner.commands.failures import Failure, tell
+    from runner.commands.failures import tell
+    from runner.core.failure import Failure
 
     try:
         code = app(args, standalone_mode=False)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from runner.core.errors import BadInput, RunnerError
+from runner.core.failure import failure_of
 from runner.core.machine import Kind
 from runner.queue import merging, review
 from runner.queue.change import Published, Skip
@@ -36,12 +37,8 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
             return {"ok": True, "line": _on_queue(queue, actor, action, reason)}
         published = (review.reject(queue, step or "", actor, reason, comments) if comments
                      else _on_step(queue, actor, action, step or "", reason))
-    except BadInput as exc:
-        problems = exc.problems
-        return {"ok": False, "error": f"error: {problems[0]}" if len(problems) == 1 else "\n".join(
-            [f"error: {len(problems)} problems:"] + [f"  - {p}" for p in problems])}
-    except RunnerError as exc:  # refused by the state machine, the hook, a lost race, the remote
-        return {"ok": False, "error": f"error: {exc}"}
+    except RunnerError as exc:  # bad input; refused by the state machine, the hook, a lost race, the remote
+        return {"ok": False, "error": failure_of(exc).text}
     event, change = published.change.event, published.change
     assert event is not None  # every step action is an event
     line = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"

@@ -16,45 +16,18 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runner.core.errors import EXIT_BAD_INPUT, EXIT_FAILURE, BadInput, RunnerError
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A command's failure as it is told: its exit code, one message, and the problems of bad input."""
-    code: int
-    message: str
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        """As a person reads it: `error: ...`, or every problem of bad input on a line of its own."""
-        if len(self.problems) > 1:
-            return "\n".join([f"error: {self.message}:"] + [f"  - {p}" for p in self.problems])
-        return f"error: {self.message}"
-
-    @property
-    def brief(self) -> str:
-        """In one line (an MCP tool's error): the problems joined."""
-        return "; ".join(self.problems) if len(self.problems) > 1 else self.message
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"ok": False, "code": self.code, "message": self.message, "problems": list(self.problems)}
+from runner.core.errors import EXIT_FAILURE, RunnerError
+from runner.core.failure import Failure, failure_of
 
 
 def classify(exc: BaseException) -> Failure:
     """The failure an exception means. An unexpected one is logged with its traceback (call this
     inside the `except` that caught it) and named with where its traceback is."""
-    if isinstance(exc, BadInput):
-        problems = exc.problems or ["bad input"]
-        message = problems[0] if len(problems) == 1 else f"{len(problems)} problems"
-        return Failure(EXIT_BAD_INPUT, message, problems)
     if isinstance(exc, RunnerError):
-        return Failure(exc.exit_code, str(exc))
+        return failure_of(exc)
     return Failure(EXIT_FAILURE, f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
                                  f"{log_traceback()} (RUNNER_DEBUG=1 shows it)")
 
