@@ -31,7 +31,6 @@ from runner.store import (
     RefUpdate,
     StoreError,
     Workspace,
-    gitdiff,
     remote,
 )
 from runner.store.catfile import GITLINK, HEX, LINK, TREE, CatFile, Entry, is_blob, tree_diff
@@ -249,10 +248,15 @@ class PlumbingStore:
     commits_between = _commits_between
     reflog = _reflog
 
+    # The board's questions: imported when asked, not by every one-shot command and hook.
     def diff(self, old: str, new: str, fork: bool = False) -> bytes:
+        from runner.store import gitdiff
+
         return gitdiff.diff(self.git_dir, old, new, fork)
 
     def would_merge(self, ours: str, theirs: str) -> str | Conflict:
+        from runner.store import gitdiff
+
         return gitdiff.would_merge(self.git_dir, ours, theirs)
 
     # --- writing objects -----------------------------------------------------------------
