@@ -279,8 +279,8 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
                                "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         # The running step's output reaches alice's clone on a heartbeat, scrubbed.
-        live = wait_for(lambda: (runner_json(laptop, "logs", "01-all").get("output") or "").count("[redacted") >= 2
-                        and runner_json(laptop, "logs", "01-all"))
+        live = wait_for(lambda: (lambda seen: (seen.get("output") or "").count("[redacted") >= 2 and seen)(
+            runner_json(laptop, "logs", "01-all")), every=1)
         assert "[redacted: DEPLOY_TOKEN]" in live["output"] and "[redacted: GitHub Token]" in live["output"]
         release.write_text("go")
         out, err = worker.communicate(timeout=300)
@@ -294,10 +294,10 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
     assert seen == {"01-all": "done", "02-fails": "failed", "03-crashes": "failed"}, out + err
 
     objects = every_object(bare)
-    printed = [runner(laptop, *command).stdout + runner(laptop, *command).stderr for command in
+    printed = [done.stdout + done.stderr for done in (runner(laptop, *command) for command in
                (["status"], ["status", "--json"], ["log"], ["log", "--json"], *[[what, step, *more]
                for step in ("01-all", "02-fails", "03-crashes") for what in ("show", "log", "logs")
-               for more in ([], ["--json"])])]
+               for more in ([], ["--json"])]))]
     notices = wait_for(lambda: (tmp_path / "notices.txt").exists() and (tmp_path / "notices.txt").read_text())
     for leaked in (secret, token, token[4:20], secret[4:12]):
         assert leaked.encode() not in objects
