@@ -25,11 +25,8 @@ def pytest_xdist_auto_num_workers(config) -> int:
 
 @pytest.fixture(autouse=True, scope="session")
 def private_cache(tmp_path_factory) -> None:
-    """runner keeps its help in the user's cache folder: tests keep theirs to themselves. The
-    suite starts a few thousand runner processes: with PYTHONDONTWRITEBYTECODE set (as many
-    container images do) each compiled runner's modules again, a third of its CPU."""
+    """runner keeps its help in the user's cache folder: tests keep theirs to themselves."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 @pytest.fixture
