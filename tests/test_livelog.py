@@ -79,6 +79,7 @@ def watched(tmp_path_factory):
             seen["shown"] = runner(laptop, "logs", "01-long")
             seen["as_json"] = runner_json(laptop, "logs", "01-long")
             late = follow(laptop)
+            seen["late_first"] = late.stderr.readline()  # it follows the running attempt: only now may the step end
             release.write_text("go")
             seen["early"] = early.communicate(timeout=120), early.returncode
             seen["late"] = late.communicate(timeout=120), late.returncode
@@ -101,6 +102,7 @@ def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_th
     # the run, and its command as a shell would read it (shlex.join): in the heartbeat, and in the log
     assert as_json["run"].startswith("implement: sh -c 'echo \"line $((1))\"; ") and len(as_json["run"]) <= 200, as_json["run"]
     assert "$ sh -c 'echo \"line $((1))\"; " in shown.stdout
+    assert watched["late_first"].startswith("-- 01-long attempt 1 on w1, running"), watched["late_first"]
     (out, err), code = watched["late"]
     assert code == 0, err
     assert out.count("line 1") == 1 and out.count("line 3") == 1 and out.index("line 1") < out.index("line 3")
