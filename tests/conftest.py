@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,9 +34,19 @@ def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "repo")
 
 
+@pytest.fixture(scope="session")
+def initialised(tmp_path_factory) -> Path:
+    """One repository per test process after `runner init` and gates detection off: queue_repo
+    copies its .git (a `runner init` process for each of ~200 tests was a tenth of the suite's CPU)."""
+    path = make_repo(tmp_path_factory.mktemp("initialised") / "repo")
+    runner(path, "init")
+    set_config(path, detect=False)
+    return path
+
+
 @pytest.fixture
-def queue_repo(repo: Path) -> Path:
+def queue_repo(repo: Path, initialised: Path) -> Path:
     """A local repository (no remote) with an initialised queue, gates detection off."""
-    runner(repo, "init")
-    set_config(repo, detect=False)
+    shutil.rmtree(repo / ".git")
+    shutil.copytree(initialised / ".git", repo / ".git", symlinks=True)
     return repo

@@ -135,8 +135,10 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
     _, (agent_clone, _) = served_plan(tmp_path)
 
     async def session() -> dict:
-        async with mcp_session(agent_clone, "agent-1") as s:
-            answers = {}
+        params = StdioServerParameters(command=sys.executable, cwd=str(agent_clone), env=ENV,
+                                       args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)])
+        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write), ClientSession(read, write) as s:
+            answers = {"version": (await s.initialize()).server_info.version}
             for tool, arguments in (("ready", {}), ("show", {"step": "02-b"}), ("claim", {}), ("log", {"limit": 5})):
                 result = await s.call_tool(tool, arguments)
                 assert not result.is_error and result.structured_content, (tool, result)
@@ -147,15 +149,8 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
             answers["refused"] = (refused.is_error, refused.structured_content)
             return answers
 
-    async def initialized() -> str:
-        params = StdioServerParameters(command=sys.executable, cwd=str(agent_clone), env=ENV,
-                                       args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)])
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-            async with ClientSession(read, write) as s:
-                return (await s.initialize()).server_info.version
-
-    assert anyio.run(initialized) == __version__
     answers = anyio.run(session)
+    assert answers["version"] == __version__
     assert [s["step"] for s in answers["ready"]["steps"]] == ["01-a"]
     assert (answers["show"]["step"], answers["show"]["status"]) == ("02-b", "waiting")
     claimed = answers["claim"]
@@ -324,32 +319,37 @@ def test_the_agents_key_acts_only_as_its_id_under_the_hook(tmp_path, monkeypatch
     assert events(bare)[-2:] == [("claim", "02-b", "w1"), ("complete", "02-b", "w1")]
 
 
-def test_a_reason_of_two_megabytes_is_clipped_where_the_event_is_made(tmp_path):
-    bare, (agent_clone,) = served_plan(tmp_path, clones=1)
+@pytest.fixture(scope="module")
+def two_megabytes(tmp_path_factory) -> dict:
+    """One session (an MCP server costs a second of CPU to start): 01-a failed with a reason of
+    two megabytes, then (no back-off) claimed again and completed with notes of two megabytes."""
+    tmp_path = tmp_path_factory.mktemp("two-megabytes")
+    bare, (agent_clone,) = served_plan(tmp_path, clones=1, backoff="0s")
+    before = len(git(bare, "show", "runner/queue:plans/NOTES.md"))
 
-    async def session() -> str:
+    async def session() -> dict:
         async with mcp_session(agent_clone, "agent-1") as s:
             assert not (await call(s, "claim", step="01-a"))[0]
-            return (await call(s, "fail", step="01-a", reason="x" * 2_000_000 + " the real cause"))[1]
+            failed = (await call(s, "fail", step="01-a", reason="x" * 2_000_000 + " the real cause"))[1]
+            said = {"failed": failed, "step_after_fail": step_text(bare, "01-a")}
+            (worktree_of((await call(s, "claim", step="01-a"))[1]) / "out.txt").write_text("hello\n")
+            said["completed"] = (await call(s, "complete", step="01-a", notes="n" * 2_000_000 + " the last fact"))[1]
+            return said
 
-    report = anyio.run(session)
-    assert "STEP_FAILED" in report
-    last_error = re.search(r"^last_error: (.*)$", step_text(bare, "01-a"), re.M).group(1)
+    said = anyio.run(session)
+    return {**said, "notes_before": before, "notes": git(bare, "show", "runner/queue:plans/NOTES.md")}
+
+
+def test_a_reason_of_two_megabytes_is_clipped_where_the_event_is_made(two_megabytes):
+    assert "STEP_FAILED" in two_megabytes["failed"]
+    last_error = re.search(r"^last_error: (.*)$", two_megabytes["step_after_fail"], re.M).group(1)
     assert len(last_error) < 8000 and "bytes clipped" in last_error and "the real cause" in last_error
 
 
-def test_notes_of_two_megabytes_reach_notes_md_clipped(tmp_path):
-    bare, (agent_clone,) = served_plan(tmp_path, clones=1)
-    before = len(git(bare, "show", "runner/queue:plans/NOTES.md"))
-
-    async def session() -> str:
-        async with mcp_session(agent_clone, "agent-1") as s:
-            (worktree_of((await call(s, "claim", step="01-a"))[1]) / "out.txt").write_text("hello\n")
-            return (await call(s, "complete", step="01-a", notes="n" * 2_000_000 + " the last fact"))[1]
-
-    assert "STEP_COMPLETE" in anyio.run(session)
-    notes = git(bare, "show", "runner/queue:plans/NOTES.md")
-    assert len(notes) - before <= 16 * 1024 + 200 and notes.rstrip().endswith("the last fact")
+def test_notes_of_two_megabytes_reach_notes_md_clipped(two_megabytes):
+    assert "STEP_COMPLETE" in two_megabytes["completed"]
+    notes = two_megabytes["notes"]
+    assert len(notes) - two_megabytes["notes_before"] <= 16 * 1024 + 200 and notes.rstrip().endswith("the last fact")
 
 
 # --- the same flow from a shell ----------------------------------------------------------------

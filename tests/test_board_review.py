@@ -28,9 +28,17 @@ def _api(prompts) -> list[str]:
             f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md', "sh", "{prompt_file}"]
 
 
-@pytest.fixture
-def board(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUNNER_PUSHER", "alice")
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """One drained plan, board and browser for the module (a drain under the hook and a browser
+    cost seconds of CPU each): each test acts on steps of its own (01-api; 02-ok, 03-flaky and
+    04-flaky) or only reads, so they run in any order."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RUNNER_PUSHER", "alice")
+        yield from _board(tmp_path_factory.mktemp("board"))
+
+
+def _board(tmp_path):
     prompts = tmp_path / "prompts"
     prompts.mkdir()
     steps = (

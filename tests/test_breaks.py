@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -340,9 +339,12 @@ def test_worker_once_takes_back_a_claim_it_could_not_record_and_drains(tmp_path)
     add_step(clone, "01-a", run=["sh", "-c", f'[ "$RUNNER_ATTEMPT" != 1 ] || mv {bare} {away}'])
     add_step(clone, "02-b")
 
+    log = clone / ".git" / "runner" / "logs" / "worker-w1.log"
+
     def bring_back():
         wait_for(away.exists, timeout=120, every=0.05)
-        time.sleep(12)  # past the patience of the record and of the release after it (5 s each, at least)
+        # past the patience of the record and of the release after it: the worker said it could not give the step back
+        wait_for(lambda: log.exists() and "could not give 01-a back" in log.read_text(), timeout=120)
         away.rename(bare)
 
     helper = threading.Thread(target=bring_back, daemon=True)

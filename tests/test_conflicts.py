@@ -199,7 +199,8 @@ def test_six_steps_appending_to_one_file_on_three_workers_all_merge_without_a_fa
 def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_review(tmp_path):
     steps = {step: {"run": append(step), "requires_approval": True} for step in STEPS[:3]}
     bare, alice = served(tmp_path, config(resolver=RESOLVER), steps)
-    drain(bare, tmp_path)  # three results, each made on the same tip, none merged
+    one = {"w1": "key-1"}  # none merges before a person approves: one worker makes all three on the same tip
+    drain(bare, tmp_path, one)  # three results, each made on the same tip, none merged
     assert served_statuses(alice) == {step: "review" for step in STEPS[:3]}
     as_pusher("alice", "approve", STEPS[0], "--by", "alice", repo=alice)
     for step in STEPS[1:3]:
@@ -208,7 +209,7 @@ def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_r
         shown = json.loads(as_pusher("alice", "show", step, "--json", repo=alice).stdout)
         assert shown["meta"]["resolve"] is True and "a worker brings the result onto the new tip" in shown["meta"]["last_error"]
     while (waiting := [s for s, status in served_statuses(alice).items() if status != "done"]):
-        drain(bare, tmp_path)
+        drain(bare, tmp_path, one)
         assert {served_statuses(alice)[s] for s in waiting} == {"review"}  # a resolved result still waits for a person
         for step in waiting:
             as_pusher("alice", "approve", step, "--by", "alice", repo=alice)

@@ -49,40 +49,86 @@ def running(tmp_path, monkeypatch):
             made["worker"].kill()
 
 
-def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_the_end(running):
-    made = running()
-    laptop, bare = made["laptop"], made["bare"]
-    queue_tip = git(bare, "rev-parse", "runner/queue")
-    shown = runner(laptop, "logs", "01-long")
+def follow(laptop: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo",
+                             str(laptop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+
+
+@pytest.fixture(scope="module")
+def watched(tmp_path_factory):
+    """One run of 01-long (a hooked remote and a worker cost seconds of CPU), watched from alice's
+    clone: a follower started before any worker claimed it, the log read while it runs and a second
+    follower started then, and the log read again once it is done."""
+    tmp_path = tmp_path_factory.mktemp("watched")
+    release = tmp_path / "release"
+    seen: dict = {}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("RUNNER_PUSHER", "alice")
+        bare, laptop = review_remote(tmp_path, (("01-long", {"run": waiting_step(release)}),))
+        early = follow(laptop)
+        seen["early_first"] = early.stderr.readline()
+        seen["early_waits"] = early.poll() is None  # no worker has claimed the step yet
+        host_a = worker_clone(bare, tmp_path / "host-a")
+        worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env={**ENV_PATH, **WORKER_ENV["w1"]})
+        try:
+            wait_for(lambda: runner_json(laptop, "logs", "01-long")["output"])
+            seen["early_following"] = early.stderr.readline()  # it saw the claim: it follows the running attempt
+            seen["queue_tip"] = git(bare, "rev-parse", "runner/queue")
+            seen["shown"] = runner(laptop, "logs", "01-long")
+            seen["as_json"] = runner_json(laptop, "logs", "01-long")
+            late = follow(laptop)
+            seen["late_first"] = late.stderr.readline()  # it follows the running attempt: only now may the step end
+            release.write_text("go")
+            seen["early"] = early.communicate(timeout=120), early.returncode
+            seen["late"] = late.communicate(timeout=120), late.returncode
+        finally:
+            release.write_text("go")
+            worker.communicate(timeout=120)
+        seen["worker"] = worker.returncode
+        seen["moves"] = git(bare, "log", "--format=%s", f"{seen['queue_tip']}^..runner/queue").splitlines()
+        seen["finished"] = runner(laptop, "logs", "01-long")
+        seen["missing"] = runner(laptop, "logs", "02-nope", check=False)
+    return seen
+
+
+def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_the_end(watched):
+    shown = watched["shown"]
     assert "line 1" in shown.stdout and "on 2 stderr" in shown.stdout
     assert "-- 01-long attempt 1 on w1, running implement" in shown.stderr
-    as_json = runner_json(laptop, "logs", "01-long")
+    as_json = watched["as_json"]
     assert as_json["running"] and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
     # the run, and its command as a shell would read it (shlex.join): in the heartbeat, and in the log
     assert as_json["run"].startswith("implement: sh -c 'echo \"line $((1))\"; ") and len(as_json["run"]) <= 200, as_json["run"]
     assert "$ sh -c 'echo \"line $((1))\"; " in shown.stdout
-    follower = subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
-    made["release"].write_text("go")
-    out, err = follower.communicate(timeout=120)
-    assert follower.returncode == 0, err
+    assert watched["late_first"].startswith("-- 01-long attempt 1 on w1, running"), watched["late_first"]
+    (out, err), code = watched["late"]
+    assert code == 0, err
     assert out.count("line 1") == 1 and out.count("line 3") == 1 and out.index("line 1") < out.index("line 3")
     assert err.rstrip().endswith("-- 01-long attempt 1 ended: done")
-    assert made["worker"].wait(timeout=120) == 0
+    assert watched["worker"] == 0
     # While it ran, only the worker's heartbeat moved: the claim before, the record after.
-    moves = git(bare, "log", "--format=%s", f"{queue_tip}^..runner/queue").splitlines()
-    assert [m.split(" (")[0] for m in moves] == ["complete 01-long", "claim 01-long"]
+    assert [m.split(" (")[0] for m in watched["moves"]] == ["complete 01-long", "claim 01-long"]
 
 
-def test_a_finished_steps_log_is_the_tail_its_handoff_keeps(running):
-    made = running()
-    made["release"].write_text("go")
-    assert made["worker"].wait(timeout=120) == 0
-    shown = runner(made["laptop"], "logs", "01-long")
+def test_a_finished_steps_log_is_the_tail_its_handoff_keeps(watched):
+    shown = watched["finished"]
     assert "is done, not running; the log tail of attempt 1, from its handoff" in shown.stderr
     assert "line 1" in shown.stdout and "line 3" in shown.stdout
-    missing = runner(made["laptop"], "logs", "02-nope", check=False)
+    missing = watched["missing"]
     assert missing.returncode == 2 and missing.stderr.strip() == "error: no step '02-nope' (see `runner status`)"
+
+
+def test_follow_waits_for_a_step_that_has_not_started_then_follows_it_to_the_end(watched):
+    """`runner logs STEP --follow` on a step no worker has claimed yet waits for it (issue 46), on another clone."""
+    assert watched["early_first"].startswith("-- 01-long is ready, not started: waiting for it to start"), watched["early_first"]
+    assert watched["early_waits"]
+    assert watched["early_following"].startswith("-- 01-long attempt 1 "), watched["early_following"]
+    (out, err), code = watched["early"]
+    assert code == 0, err
+    assert "line 1" in out and "line 3" in out
+    assert err.rstrip().endswith("-- 01-long attempt 1 ended: done"), err
 
 
 def test_a_heartbeat_carries_a_bounded_tail_and_terminal_escapes_reach_no_terminal(running):
@@ -104,30 +150,3 @@ def test_a_heartbeat_message_stays_within_its_bound_whatever_the_output_is():
         assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
         carried = json.loads(message.split("\n\n", 1)[1])["output"]
         assert carried and output.endswith(carried)
-
-
-def test_follow_waits_for_a_step_that_has_not_started_then_follows_it_to_the_end(tmp_path, monkeypatch):
-    """`runner logs STEP --follow` on a step no worker has claimed yet waits for it (issue 46), on another clone."""
-    monkeypatch.setenv("RUNNER_PUSHER", "alice")
-    release = tmp_path / "release"
-    bare, laptop = review_remote(tmp_path, (("01-long", {"run": waiting_step(release)}),))
-    follower = subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
-    first = follower.stderr.readline()
-    assert first.startswith("-- 01-long is ready, not started: waiting for it to start"), first
-    assert follower.poll() is None  # it waits; no worker has claimed the step yet
-    host_a = worker_clone(bare, tmp_path / "host-a")
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV_PATH, **WORKER_ENV["w1"]})
-    try:
-        wait_for(lambda: runner_json(laptop, "logs", "01-long")["output"])
-        following = follower.stderr.readline()  # it saw the claim: it follows the running attempt
-        assert following.startswith("-- 01-long attempt 1 "), following
-        release.write_text("go")
-        out, err = follower.communicate(timeout=120)
-    finally:
-        release.write_text("go")
-        worker.communicate(timeout=120)
-    assert follower.returncode == 0, err
-    assert "line 1" in out and "line 3" in out
-    assert err.rstrip().endswith("-- 01-long attempt 1 ended: done"), err

@@ -256,10 +256,16 @@ def every_object(bare: Path) -> bytes:
                           check=True).stdout
 
 
-def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def leaked(tmp_path_factory) -> dict:
+    """One drain (a hooked remote with identities and every role a process: seconds of CPU) of
+    four steps whose every role prints a token and a secret variable's value: 01-all passes (its
+    output is read live on alice's clone first), 02-fails fails its verifier, 03-crashes crashes,
+    04-env adds a token to a file of its result. What the remote holds and alice's clone prints."""
     from support.repos import ENV_PATH, runner, runner_json, wait_for
     from support.review import worker_clone
 
+    tmp_path = tmp_path_factory.mktemp("leaked")
     secret, token = rand(24), fake_tokens()["GitHub Token"]
     release = tmp_path / "release"
     stub = tmp_path / "leaky.py"
@@ -271,65 +277,70 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
                       "roles": {"verify": {"command": [sys.executable, str(stub), "verify-fail"]}},
                       "brakes": {"max_fix_attempts": 0}}),
         ("03-crashes", {"run": [sys.executable, str(stub), "crash"], "max_attempts": 1}),
+        ("04-env", {"run": [sys.executable, str(stub), "env-file"]}),
     )
-    bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
-    host = worker_clone(bare, tmp_path / "host-a")
-    env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "RUNNER_NOTIFY": "1", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--once", "--interval", "0.2",
-                               "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        # The running step's output reaches alice's clone on a heartbeat, scrubbed.
-        live = wait_for(lambda: (runner_json(laptop, "logs", "01-all").get("output") or "").count("[redacted") >= 2
-                        and runner_json(laptop, "logs", "01-all"))
-        assert "[redacted: DEPLOY_TOKEN]" in live["output"] and "[redacted: GitHub Token]" in live["output"]
-        release.write_text("go")
-        out, err = worker.communicate(timeout=300)
-    finally:
-        release.write_text("go")
-        if worker.poll() is None:
-            worker.kill()
-    assert worker.returncode == 0, out + err
-    assert "refused" not in out + err
-    seen = {step: runner_json(laptop, "show", step)["status"] for step in ("01-all", "02-fails", "03-crashes")}
-    assert seen == {"01-all": "done", "02-fails": "failed", "03-crashes": "failed"}, out + err
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
+        host = worker_clone(bare, tmp_path / "host-a")
+        env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "RUNNER_NOTIFY": "1", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
+        worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--once", "--interval", "0.2",
+                                   "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=env)
+        try:
+            # The running step's output reaches alice's clone on a heartbeat, scrubbed.
+            live = wait_for(lambda: (lambda seen: (seen.get("output") or "").count("[redacted") >= 2 and seen)(
+                runner_json(laptop, "logs", "01-all")), every=1)
+            release.write_text("go")
+            out, err = worker.communicate(timeout=300)
+        finally:
+            release.write_text("go")
+            if worker.poll() is None:
+                worker.kill()
+        shown = {step: runner_json(laptop, "show", step) for step in STEPS}
+        printed = [done.stdout + done.stderr for done in (runner(laptop, *command) for command in
+                   (["status"], ["status", "--json"], ["log"], ["log", "--json"], *[[what, step, *more]
+                   for step in STEPS for what in ("show", "log", "logs") for more in ([], ["--json"])]))]
+        notices = wait_for(lambda: (tmp_path / "notices.txt").exists() and (tmp_path / "notices.txt").read_text())
+        branches = subprocess.run(["git", "branch", "--list"], cwd=bare, capture_output=True, text=True).stdout
+        step_file = subprocess.run(["git", "show", f"runner/queue:{shown['04-env']['path']}"], cwd=bare,
+                                   capture_output=True, text=True).stdout
+    return {"secret": secret, "token": token, "live": live, "worker": (worker.returncode, out + err), "shown": shown,
+            "objects": every_object(bare), "printed": printed, "notices": notices, "branches": branches,
+            "step_file": step_file}
 
-    objects = every_object(bare)
-    printed = [runner(laptop, *command).stdout + runner(laptop, *command).stderr for command in
-               (["status"], ["status", "--json"], ["log"], ["log", "--json"], *[[what, step, *more]
-               for step in ("01-all", "02-fails", "03-crashes") for what in ("show", "log", "logs")
-               for more in ([], ["--json"])])]
-    notices = wait_for(lambda: (tmp_path / "notices.txt").exists() and (tmp_path / "notices.txt").read_text())
-    for leaked in (secret, token, token[4:20], secret[4:12]):
-        assert leaked.encode() not in objects
-        assert not [text for text in printed if leaked in text]
-        assert leaked not in notices
+
+STEPS = ("01-all", "02-fails", "03-crashes", "04-env")
+
+
+def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(leaked):
+    secret, token, shown, objects = leaked["secret"], leaked["token"], leaked["shown"], leaked["objects"]
+    live = leaked["live"]
+    assert "[redacted: DEPLOY_TOKEN]" in live["output"] and "[redacted: GitHub Token]" in live["output"]
+    code, said = leaked["worker"]
+    assert code == 0, said
+    assert "refused" not in said
+    seen = {step: shown[step]["status"] for step in STEPS}
+    assert seen == {"01-all": "done", "02-fails": "failed", "03-crashes": "failed", "04-env": "review"}, said
+    for piece in (secret, token, token[4:20], secret[4:12]):
+        assert piece.encode() not in objects
+        assert not [text for text in leaked["printed"] if piece in text]
+        assert piece not in leaked["notices"]
     # ...and what was said was kept, redacted: the verdict, the fault, the notes, the handoff.
     assert "[redacted: DEPLOY_TOKEN]".encode() in objects and b"[redacted: GitHub Token]" in objects
-    fault = runner_json(laptop, "show", "03-crashes")["last_error"]
+    fault = shown["03-crashes"]["last_error"]
     assert "exit code 1: " in fault and "Error: could not deploy with [redacted: DEPLOY_TOKEN] / [redacted: GitHub Token]" in fault
-    assert "verify-fail saw DEPLOY_TOKEN=[redacted: DEPLOY_TOKEN]" in runner_json(laptop, "show", "02-fails")["last_error"]
+    assert "verify-fail saw DEPLOY_TOKEN=[redacted: DEPLOY_TOKEN]" in shown["02-fails"]["last_error"]
 
 
-def test_a_result_that_adds_a_token_is_held_for_a_person_and_never_published(tmp_path, monkeypatch):
-    from support.repos import ENV_PATH, runner, runner_json
-    from support.review import worker_clone
-
-    secret, token = rand(24), fake_tokens()["GitHub Token"]
-    stub = tmp_path / "leaky.py"
-    steps = (("01-env", {"run": [sys.executable, str(stub), "env-file"]}),)
-    bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
-    host = worker_clone(bare, tmp_path / "host-a")
-    ticked = runner(host, "tick", "--id", "w1", "--json",
-                    env={**ENV_PATH, "RUNNER_PUSHER": "key-a", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token})
-    assert json.loads(ticked.stdout.splitlines()[-1])["sentinel"] == "STEP_BLOCKED"
-    shown = runner_json(laptop, "show", "01-env")
+def test_a_result_that_adds_a_token_is_held_for_a_person_and_never_published(leaked):
+    code, said = leaked["worker"]
+    assert code == 0 and said.count("STEP_BLOCKED") == 1 and "Step: 04-env" in said, said
+    shown = leaked["shown"]["04-env"]
     assert shown["status"] == "review"
-    assert "review: blocked" in subprocess.run(["git", "show", f"runner/queue:{shown['path']}"], cwd=bare,
-                                               capture_output=True, text=True).stdout
+    assert "review: blocked" in leaked["step_file"]
     assert "the result adds a secret in .env line 2 (GitHub Token); it was not published" in shown["last_error"]
-    assert token.encode() not in every_object(bare)
-    assert "runner/steps/01-env" not in subprocess.run(["git", "branch", "--list"], cwd=bare, capture_output=True,
-                                                       text=True).stdout
+    assert leaked["token"].encode() not in leaked["objects"]
+    assert "runner/steps/04-env" not in leaked["branches"]
 
 
 def test_a_heartbeats_tail_that_starts_inside_a_secret_carries_no_piece_of_it(tmp_path, monkeypatch):

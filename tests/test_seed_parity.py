@@ -30,6 +30,9 @@ def python(code: str, *args: str) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
+ONE_WORKER, TWO_WORKERS = {"w1": "key-1"}, {"w1": "key-1", "w2": "key-2"}  # worker ids and their keys (support.served)
+
+
 def config(extra: str = "", floor: list[str] | None = None) -> bytes:
     text = DEFAULT_TOML.replace("detect = true", "detect = false")
     return (text.replace("context_floor = []", f"context_floor = {json.dumps(floor or [])}") + extra).encode()
@@ -41,7 +44,7 @@ def config(extra: str = "", floor: list[str] | None = None) -> bytes:
 def test_a_sweep_and_a_review_that_fault_hold_the_result_for_a_person_under_the_hook(tmp_path):
     crash = [*STUB, "crash"]
     bare, alice = served(tmp_path, config(roles_toml(sweep=crash, review=crash)), {"01-a": {"run": WRITE}, "02-b": {"run": WRITE, "depends_on": ["01-a"]}})
-    drain(bare, tmp_path)
+    drain(bare, tmp_path, ONE_WORKER)  # 02-b waits on 01-a: a second worker would only poll
     assert served_statuses(alice) == {"01-a": "review", "02-b": "waiting"}  # held; its dependent waits for the person
     git(alice, "fetch", "-q", "origin")
     record = events(bare)[-1]
@@ -159,7 +162,7 @@ def test_the_context_floor_halts_the_queue_before_implement_under_the_hook_with_
     marker = tmp_path / "implement-ran"
     steps = {"01-a": {"run": ["sh", "-c", f"touch {marker}; echo a > a.txt"]}, "02-b": {"run": ["sh", "-c", "echo b > b.txt"]}}
     bare, alice = served(tmp_path, config(floor=below), steps)
-    said = drain(bare, tmp_path)  # a worker key's halt is accepted: it is the pipeline's own
+    said = drain(bare, tmp_path, TWO_WORKERS)  # a worker key's halt is accepted: it is the pipeline's own
     status = json.loads(as_pusher("alice", "status", "--json", repo=alice).stdout)
     assert status["halted"] == "human_intervention:context_below_floor: context=8192, floor=32768", said
     assert {s["step"]: s["status"] for s in status["steps"]} == {"01-a": "ready", "02-b": "ready"}
@@ -168,7 +171,7 @@ def test_the_context_floor_halts_the_queue_before_implement_under_the_hook_with_
     assert records and {e["Event"] for e in records} == {"release"}
     assert all([(r["name"], r["result"]) for r in runs_of(e)] == [("context_floor", "fail")] for e in records)
     halts = [e for e in queue_history(bare) if e.get("Event") == "halt"]
-    assert halts and {e["Actor"] for e in halts} <= {"w1", "w2", "w3"}
+    assert halts and {e["Actor"] for e in halts} <= {"w1", "w2"}
     assert "loop_mode_eligible=false (context=8192, floor=32768)" in git(bare, "show", f"runner/queue:plans/handoffs/{records[0]['Step']}.md")
 
     # The person raises the context (here: a detector that says it is enough) and resumes; the plan drains.
@@ -179,7 +182,7 @@ def test_the_context_floor_halts_the_queue_before_implement_under_the_hook_with_
     git(clone, "commit", "-qam", "a larger context")
     assert subprocess.run(["git", "push", "-q", "origin", "runner/queue"], cwd=clone, env={**os.environ, "RUNNER_PUSHER": "alice"}).returncode == 0
     as_pusher("alice", "resume", "--by", "alice", repo=alice)
-    drain(bare, tmp_path)
+    drain(bare, tmp_path, ONE_WORKER)
     assert served_statuses(alice) == {"01-a": "done", "02-b": "done"} and marker.exists()
     done = [e for e in events(bare) if e["Event"] == "complete"]
     assert all(runs_of(e)[0]["name"] == "context_floor" and runs_of(e)[0]["result"] == "pass" for e in done)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.repos import ENV_PATH, ROOT, make_repo
+from support.repos import ENV_PATH, ROOT, make_repo, wait_for
 
 README = (ROOT / "README.md").read_text()
 
@@ -34,6 +34,19 @@ def expected(line: str) -> int | None:
     return int(found.group(1)) if found else 0
 
 
+def answers(address: str) -> bool:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(address, timeout=10):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered (a page that wants its token)
+    except OSError:
+        return False
+
+
 def run(repo: Path, line: str) -> tuple[int, str]:
     argv = shlex.split(line, comments=True)
     assert argv[0] == "runner", line
@@ -44,6 +57,9 @@ def run(repo: Path, line: str) -> tuple[int, str]:
     served = subprocess.Popen(command + ["--port", "0"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, env=ENV_PATH)
     said = served.stdout.readline()  # it says it is up, then serves until Ctrl-C
+    if " on http" in said:  # Ctrl-C once it answers a request (sent earlier, it could land before serving began)
+        address = said.split(" on ", 1)[1].split("#")[0].strip()
+        wait_for(lambda: answers(address), timeout=60)
     served.send_signal(signal.SIGINT)
     served.communicate(timeout=60)
     return (0 if said.startswith("runner board") and served.returncode in (0, -signal.SIGINT, 130) else 1), said

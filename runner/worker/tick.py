@@ -44,7 +44,9 @@ from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
 from runner.worker.report import TickOutcome, TickResult
 
-FETCH_AT_LEAST_EVERY = 10.0  # seconds: a worker busy with ready steps still sees silent holders
+# seconds: a worker busy with ready steps still sees silent holders. RUNNER_FETCH_AT_LEAST_EVERY is the
+# tests' seam: a drain that must claim ahead on every tick however slow the machine is sets it long.
+FETCH_AT_LEAST_EVERY = float(os.environ.get("RUNNER_FETCH_AT_LEAST_EVERY", "").strip() or 10.0)
 MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
 
 
