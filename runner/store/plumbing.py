@@ -64,6 +64,19 @@ def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[Co
     return list(found)
 
 
+# The board's questions: their module is imported when asked, not by every one-shot command and hook.
+def _diff(store: PlumbingStore, old: str, new: str, fork: bool = False) -> bytes:
+    from runner.store import gitdiff
+
+    return gitdiff.diff(store.git_dir, old, new, fork)
+
+
+def _would_merge(store: PlumbingStore, ours: str, theirs: str) -> str | Conflict:
+    from runner.store import gitdiff
+
+    return gitdiff.would_merge(store.git_dir, ours, theirs)
+
+
 def _reflog(store: PlumbingStore, ref: str) -> list[tuple[str, str, int]]:
     """(old, new, time) of a ref's recorded updates, newest first (empty without a reflog),
     read from the file git appends them to (a reftable repository asks git's own store)."""
@@ -248,16 +261,8 @@ class PlumbingStore:
     commits_between = _commits_between
     reflog = _reflog
 
-    # The board's questions: imported when asked, not by every one-shot command and hook.
-    def diff(self, old: str, new: str, fork: bool = False) -> bytes:
-        from runner.store import gitdiff
-
-        return gitdiff.diff(self.git_dir, old, new, fork)
-
-    def would_merge(self, ours: str, theirs: str) -> str | Conflict:
-        from runner.store import gitdiff
-
-        return gitdiff.would_merge(self.git_dir, ours, theirs)
+    diff = _diff
+    would_merge = _would_merge
 
     # --- writing objects -----------------------------------------------------------------
 
