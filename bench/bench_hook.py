@@ -10,7 +10,20 @@ makes, the heartbeat's included, goes through the hook). Reported, no goal.
 
 from __future__ import annotations
 
-from common import RUNNER, column, error_text, figure, interleave, log, main_for, new_queue, runner, summary, timed, workspace
+from common import (
+    RUNNER,
+    column,
+    error_text,
+    figure,
+    interleave,
+    log,
+    main_for,
+    new_queue,
+    runner,
+    summary,
+    timed,
+    workspace,
+)
 
 STEPS = 1_000
 
@@ -37,8 +50,16 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     return {
         "topic": "bench_hook",
         "params": {"steps": STEPS, "rounds": rounds},
-        "figures": [figure(name, h["median"] - p["median"], "ms", None, [b - a for a, b in zip(column(results, "plain"), column(results, "hooked"))],
-                           detail=f"`runner claim` to a bare remote with `install-hooks --server` {h['median'] * 1000:.0f} ms, without {p['median'] * 1000:.0f} ms")],
+        "figures": [
+            figure(
+                name,
+                h["median"] - p["median"],
+                "ms",
+                None,
+                [b - a for a, b in zip(column(results, "plain"), column(results, "hooked"))],
+                detail=f"`runner claim` to a bare remote with `install-hooks --server` {h['median'] * 1000:.0f} ms, without {p['median'] * 1000:.0f} ms",
+            )
+        ],
         "data": {"samples": {k: column(results, k) for k in variants}},
     }
 

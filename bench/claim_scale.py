@@ -22,8 +22,23 @@ import subprocess
 from pathlib import Path
 
 from common import (
-    BENCH, RUNNER, RUNNER_PY, column, env, error_text, figure, filesystem_of, interleave, judged_ratio, log, main_for,
-    new_layout_queue, ratios, summary, timed, workspace,
+    BENCH,
+    RUNNER,
+    RUNNER_PY,
+    column,
+    env,
+    error_text,
+    figure,
+    filesystem_of,
+    interleave,
+    judged_ratio,
+    log,
+    main_for,
+    new_layout_queue,
+    ratios,
+    summary,
+    timed,
+    workspace,
 )
 
 SIZES = (100, 10_000)
@@ -36,7 +51,11 @@ class Claimer:
     def __init__(self, repo: Path, worker: str, *extra: str):
         self.proc = subprocess.Popen(
             [RUNNER_PY, BENCH / "claimer.py", "--repo", repo, "--id", worker, *extra],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env(), cwd=BENCH,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env(),
+            cwd=BENCH,
         )
         self.first = self._answer(self.proc.stdout.readline(), "READY ")
 
@@ -44,7 +63,7 @@ class Claimer:
     def _answer(line: str, prefix: str = "") -> float:
         if not line.startswith(prefix) or line.startswith("ERROR"):
             raise RuntimeError(line.strip().removeprefix("ERROR ") or "claimer exited")
-        return float(line[len(prefix):])
+        return float(line[len(prefix) :])
 
     def claim(self) -> float:
         self.proc.stdin.write("claim\n")
@@ -80,7 +99,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         try:
             results = interleave(variants, rounds)
         except Exception as exc:
-            return {"topic": "claim_scale", "figures": [figure("claim at 10,000 vs 100 steps", None, "x", error=error_text(exc))]}
+            return {
+                "topic": "claim_scale",
+                "figures": [figure("claim at 10,000 vs 100 steps", None, "x", error=error_text(exc))],
+            }
         finally:
             for c in claimers.values():
                 c.close()
@@ -89,19 +111,30 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         small, big = f"{layout} {SIZES[0]}", f"{layout} {SIZES[-1]}"
         name = f"claim at 10,000 vs 100 steps, {NAMES[layout]}"
         cli_x = ratios(results, f"{big} cli", f"{small} cli")
-        cli = (f"`runner claim` fresh process {summary(cli_x)['median']:.2f}x "
-               f"({summary(column(results, f'{big} cli'))['median'] * 1000:.0f} vs {summary(column(results, f'{small} cli'))['median'] * 1000:.0f} ms)")
+        cli = (
+            f"`runner claim` fresh process {summary(cli_x)['median']:.2f}x "
+            f"({summary(column(results, f'{big} cli'))['median'] * 1000:.0f} vs {summary(column(results, f'{small} cli'))['median'] * 1000:.0f} ms)"
+        )
         err = errors.get((layout, SIZES[0])) or errors.get((layout, SIZES[-1]))
         if err:
             figures.append(figure(name, None, "x", GOALS[layout], error=f"{err}; {cli}"))
             continue
         value, x, how = judged_ratio(results, f"{big} in-process", f"{small} in-process", "<=")
-        b, s = summary(column(results, f"{big} in-process"))["median"], summary(column(results, f"{small} in-process"))["median"]
-        figures.append(figure(
-            name, value, "x", GOALS[layout], x,
-            detail=f"on {filesystem}: in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); first claim (cold plan read) "
-                   f"{claimers[(layout, SIZES[-1])].first * 1000:.0f} vs {claimers[(layout, SIZES[0])].first * 1000:.0f} ms; {cli}",
-        ))
+        b, s = (
+            summary(column(results, f"{big} in-process"))["median"],
+            summary(column(results, f"{small} in-process"))["median"],
+        )
+        figures.append(
+            figure(
+                name,
+                value,
+                "x",
+                GOALS[layout],
+                x,
+                detail=f"on {filesystem}: in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); first claim (cold plan read) "
+                f"{claimers[(layout, SIZES[-1])].first * 1000:.0f} vs {claimers[(layout, SIZES[0])].first * 1000:.0f} ms; {cli}",
+            )
+        )
     return {
         "topic": "claim_scale",
         "params": {"sizes": SIZES, "layouts": LAYOUTS, "rounds": rounds, "remote": None, "filesystem": filesystem},

@@ -13,16 +13,17 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import platform
+import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -77,7 +78,9 @@ def timed(cmd: list[str], cwd: Path | None = None, **kwargs) -> float:
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kwargs)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-1500:]}")
+        raise RuntimeError(
+            f"{' '.join(map(str, cmd[:4]))} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-1500:]}"
+        )
     return elapsed
 
 
@@ -121,8 +124,14 @@ def ratios(rounds: list[dict[str, Any]], a: str, b: str, key: Callable[[Any], fl
     return [key(r[a]) / key(r[b]) for r in rounds if a in r and b in r and key(r[b])]
 
 
-def judged_ratio(rounds: list[dict[str, Any]], a: str, b: str, op: str, best: Callable = min,
-                 key: Callable[[Any], float] = lambda v: v) -> tuple[float, list[float], str]:
+def judged_ratio(
+    rounds: list[dict[str, Any]],
+    a: str,
+    b: str,
+    op: str,
+    best: Callable = min,
+    key: Callable[[Any], float] = lambda v: v,
+) -> tuple[float, list[float], str]:
     """a/b taken two ways, and the one less favourable to runner against goal `op`:
     the median of the per-round ratios, and a's best sample over b's best (best=min for
     times, max for rates: the samples least disturbed by the machine's load). Under load
@@ -132,7 +141,11 @@ def judged_ratio(rounds: list[dict[str, Any]], a: str, b: str, op: str, best: Ca
     median = statistics.median(per_round)
     of_best = best(key(v) for v in column(rounds, a)) / best(key(v) for v in column(rounds, b))
     value = max(median, of_best) if op == "<=" else min(median, of_best)
-    return value, per_round, f"median of per-round ratios {median:.3g}x, best over best {of_best:.3g}x, the {'higher' if op == '<=' else 'lower'} judged"
+    return (
+        value,
+        per_round,
+        f"median of per-round ratios {median:.3g}x, best over best {of_best:.3g}x, the {'higher' if op == '<=' else 'lower'} judged",
+    )
 
 
 # --- result rows ----------------------------------------------------------------------
@@ -150,8 +163,16 @@ def figure(
 ) -> dict[str, Any]:
     """One row of the table. goal: (">=" | "<=" | "<", target) or None for a plain report.
     unit: "x" for a ratio, "ms" (value in seconds), "MiB" (bytes), "%" (a share of 1), "" for a count."""
-    row = {"figure": name, "value": value, "unit": unit, "goal": list(goal) if goal else None, "detail": detail,
-           "spread": summary(spread or []), "error": error, "skipped": skipped}
+    row = {
+        "figure": name,
+        "value": value,
+        "unit": unit,
+        "goal": list(goal) if goal else None,
+        "detail": detail,
+        "spread": summary(spread or []),
+        "error": error,
+        "skipped": skipped,
+    }
     row["met"], row["verdict"] = verdict(row)
     return row
 
@@ -231,7 +252,7 @@ def step_id(i: int) -> str:
 def step_file(i: int, chains: int = 0) -> bytes:
     """A no-op step; with chains, step i depends on i-1 inside chains of that length."""
     deps = f"depends_on: [{step_id(i - 1)}]\n" if chains > 1 and i % chains else ""
-    return (f"---\nstep: {step_id(i)}\ntitle: no-op {i}\nrun: [\"true\"]\n{deps}---\nNothing to do.\n").encode()
+    return (f'---\nstep: {step_id(i)}\ntitle: no-op {i}\nrun: ["true"]\n{deps}---\nNothing to do.\n').encode()
 
 
 FANOUT_FROM = 256  # runner's rule (runner/core/layout.py): from this many steps, add/import fan out
@@ -264,7 +285,9 @@ def new_project(path: Path, bare_remote: Path | None = None) -> Path:
 
 def queue_ref(repo: Path) -> str:
     """The queue branch as this repository sees it (a clone has only the remote-tracking ref)."""
-    refs = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads/runner/queue", "refs/remotes/origin/runner/queue").split()
+    refs = git(
+        repo, "for-each-ref", "--format=%(refname)", "refs/heads/runner/queue", "refs/remotes/origin/runner/queue"
+    ).split()
     if not refs:
         raise RuntimeError(f"{repo}: no queue branch")
     return refs[0]
@@ -276,7 +299,10 @@ def commit_to_queue(repo: Path, files: dict[str, bytes], message: str) -> None:
     person editing the branch would leave it."""
     ref = queue_ref(repo)
     parent = git(repo, "rev-parse", ref).strip()
-    out = [b"commit refs/heads/runner/queue\n", f"committer Bench <bench@example.com> {int(time.time())} +0000\n".encode()]
+    out = [
+        b"commit refs/heads/runner/queue\n",
+        f"committer Bench <bench@example.com> {int(time.time())} +0000\n".encode(),
+    ]
     msg = message.encode() + b"\n"
     out += [f"data {len(msg)}\n".encode(), msg, f"from {parent}\n".encode()]
     for path, data in files.items():
@@ -357,8 +383,12 @@ def runner_source() -> dict[str, Any]:
     repo = pkg.parent
     head = run(["git", "rev-parse", "HEAD"], cwd=repo, check=False).stdout.decode().strip()
     dirty = run(["git", "status", "--porcelain", "--", pkg.name], cwd=repo, check=False).stdout.decode().split("\n")
-    return {"package": str(pkg), "commit": head, "uncommitted_files": [d for d in dirty if d.strip()],
-            "version": runner("--version").stdout.decode().strip()}
+    return {
+        "package": str(pkg),
+        "commit": head,
+        "uncommitted_files": [d for d in dirty if d.strip()],
+        "version": runner("--version").stdout.decode().strip(),
+    }
 
 
 _BYTECODE_CHECK = r"""
@@ -507,6 +537,7 @@ class InProcessLeakyTicker:
                     return function(*args, **kwargs)
                 finally:
                     inside[0] += time.perf_counter() - began
+
             return timed_call
 
         if scrub:

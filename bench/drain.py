@@ -31,8 +31,25 @@ from collections import Counter
 from pathlib import Path
 
 from common import (
-    MEMORY_FS, RUNNER, cold_copy, column, env, error_text, figure, filesystem_of, git, interleave, judged_ratio, load, log,
-    main_for, new_queue, queue_events, run, summary, workspace,
+    MEMORY_FS,
+    RUNNER,
+    cold_copy,
+    column,
+    env,
+    error_text,
+    figure,
+    filesystem_of,
+    git,
+    interleave,
+    judged_ratio,
+    load,
+    log,
+    main_for,
+    new_queue,
+    queue_events,
+    run,
+    summary,
+    workspace,
 )
 from peers import harness
 
@@ -54,12 +71,16 @@ def spawn_and_wait(cmds: list[list], base: Path) -> tuple[float, float]:
     procs = []
     for cmd, path in zip(cmds, logs):
         with open(path, "wb") as out:
-            procs.append(subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env(base / "cache")))
+            procs.append(
+                subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env(base / "cache"))
+            )
     try:
         for proc, path in zip(procs, logs):
             proc.wait(timeout=max(start + TIMEOUT - time.perf_counter(), 1))
             if proc.returncode:
-                raise RuntimeError(f"{Path(cmds[0][0]).name} exited {proc.returncode}: {path.read_text(errors='replace')[-600:]}")
+                raise RuntimeError(
+                    f"{Path(cmds[0][0]).name} exited {proc.returncode}: {path.read_text(errors='replace')[-600:]}"
+                )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"drain did not finish within {TIMEOUT} s") from None
     finally:
@@ -78,7 +99,9 @@ def audit(repo: Path) -> dict:
     return {
         "done": len({e.get("step") for e in events if e.get("event") == "complete"}),
         "double_claims": sum(n - 1 for n in claims.values() if n > 1),
-        "other_events": dict(Counter(e["event"] for e in events if e.get("event") not in ("claim", "complete", "init", "edit", None))),
+        "other_events": dict(
+            Counter(e["event"] for e in events if e.get("event") not in ("claim", "complete", "init", "edit", None))
+        ),
     }
 
 
@@ -109,12 +132,25 @@ class Drains:
         else:
             repos = [cold_copy(self.local, base / "repo")]
             audited = repos[0]
-        cmds = [[RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo] for i, repo in enumerate(repos)]
+        cmds = [
+            [RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo]
+            for i, repo in enumerate(repos)
+        ]
         before = load()
         wall, cpu = spawn_and_wait(cmds, base)
-        result = {"workers": workers, "remote": remote, "filesystem": filesystem_of(base), "seconds": wall, "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(audited)}
+        result = {
+            "workers": workers,
+            "remote": remote,
+            "filesystem": filesystem_of(base),
+            "seconds": wall,
+            "cpu_per_step": cpu / STEPS,
+            "load": [before, load()],
+            **audit(audited),
+        }
         result["steps_per_s"] = result["done"] / wall
-        log(f"  runner {'remote' if remote else 'local'} x{workers} ({result['filesystem']}): {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step")
+        log(
+            f"  runner {'remote' if remote else 'local'} x{workers} ({result['filesystem']}): {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step"
+        )
         shutil.rmtree(base, ignore_errors=True)
         return result
 
@@ -147,7 +183,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         dsn = None
         if py and bindir:
             try:
-                dsn = stack.enter_context(harness.running_postgres(bindir, MEMORY_FS if filesystem_of(base) == "tmpfs" else None))
+                dsn = stack.enter_context(
+                    harness.running_postgres(bindir, MEMORY_FS if filesystem_of(base) == "tmpfs" else None)
+                )
             except Exception as exc:
                 why = f"PostgreSQL did not start: {error_text(exc)}"
         try:
@@ -164,50 +202,94 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             results = interleave(variants, rounds)
         except Exception as exc:
             err = error_text(exc)
-            return {"topic": "drain", "figures": [
-                figure("8 workers vs 1, 200 no-op steps, bare remote", None, "x", (">=", 0.6), error=err),
-                figure("no-op drain, 1 worker vs procrastinate", None, "x", (">=", 0.05), error=err)]}
-    return {"topic": "drain", "params": {"steps": STEPS, "rounds": rounds, "interval": 0.2, "filesystem": filesystem_of(base)},
-            "figures": figures(results, why), "data": {"rounds": results}}
+            return {
+                "topic": "drain",
+                "figures": [
+                    figure("8 workers vs 1, 200 no-op steps, bare remote", None, "x", (">=", 0.6), error=err),
+                    figure("no-op drain, 1 worker vs procrastinate", None, "x", (">=", 0.05), error=err),
+                ],
+            }
+    return {
+        "topic": "drain",
+        "params": {"steps": STEPS, "rounds": rounds, "interval": 0.2, "filesystem": filesystem_of(base)},
+        "figures": figures(results, why),
+        "data": {"rounds": results},
+    }
 
 
 def figures(results: list[dict], peer_why: str | None) -> list[dict]:
-    rate = lambda r: r["steps_per_s"]  # noqa: E731
-    one, eight, local = (summary([r["steps_per_s"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8", "local x1"))
-    cpu1, cpu8 = (summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8"))
+    rate = lambda r: r["steps_per_s"]
+    one, eight, local = (
+        summary([r["steps_per_s"] for r in column(results, k)])["median"]
+        for k in ("remote x1", "remote x8", "local x1")
+    )
+    cpu1, cpu8 = (
+        summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in ("remote x1", "remote x8")
+    )
     runs = [r for rnd in results for k, r in rnd.items() if k != "procrastinate"]
     where = f"on {column(results, 'remote x1')[0]['filesystem']}"
     value, x, how = judged_ratio(results, "remote x8", "remote x1", ">=", max, rate)
-    rows = [figure(
-        "8 workers vs 1, 200 no-op steps, bare remote", value, "x", (">=", 0.6), x,
-        detail=f"{where}: {eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
-    )]
+    rows = [
+        figure(
+            "8 workers vs 1, 200 no-op steps, bare remote",
+            value,
+            "x",
+            (">=", 0.6),
+            x,
+            detail=f"{where}: {eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
+        )
+    ]
     for key, target in (("remote x1", 0.05), ("local x1", 0.2)):
         name = f"no-op drain, 1 worker vs procrastinate, {'bare remote' if key.startswith('remote') else 'local'}"
         own = summary([r["steps_per_s"] for r in column(results, key)])["median"]
         peer_errors = [r["error"] for r in column(results, "procrastinate") if "error" in r]
         if peer_why or not column(results, "procrastinate") or peer_errors:
-            rows.append(figure(name, None, "x", (">=", target), skipped=f"procrastinate {peer_why or 'failed: ' + peer_errors[0]}",
-                               detail=f"runner {own:.2f} steps/s"))
+            rows.append(
+                figure(
+                    name,
+                    None,
+                    "x",
+                    (">=", target),
+                    skipped=f"procrastinate {peer_why or 'failed: ' + peer_errors[0]}",
+                    detail=f"runner {own:.2f} steps/s",
+                )
+            )
             continue
         value, x, how = judged_ratio(results, key, "procrastinate", ">=", max, rate)
         peer = summary([r["steps_per_s"] for r in column(results, "procrastinate")])["median"]
-        rows.append(figure(name, value, "x", (">=", target), x,
-                           detail=f"{where}, both: runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s; {how}"))
+        rows.append(
+            figure(
+                name,
+                value,
+                "x",
+                (">=", target),
+                x,
+                detail=f"{where}, both: runner {own:.2f} vs procrastinate on PostgreSQL {peer:.1f} steps/s; {how}",
+            )
+        )
     disk = summary([r["steps_per_s"] for r in column(results, "local x1 disk")])["median"]
-    rows.append(figure(
-        "no-op drain, 1 worker, local, on disk vs the run above", disk / local, "x",
-        detail=f"{disk:.2f} vs {local:.2f} steps/s; this VM's ext4 has no journal (bench/common.py, MEMORY_FS)",
-    ))
+    rows.append(
+        figure(
+            "no-op drain, 1 worker, local, on disk vs the run above",
+            disk / local,
+            "x",
+            detail=f"{disk:.2f} vs {local:.2f} steps/s; this VM's ext4 has no journal (bench/common.py, MEMORY_FS)",
+        )
+    )
     bad = sum(r["double_claims"] for r in runs)
     short = sum(STEPS - r["done"] for r in runs)
     other = Counter()
     for r in runs:
         other.update(r["other_events"])
-    rows.append(figure(
-        "drains: double claims + steps not done", float(bad + short), "", ("<=", 0),
-        detail=f"queue branch audit of {len(runs)} drains; double claims {bad}, not done {short}; other events {dict(other) or 'none'}",
-    ))
+    rows.append(
+        figure(
+            "drains: double claims + steps not done",
+            float(bad + short),
+            "",
+            ("<=", 0),
+            detail=f"queue branch audit of {len(runs)} drains; double claims {bad}, not done {short}; other events {dict(other) or 'none'}",
+        )
+    )
     return rows
 
 

@@ -25,7 +25,6 @@ import subprocess
 import time
 
 import psutil
-
 from common import RUNNER, env, error_text, figure, git, log, main_for, new_queue, runner, summary, workspace
 
 WORKERS, CLONES = 24, 3
@@ -64,8 +63,15 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             clones = [base / f"host-{i}" for i in range(CLONES)]
             for clone in clones:
                 git(base, "clone", "-q", str(bare), str(clone))
-            procs = [subprocess.Popen([RUNNER, "worker", "--id", f"w{i:02d}", "--repo", clones[i % CLONES]], env=env(),
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(WORKERS)]
+            procs = [
+                subprocess.Popen(
+                    [RUNNER, "worker", "--id", f"w{i:02d}", "--repo", clones[i % CLONES]],
+                    env=env(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for i in range(WORKERS)
+            ]
             watched = [psutil.Process(p.pid) for p in procs]
             time.sleep(10.0)  # each has started, looked once and found nothing
             own_before, git_before = cpu(watched)
@@ -94,11 +100,22 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         "topic": "fleet",
         "params": {"workers": WORKERS, "clones": CLONES, "window_s": window, "trials": trials},
         "figures": [
-            figure(names[0], git_share, "%", ("<", 0.10),
-                   detail=f"git {git_share * 100:.1f}% of one core (client and remote side), the workers' own Python "
-                          f"{own_share * 100:.1f}%, over {elapsed:.0f} s; defaults: interval 30 s, watch 2 s"),
-            figure(names[1], wait["median"], "ms", ("<=", 2.0), waits,
-                   detail=f"from `runner add` returning to the remote's queue branch recording the claim, {trials} trials"),
+            figure(
+                names[0],
+                git_share,
+                "%",
+                ("<", 0.10),
+                detail=f"git {git_share * 100:.1f}% of one core (client and remote side), the workers' own Python "
+                f"{own_share * 100:.1f}%, over {elapsed:.0f} s; defaults: interval 30 s, watch 2 s",
+            ),
+            figure(
+                names[1],
+                wait["median"],
+                "ms",
+                ("<=", 2.0),
+                waits,
+                detail=f"from `runner add` returning to the remote's queue branch recording the claim, {trials} trials",
+            ),
         ],
         "data": {"waits": waits, "git_cpu_share": git_share, "own_cpu_share": own_share},
     }

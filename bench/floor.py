@@ -34,7 +34,21 @@ from pathlib import Path
 
 from claim_scale import Claimer
 from common import (
-    RUNNER, RUNNER_PY, column, error_text, figure, git, interleave, judged_ratio, log, main_for, new_queue, run, runner, summary, timed,
+    RUNNER,
+    RUNNER_PY,
+    column,
+    error_text,
+    figure,
+    git,
+    interleave,
+    judged_ratio,
+    log,
+    main_for,
+    new_queue,
+    run,
+    runner,
+    summary,
+    timed,
     workspace,
 )
 
@@ -49,7 +63,9 @@ echo "$RANDOM $RANDOM" > floor.txt
 git commit -q -a -m 'edit one line'
 git push -q origin runner/queue
 """
-GIT_TICK = GIT_PUBLISH + """git fetch -q origin runner/integration
+GIT_TICK = (
+    GIT_PUBLISH
+    + """git fetch -q origin runner/integration
 rm -rf ../tick-worktree && git worktree prune
 git worktree add -q --detach ../tick-worktree FETCH_HEAD
 (cd ../tick-worktree && echo "$RANDOM" > out.txt && git add out.txt && git commit -q -m 'the step')
@@ -57,6 +73,7 @@ echo "$RANDOM $RANDOM" > floor.txt
 git commit -q -a -m 'record it'
 git push -q --atomic origin runner/queue "$(git -C ../tick-worktree rev-parse HEAD):refs/heads/runner/integration"
 """
+)
 
 
 def git_clone_on_queue(bare: Path, path: Path) -> Path:
@@ -111,35 +128,84 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             for fn in variants.values():  # warm-up: the first read of each plan, git's first fetch
                 fn()
             results = interleave(variants, rounds)
-            imports = import_times([RUNNER_PY, "-X", "importtime", "-m", "runner", "claim", "--id", "w-fresh", "--repo",
-                                    clones["fresh"]])
+            imports = import_times(
+                [RUNNER_PY, "-X", "importtime", "-m", "runner", "claim", "--id", "w-fresh", "--repo", clones["fresh"]]
+            )
         except Exception as exc:
-            return {"topic": "floor", "figures": [figure(name, None, "", error=error_text(exc)) for name in names.values()]}
+            return {
+                "topic": "floor",
+                "figures": [figure(name, None, "", error=error_text(exc)) for name in names.values()],
+            }
         finally:
             for helper in helpers:
                 helper.close()
     med = {name: summary(column(results, name))["median"] for name in results[0]}
     figures = []
     floor = [(r["python floor"] + r["git publish"]) / r["git publish"] for r in results]
-    why = {"fresh claim": f"; a fresh Python process that has only imported what a claim needs is already "
-                          f"{summary(floor)['median']:.2f}x (\"least a fresh Python claim could cost\"); bench/README.md says where the rest goes"}
-    for key, base, goal in (("fresh claim", "git publish", 2.0), ("claim", "git publish", 1.3), ("tick", "git tick", 1.3)):
+    why = {
+        "fresh claim": f"; a fresh Python process that has only imported what a claim needs is already "
+        f'{summary(floor)["median"]:.2f}x ("least a fresh Python claim could cost"); bench/README.md says where the rest goes'
+    }
+    for key, base, goal in (
+        ("fresh claim", "git publish", 2.0),
+        ("claim", "git publish", 1.3),
+        ("tick", "git tick", 1.3),
+    ):
         value, spread, how = judged_ratio(results, key, base, "<=")
-        figures.append(figure(names[key], value, "x", ("<=", goal), spread,
-                              detail=f"{med[key] * 1000:.0f} vs {med[base] * 1000:.0f} ms (git as separate processes, as a shell runs them); {how}"
-                                     + why.get(key, "")))
-    figures.append(figure(names["python floor"], summary(floor)["median"], "x", None, floor,
-                          detail=f"`python -c '{CLAIM_STDLIB}'` {med['python floor'] * 1000:.0f} ms, then git publish; "
-                                 f"the fresh claim's imports, one run under -X importtime (which inflates them): {imports}"))
-    figures.append(figure(names["ready"], med["ready"], "ms", ("<=", 0.060), column(results, "ready"),
-                          detail="answered from the plan index an earlier `runner ready` kept (runner/commands/quick.py)"))
-    for key, fetch, goal in (("ready, clone", "git fetch", ("<=", 0.060)), ("ready, busy clone", "git fetch, busy", None)):
+        figures.append(
+            figure(
+                names[key],
+                value,
+                "x",
+                ("<=", goal),
+                spread,
+                detail=f"{med[key] * 1000:.0f} vs {med[base] * 1000:.0f} ms (git as separate processes, as a shell runs them); {how}"
+                + why.get(key, ""),
+            )
+        )
+    figures.append(
+        figure(
+            names["python floor"],
+            summary(floor)["median"],
+            "x",
+            None,
+            floor,
+            detail=f"`python -c '{CLAIM_STDLIB}'` {med['python floor'] * 1000:.0f} ms, then git publish; "
+            f"the fresh claim's imports, one run under -X importtime (which inflates them): {imports}",
+        )
+    )
+    figures.append(
+        figure(
+            names["ready"],
+            med["ready"],
+            "ms",
+            ("<=", 0.060),
+            column(results, "ready"),
+            detail="answered from the plan index an earlier `runner ready` kept (runner/commands/quick.py)",
+        )
+    )
+    for key, fetch, goal in (
+        ("ready, clone", "git fetch", ("<=", 0.060)),
+        ("ready, busy clone", "git fetch, busy", None),
+    ):
         beyond = [r[key] - r[fetch] for r in results]
-        figures.append(figure(names[key], summary(beyond)["median"], "ms", goal, beyond,
-                              detail=f"`runner ready` {med[key] * 1000:.0f} ms (its fetch included), `git fetch` {med[fetch] * 1000:.0f} ms; "
-                                     "per-round differences"))
-    return {"topic": "floor", "params": {"steps": STEPS, "rounds": rounds}, "figures": figures,
-            "data": {"samples": {k: column(results, k) for k in variants}}}
+        figures.append(
+            figure(
+                names[key],
+                summary(beyond)["median"],
+                "ms",
+                goal,
+                beyond,
+                detail=f"`runner ready` {med[key] * 1000:.0f} ms (its fetch included), `git fetch` {med[fetch] * 1000:.0f} ms; "
+                "per-round differences",
+            )
+        )
+    return {
+        "topic": "floor",
+        "params": {"steps": STEPS, "rounds": rounds},
+        "figures": figures,
+        "data": {"samples": {k: column(results, k) for k in variants}},
+    }
 
 
 def import_times(cmd: list) -> str:

@@ -27,8 +27,21 @@ import subprocess
 from pathlib import Path
 
 from common import (
-    RUNNER, column, error_text, figure, filesystem_of, git, interleave, judged_ratio, load, log, main_for, new_queue,
-    runner, summary, workspace,
+    RUNNER,
+    column,
+    error_text,
+    figure,
+    filesystem_of,
+    git,
+    interleave,
+    judged_ratio,
+    load,
+    log,
+    main_for,
+    new_queue,
+    runner,
+    summary,
+    workspace,
 )
 from drain import audit, spawn_and_wait
 
@@ -83,22 +96,36 @@ class HookDrains:
         repos = [base / f"w{i}" for i in range(workers)]
         for repo in repos:
             git(base, "clone", "-q", str(bare), str(repo))
-        cmds = [[RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo]
-                for i, repo in enumerate(repos)]
+        cmds = [
+            [RUNNER, "worker", "--id", f"w{i + 1}", "--once", "--interval", "0.2", "--repo", repo]
+            for i, repo in enumerate(repos)
+        ]
         before = load()
         wall, cpu = spawn_and_wait(cmds, base)
-        result = {"workers": workers, "hooked": hooked, "filesystem": filesystem_of(base), "seconds": wall,
-                  "cpu_per_step": cpu / STEPS, "load": [before, load()], **audit(bare)}
+        result = {
+            "workers": workers,
+            "hooked": hooked,
+            "filesystem": filesystem_of(base),
+            "seconds": wall,
+            "cpu_per_step": cpu / STEPS,
+            "load": [before, load()],
+            **audit(bare),
+        }
         result["steps_per_s"] = result["done"] / wall
         if hooked:
             runs = [line.split() for line in hook_log.read_text().splitlines()]
             cpu_of = [(int(code), seconds(user) + seconds(system)) for code, user, system in runs]
-            result["hook"] = {"runs": len(cpu_of), "accepted": sum(1 for code, _ in cpu_of if code == 0),
-                              "cpu": sum(c for _, c in cpu_of),
-                              "cpu_accepted": sum(c for code, c in cpu_of if code == 0)}
-        log(f"  {'hooked' if hooked else 'plain'} x{workers}: {result['steps_per_s']:.2f} steps/s, {result['done']} done,"
-            f" {result['double_claims']} double claims" + (f", hook runs {result['hook']['runs']} "
-                                                           f"({result['hook']['accepted']} accepted)" if hooked else ""))
+            result["hook"] = {
+                "runs": len(cpu_of),
+                "accepted": sum(1 for code, _ in cpu_of if code == 0),
+                "cpu": sum(c for _, c in cpu_of),
+                "cpu_accepted": sum(c for code, c in cpu_of if code == 0),
+            }
+        log(
+            f"  {'hooked' if hooked else 'plain'} x{workers}: {result['steps_per_s']:.2f} steps/s, {result['done']} done,"
+            f" {result['double_claims']} double claims"
+            + (f", hook runs {result['hook']['runs']} ({result['hook']['accepted']} accepted)" if hooked else "")
+        )
         shutil.rmtree(base, ignore_errors=True)
         return result
 
@@ -117,8 +144,7 @@ class HookDrains:
         for _ in range(pushes):
             git(bare, "update-ref", ref, old)
             start = children_cpu()
-            subprocess.run(["git", "push", "-q", str(bare), f"{new}:{ref}"], cwd=clone, check=True,
-                           capture_output=True)
+            subprocess.run(["git", "push", "-q", str(bare), f"{new}:{ref}"], cwd=clone, check=True, capture_output=True)
             total += children_cpu() - start
         shutil.rmtree(base, ignore_errors=True)
         return total / pushes
@@ -144,37 +170,60 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         except Exception as exc:
             err = error_text(exc)
             return {"topic": "hook_drain", "figures": [figure(n, None, "x", (">=", 0.5), error=err) for n in names]}
-    return {"topic": "hook_drain", "params": {"steps": STEPS, "rounds": rounds, "burst": BURST, "interval": 0.2},
-            "figures": figures(results, burst), "data": {"rounds": results, "burst": burst}}
+    return {
+        "topic": "hook_drain",
+        "params": {"steps": STEPS, "rounds": rounds, "burst": BURST, "interval": 0.2},
+        "figures": figures(results, burst),
+        "data": {"rounds": results, "burst": burst},
+    }
 
 
 def figures(results: list[dict], burst: dict) -> list[dict]:
-    rate = lambda r: r["steps_per_s"]  # noqa: E731
+    rate = lambda r: r["steps_per_s"]
     rows = []
     for workers in (1, 8):
         hooked, plain = f"hooked x{workers}", f"plain x{workers}"
         value, per_round, how = judged_ratio(results, hooked, plain, ">=", max, rate)
         h, p = (summary([rate(r) for r in column(results, k)])["median"] for k in (hooked, plain))
         cpu_h, cpu_p = (summary([r["cpu_per_step"] for r in column(results, k)])["median"] for k in (hooked, plain))
-        rows.append(figure(f"hooked vs plain drain, {workers} worker{'s' if workers > 1 else ''}, {STEPS} no-op steps",
-                           value, "x", (">=", 0.5), per_round,
-                           detail=f"{h:.2f} vs {p:.2f} steps/s; CPU per step {cpu_h * 1000:.0f} vs {cpu_p * 1000:.0f} ms; "
-                                  f"{how}"))
+        rows.append(
+            figure(
+                f"hooked vs plain drain, {workers} worker{'s' if workers > 1 else ''}, {STEPS} no-op steps",
+                value,
+                "x",
+                (">=", 0.5),
+                per_round,
+                detail=f"{h:.2f} vs {p:.2f} steps/s; CPU per step {cpu_h * 1000:.0f} vs {cpu_p * 1000:.0f} ms; {how}",
+            )
+        )
     hooks = [r["hook"] for k in ("hooked x1", "hooked x8") for r in column(results, k)]
     accepted = sum(h["accepted"] for h in hooks)
     per_accepted = sum(h["cpu"] for h in hooks) / max(accepted, 1)
     own = sum(h["cpu_accepted"] for h in hooks) / max(accepted, 1)
     receive = summary(column(results, "receive"))["median"]
-    rows.append(figure("hook CPU per accepted push vs git's own push (client + receive-pack)", per_accepted / receive, "x",
-                       detail=f"hook {per_accepted * 1000:.0f} ms of CPU per accepted push, refusals included "
-                              f"({own * 1000:.0f} ms in the accepted checks themselves; {accepted} accepted of "
-                              f"{sum(h['runs'] for h in hooks)} runs); git push of one claim {receive * 1000:.0f} ms"))
+    rows.append(
+        figure(
+            "hook CPU per accepted push vs git's own push (client + receive-pack)",
+            per_accepted / receive,
+            "x",
+            detail=f"hook {per_accepted * 1000:.0f} ms of CPU per accepted push, refusals included "
+            f"({own * 1000:.0f} ms in the accepted checks themselves; {accepted} accepted of "
+            f"{sum(h['runs'] for h in hooks)} runs); git push of one claim {receive * 1000:.0f} ms",
+        )
+    )
     bad = burst["double_claims"] + STEPS - burst["done"]
-    rows.append(figure(f"burst of {BURST} hooked workers: double claims + steps not done", float(bad), "", ("<=", 0),
-                       detail=f"{burst['steps_per_s']:.2f} steps/s, {burst['seconds']:.0f} s; double claims "
-                              f"{burst['double_claims']}, done {burst['done']} of {STEPS}; other events "
-                              f"{burst['other_events'] or 'none'}; hook runs {burst['hook']['runs']} "
-                              f"({burst['hook']['accepted']} accepted); load {burst['load']}"))
+    rows.append(
+        figure(
+            f"burst of {BURST} hooked workers: double claims + steps not done",
+            float(bad),
+            "",
+            ("<=", 0),
+            detail=f"{burst['steps_per_s']:.2f} steps/s, {burst['seconds']:.0f} s; double claims "
+            f"{burst['double_claims']}, done {burst['done']} of {STEPS}; other events "
+            f"{burst['other_events'] or 'none'}; hook runs {burst['hook']['runs']} "
+            f"({burst['hook']['accepted']} accepted); load {burst['load']}",
+        )
+    )
     return rows
 
 

@@ -30,8 +30,22 @@ import time
 from pathlib import Path
 
 from common import (
-    RUNNER, RUNNER_PY, column, env, error_text, figure, git, interleave, load, log, main_for, new_queue, queue_ref,
-    runner, summary, timed, workspace,
+    RUNNER_PY,
+    column,
+    env,
+    error_text,
+    figure,
+    git,
+    interleave,
+    load,
+    log,
+    main_for,
+    new_queue,
+    queue_ref,
+    runner,
+    summary,
+    timed,
+    workspace,
 )
 
 STEPS = 1_000
@@ -80,8 +94,12 @@ def hook_env(bare: Path) -> dict[str, str]:
 
 def import_profile(bare: Path) -> dict:
     """`python -X importtime -m runner.hooks.server`'s view: top modules by cumulative time."""
-    proc = subprocess.run([str(RUNNER_PY), "-X", "importtime", "-c", "import runner.hooks.server"], cwd=bare,
-                          capture_output=True, env=hook_env(bare))
+    proc = subprocess.run(
+        [str(RUNNER_PY), "-X", "importtime", "-c", "import runner.hooks.server"],
+        cwd=bare,
+        capture_output=True,
+        env=hook_env(bare),
+    )
     rows = []
     for line in proc.stderr.decode(errors="replace").splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -129,7 +147,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             def in_process() -> float:
                 git(hooked, "update-ref", ref, old)
                 start = time.perf_counter()
-                proc = subprocess.run([py, "-c", PHASES], cwd=hooked, input=stdin, capture_output=True, env=hook_env(hooked))
+                proc = subprocess.run(
+                    [py, "-c", PHASES], cwd=hooked, input=stdin, capture_output=True, env=hook_env(hooked)
+                )
                 wall = time.perf_counter() - start
                 if proc.returncode:
                     raise RuntimeError(proc.stderr.decode(errors="replace")[-800:])
@@ -142,10 +162,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             variants = {
                 "python -c pass": lambda: timed([py, "-c", "pass"], cwd=hooked),
                 "import": lambda: timed([py, "-c", "import runner.hooks.server"], cwd=hooked, env=hook_env(hooked)),
-                "hook": lambda: back([py, "-m", "runner.hooks.server", "pre-receive"], cwd=hooked, input=stdin,
-                                      env=hook_env(hooked)),
-                "hook script": lambda: back([str(hooked / "hooks" / "pre-receive")], cwd=hooked, input=stdin,
-                                             env=hook_env(hooked)),
+                "hook": lambda: back(
+                    [py, "-m", "runner.hooks.server", "pre-receive"], cwd=hooked, input=stdin, env=hook_env(hooked)
+                ),
+                "hook script": lambda: back(
+                    [str(hooked / "hooks" / "pre-receive")], cwd=hooked, input=stdin, env=hook_env(hooked)
+                ),
                 "push plain": lambda: back_and_push(bare),
                 "push hooked": lambda: back_and_push(hooked),
                 "phases": in_process,
@@ -159,27 +181,45 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         except Exception as exc:
             return {"topic": "hook_profile", "figures": [figure(name, None, "ms", error=error_text(exc))]}
     med = {k: summary(column(results, k))["median"] for k in variants}
-    phase = {k: summary([p[k] for p in phases if k in p])["median"] for k in phases[0]
-             if isinstance(phases[0][k], float)}
+    phase = {
+        k: summary([p[k] for p in phases if k in p])["median"] for k in phases[0] if isinstance(phases[0][k], float)
+    }
     rows = [
         figure("hook: interpreter start-up (python -c pass)", med["python -c pass"], "ms"),
-        figure("hook: imports (import runner.hooks.server, less start-up)", med["import"] - med["python -c pass"], "ms",
-               detail=f"{imports['modules']} modules, pygit2 {'imported' if imports['pygit2'] else 'not imported'}; "
-                      f"heaviest: {', '.join(f'{n} {ms:.0f} ms' for n, ms in imports['top'][:5])}"),
-        figure("hook: the check of one claim (whole hook less import)", med["hook"] - med["import"], "ms",
-               detail="; ".join(f"{k} {v * 1000:.1f} ms" for k, v in phase.items())),
+        figure(
+            "hook: imports (import runner.hooks.server, less start-up)",
+            med["import"] - med["python -c pass"],
+            "ms",
+            detail=f"{imports['modules']} modules, pygit2 {'imported' if imports['pygit2'] else 'not imported'}; "
+            f"heaviest: {', '.join(f'{n} {ms:.0f} ms' for n, ms in imports['top'][:5])}",
+        ),
+        figure(
+            "hook: the check of one claim (whole hook less import)",
+            med["hook"] - med["import"],
+            "ms",
+            detail="; ".join(f"{k} {v * 1000:.1f} ms" for k, v in phase.items()),
+        ),
         figure("hook: whole, as git runs it (sh + python)", med["hook script"], "ms"),
-        figure("git push of one claim, hooked vs plain", med["push hooked"] / med["push plain"], "x",
-               spread=[r["push hooked"] / r["push plain"] for r in results],
-               detail=f"{med['push hooked'] * 1000:.0f} vs {med['push plain'] * 1000:.0f} ms; load {before} -> {after}"),
+        figure(
+            "git push of one claim, hooked vs plain",
+            med["push hooked"] / med["push plain"],
+            "x",
+            spread=[r["push hooked"] / r["push plain"] for r in results],
+            detail=f"{med['push hooked'] * 1000:.0f} vs {med['push plain'] * 1000:.0f} ms; load {before} -> {after}",
+        ),
     ]
     return {
         "topic": "hook_profile",
         "params": {"steps": STEPS, "rounds": rounds},
         "figures": rows,
-        "data": {"medians_ms": {k: v * 1000 for k, v in med.items()}, "phases_ms": {k: v * 1000 for k, v in phase.items()},
-                 "imports": imports, "samples": {k: column(results, k) for k in variants}, "phase_samples": phases,
-                 "load": [before, after]},
+        "data": {
+            "medians_ms": {k: v * 1000 for k, v in med.items()},
+            "phases_ms": {k: v * 1000 for k, v in phase.items()},
+            "imports": imports,
+            "samples": {k: column(results, k) for k in variants},
+            "phase_samples": phases,
+            "load": [before, after],
+        },
     }
 
 

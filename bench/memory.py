@@ -29,7 +29,11 @@ def proc_status(pid: int) -> dict[str, int]:
         text = Path(f"/proc/{pid}/status").read_text()
     except OSError:
         return {}
-    return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith(("VmRSS", "VmHWM"))}
+    return {
+        line.split(":")[0]: int(line.split()[1]) * 1024
+        for line in text.splitlines()
+        if line.startswith(("VmRSS", "VmHWM"))
+    }
 
 
 def watch(procs: dict[int, subprocess.Popen]) -> dict[int, dict]:
@@ -70,22 +74,30 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             ticks = ["--max-ticks", "1000"] if quick else []
             log(f"memory: two workers side by side ({'1,000 ticks each' if quick else 'each drains its whole plan'})")
             procs = {
-                size: subprocess.Popen([RUNNER, "worker", "--id", f"m{size}", "--once", "--interval", "0.2", *ticks, "--repo", repo],
-                                       stdout=subprocess.DEVNULL, stderr=open(base / f"{size}.err", "wb"), env=env(base / f"cache{size}"))
+                size: subprocess.Popen(
+                    [RUNNER, "worker", "--id", f"m{size}", "--once", "--interval", "0.2", *ticks, "--repo", repo],
+                    stdout=subprocess.DEVNULL,
+                    stderr=open(base / f"{size}.err", "wb"),
+                    env=env(base / f"cache{size}"),
+                )
                 for size, repo in repos.items()
             }
             seen = watch(procs)
             for size in SIZES:
                 if seen[size]["exit"]:
-                    raise RuntimeError(f"worker on {size:,} steps exited {seen[size]['exit']}: {(base / f'{size}.err').read_text(errors='replace')[-600:]}")
+                    raise RuntimeError(
+                        f"worker on {size:,} steps exited {seen[size]['exit']}: {(base / f'{size}.err').read_text(errors='replace')[-600:]}"
+                    )
                 seen[size]["done"] = sum(1 for e in queue_events(repos[size]) if e.get("event") == "complete")
         except Exception as exc:
             return {"topic": "memory", "figures": [figure(name, None, "x", ("<=", 1.2), error=error_text(exc))]}
     small, big = seen[SIZES[0]], seen[SIZES[-1]]
     x = big["peak"] / small["peak"]
-    q = lambda s: "/".join(f"{v:.0f}" for v in quarters(s["samples"]))  # noqa: E731
-    detail = (f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s"
-              f" vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB")
+    q = lambda s: "/".join(f"{v:.0f}" for v in quarters(s["samples"]))
+    detail = (
+        f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s"
+        f" vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB"
+    )
     if quick:
         detail = "quick: 1,000 ticks each, not a whole drain of 10,000; " + detail
     return {
@@ -93,7 +105,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         "params": {"sizes": SIZES, "quick_ticks": 1000 if quick else None},
         "figures": [
             figure(name, x, "x", ("<=", 1.2), detail=detail),
-            figure("worker peak RSS, 10,000-step plan", big["peak"], "MiB", None, detail=f"{big['done']:,} steps drained"),
+            figure(
+                "worker peak RSS, 10,000-step plan", big["peak"], "MiB", None, detail=f"{big['done']:,} steps drained"
+            ),
         ],
         "data": {str(size): seen[size] for size in SIZES},
     }

@@ -23,7 +23,20 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from common import RUNNER, cold_copy, env, error_text, figure, git, log, main_for, new_queue, queue_events, run, workspace
+from common import (
+    RUNNER,
+    cold_copy,
+    env,
+    error_text,
+    figure,
+    git,
+    log,
+    main_for,
+    new_queue,
+    queue_events,
+    run,
+    workspace,
+)
 from peers import harness
 
 STEPS = 30
@@ -67,8 +80,29 @@ def count_execs(trace: Path) -> Counter:
 
 
 def traced_worker(repo: Path, trace: Path, cache: Path) -> Counter:
-    run([shutil.which("strace"), "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", trace,
-         RUNNER, "worker", "--id", "p1", "--once", "--interval", "0.2", "--repo", repo], env=env(cache))
+    run(
+        [
+            shutil.which("strace"),
+            "-f",
+            "-qq",
+            "-e",
+            "trace=execve",
+            "-e",
+            "signal=none",
+            "-o",
+            trace,
+            RUNNER,
+            "worker",
+            "--id",
+            "p1",
+            "--once",
+            "--interval",
+            "0.2",
+            "--repo",
+            repo,
+        ],
+        env=env(cache),
+    )
     return count_execs(trace)
 
 
@@ -89,7 +123,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     data = {}
     strace, why = harness.find_strace(peers)
     if not strace:
-        return {"topic": "procs", "figures": [figure(f"processes per tick, {m}", None, "", ("<=", 4), error=why) for m in ("bare remote", "local")]}
+        return {
+            "topic": "procs",
+            "figures": [
+                figure(f"processes per tick, {m}", None, "", ("<=", 4), error=why) for m in ("bare remote", "local")
+            ],
+        }
     with workspace("procs") as base:
         for mode in ("bare remote", "local"):
             name = f"processes per tick, {mode}"
@@ -110,11 +149,23 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             step_own = counts.get("true", 0) / ticks
             own = sum(n for p, n in counts.items() if p.startswith("runner: ")) / ticks
             top = ", ".join(f"{p} {n / ticks:.1f}" for p, n in counts.most_common(14))
-            figures.append(figure(name, own, "", ("<=", 4),
-                                  detail=f"started by runner; {total - step_own:.1f} with git's own helpers (both sides of the transport), "
-                                         f"{total:.1f} with the step's `true` too; {STEPS} ticks under strace -f; by program: {top}"))
+            figures.append(
+                figure(
+                    name,
+                    own,
+                    "",
+                    ("<=", 4),
+                    detail=f"started by runner; {total - step_own:.1f} with git's own helpers (both sides of the transport), "
+                    f"{total:.1f} with the step's `true` too; {STEPS} ticks under strace -f; by program: {top}",
+                )
+            )
             data[mode] = {"per_tick_by_program": {p: n / ticks for p, n in counts.items()}, "ticks": ticks}
-    return {"topic": "procs", "params": {"steps": STEPS, "how": "strace -f -e trace=execve, drain minus idle run"}, "figures": figures, "data": data}
+    return {
+        "topic": "procs",
+        "params": {"steps": STEPS, "how": "strace -f -e trace=execve, drain minus idle run"},
+        "figures": figures,
+        "data": data,
+    }
 
 
 if __name__ == "__main__":

@@ -17,7 +17,21 @@ import itertools
 import re
 
 from common import (
-    RUNNER, cold_copy, column, env, error_text, figure, interleave, judged_ratio, log, main_for, new_queue, ratios, run, summary, timed,
+    RUNNER,
+    cold_copy,
+    column,
+    env,
+    error_text,
+    figure,
+    interleave,
+    judged_ratio,
+    log,
+    main_for,
+    new_queue,
+    ratios,
+    run,
+    summary,
+    timed,
     workspace,
 )
 from peers import harness
@@ -44,7 +58,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             return timed([RUNNER, "ready", "--repo", cold_copy(repo, base / f"cold{n}")], env=env(base / f"cache{n}"))
 
         variants["runner ready cold"] = cold
-        checks["runner ready"] = count_ids(run([RUNNER, "ready", "--repo", repo], env=env(cache)).stdout.decode(), r"\bs\d{5}\b")
+        checks["runner ready"] = count_ids(
+            run([RUNNER, "ready", "--repo", repo], env=env(cache)).stdout.decode(), r"\bs\d{5}\b"
+        )
         if backlog:
             try:
                 project = harness.backlog_project(base / "backlog", backlog, STEPS, CHAINS)
@@ -57,7 +73,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             try:
                 project_tm = harness.taskmaster_project(base / "taskmaster", taskmaster, STEPS, CHAINS)
                 tm_cmd = [taskmaster, "next"]
-                checks["task-master next"] = count_ids(run(tm_cmd, cwd=project_tm).stdout.decode(), r"Next Task: #\d+|#\d+")
+                checks["task-master next"] = count_ids(
+                    run(tm_cmd, cwd=project_tm).stdout.decode(), r"Next Task: #\d+|#\d+"
+                )
                 variants["task-master next"] = lambda: timed(tm_cmd, cwd=project_tm)
             except Exception as exc:
                 taskmaster, taskmaster_why = None, error_text(exc)
@@ -65,7 +83,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         try:
             results = interleave(variants, rounds)
         except Exception as exc:
-            return {"topic": "ready", "figures": [figure("`runner ready` at 1,000 steps vs Backlog.md", None, "x", ("<=", 0.2), error=error_text(exc))]}
+            return {
+                "topic": "ready",
+                "figures": [
+                    figure("`runner ready` at 1,000 steps vs Backlog.md", None, "x", ("<=", 0.2), error=error_text(exc))
+                ],
+            }
     warm, cold_s = summary(column(results, "runner ready")), summary(column(results, "runner ready cold"))
     own = f"runner ready {warm['median'] * 1000:.0f} ms warm, {cold_s['median'] * 1000:.0f} ms cold"
     name = "`runner ready` at 1,000 steps vs Backlog.md"
@@ -73,16 +96,26 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         value, x, how = judged_ratio(results, "runner ready", "backlog", "<=")
         xc = summary(ratios(results, "runner ready cold", "backlog"))["median"]
         bl = summary(column(results, "backlog"))["median"]
-        figures = [figure(name, value, "x", ("<=", 0.2), x,
-                          detail=f"fresh processes: {own} vs `backlog task list --ready --plain` {bl * 1000:.0f} ms; {how}; "
-                                 f"cold {xc:.2f}x; ready ids listed: {checks}")]
+        figures = [
+            figure(
+                name,
+                value,
+                "x",
+                ("<=", 0.2),
+                x,
+                detail=f"fresh processes: {own} vs `backlog task list --ready --plain` {bl * 1000:.0f} ms; {how}; "
+                f"cold {xc:.2f}x; ready ids listed: {checks}",
+            )
+        ]
     else:
         figures = [figure(name, None, "x", ("<=", 0.2), skipped=f"Backlog.md {backlog_why}", detail=own)]
     tm_name = "`runner ready` at 1,000 steps vs Taskmaster"
     if taskmaster:
         x = ratios(results, "runner ready", "task-master next")
         tm = summary(column(results, "task-master next"))["median"]
-        figures.append(figure(tm_name, summary(x)["median"], "x", None, x, detail=f"`task-master next` {tm * 1000:.0f} ms"))
+        figures.append(
+            figure(tm_name, summary(x)["median"], "x", None, x, detail=f"`task-master next` {tm * 1000:.0f} ms")
+        )
     else:
         figures.append(figure(tm_name, None, "x", skipped=f"Taskmaster {taskmaster_why}"))
     return {

@@ -22,8 +22,18 @@ import random
 import time
 
 from common import (
-    InProcessLeakyTicker, commit_to_queue, error_text, figure, gates_off, interleave, log, main_for, new_project, runner,
-    summary, workspace,
+    InProcessLeakyTicker,
+    commit_to_queue,
+    error_text,
+    figure,
+    gates_off,
+    interleave,
+    log,
+    main_for,
+    new_project,
+    runner,
+    summary,
+    workspace,
 )
 
 STEPS_PER_ROUND = 2  # scrubbed and not
@@ -32,10 +42,13 @@ STEPS_PER_ROUND = 2  # scrubbed and not
 def printer(seed: int) -> str:
     """A step's argv (JSON): 24 KiB of lines on stdout, then an error on stderr, exit 1."""
     rng = random.Random(seed)
-    lines = [f"tests/test_mod{i}.py::test_case_{i} PASSED [{i % 100:3d}%] {rng.getrandbits(160):040x}"
-             for i in range(300)]
-    script = (f"import sys; sys.stdout.write({chr(10).join(lines)!r} + chr(10)); "
-              "sys.stderr.write('Error: the deploy failed: connection refused' + chr(10)); sys.exit(1)")
+    lines = [
+        f"tests/test_mod{i}.py::test_case_{i} PASSED [{i % 100:3d}%] {rng.getrandbits(160):040x}" for i in range(300)
+    ]
+    script = (
+        f"import sys; sys.stdout.write({chr(10).join(lines)!r} + chr(10)); "
+        "sys.stderr.write('Error: the deploy failed: connection refused' + chr(10)); sys.exit(1)"
+    )
     return json.dumps(["python3", "-c", script])
 
 
@@ -46,9 +59,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         try:
             repo = new_project(base / "repo")
             runner("init", repo=repo)
-            steps = {f"plans/steps/s{i:04d}.md": (f"---\nstep: s{i:04d}\ntitle: prints\nmax_attempts: 1\n"
-                                                  f"run: {printer(i)}\n---\n").encode()
-                     for i in range(rounds * STEPS_PER_ROUND + 3)}
+            steps = {
+                f"plans/steps/s{i:04d}.md": (
+                    f"---\nstep: s{i:04d}\ntitle: prints\nmax_attempts: 1\nrun: {printer(i)}\n---\n"
+                ).encode()
+                for i in range(rounds * STEPS_PER_ROUND + 3)
+            }
             commit_to_queue(repo, {**gates_off(repo), **steps}, "bench: steps that print and fail")
             log(f"scrub: {len(steps)} steps printing 24 KiB each, {rounds} rounds")
             ticker = InProcessLeakyTicker(repo, "w-scrub")
@@ -71,13 +87,28 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         "topic": "scrub",
         "params": {"rounds": rounds, "output_bytes": 24 * 1024},
         "figures": [
-            figure(name, share, "%", ("<", 0.05), [took / r["plain"] for took, r in zip(inside, results)],
-                   detail=f"{cost * 1000:.2f} ms in the scrubber of a {off['median'] * 1000:.1f} ms tick (medians)"),
-            figure("the same, as the difference of the two ticks' medians", (on["median"] - off["median"]) / off["median"],
-                   "%", None, [(r["scrubbed"] - r["plain"]) / r["plain"] for r in results],
-                   detail=f"a tick {on['median'] * 1000:.1f} ms scrubbed, {off['median'] * 1000:.1f} ms not"),
-            figure("push protection: the hook's scan of one such tick's pushes", scan, "ms",
-                   detail="claim, heartbeat with the 16 KiB tail, record (step file, handoff, message), in-process"),
+            figure(
+                name,
+                share,
+                "%",
+                ("<", 0.05),
+                [took / r["plain"] for took, r in zip(inside, results)],
+                detail=f"{cost * 1000:.2f} ms in the scrubber of a {off['median'] * 1000:.1f} ms tick (medians)",
+            ),
+            figure(
+                "the same, as the difference of the two ticks' medians",
+                (on["median"] - off["median"]) / off["median"],
+                "%",
+                None,
+                [(r["scrubbed"] - r["plain"]) / r["plain"] for r in results],
+                detail=f"a tick {on['median'] * 1000:.1f} ms scrubbed, {off['median'] * 1000:.1f} ms not",
+            ),
+            figure(
+                "push protection: the hook's scan of one such tick's pushes",
+                scan,
+                "ms",
+                detail="claim, heartbeat with the 16 KiB tail, record (step file, handoff, message), in-process",
+            ),
         ],
         "data": {"samples": results},
     }
@@ -95,8 +126,9 @@ def push_protection_seconds(repo, ticker) -> float:
     samples = []
     for _ in range(20):
         start = time.perf_counter()
-        found = secrets_in_push(store, moves, "refs/heads/runner/queue", {"refs/heads/runner/integration"},
-                                ["refs/heads/runner/steps/"], ())
+        found = secrets_in_push(
+            store, moves, "refs/heads/runner/queue", {"refs/heads/runner/integration"}, ["refs/heads/runner/steps/"], ()
+        )
         samples.append(time.perf_counter() - start)
     if found:
         raise RuntimeError(f"the scrubbed record was refused: {found}")

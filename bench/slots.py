@@ -19,7 +19,20 @@ import resource
 import subprocess
 import time
 
-from common import RUNNER, env, error_text, figure, git, interleave, judged_ratio, log, main_for, new_queue, summary, workspace
+from common import (
+    RUNNER,
+    env,
+    error_text,
+    figure,
+    git,
+    interleave,
+    judged_ratio,
+    log,
+    main_for,
+    new_queue,
+    summary,
+    workspace,
+)
 
 SLOTS = 4
 
@@ -33,8 +46,15 @@ def drain(base, name: str, steps: int, argvs: list[list[str]]) -> dict:
     git(folder, "clone", "-q", str(bare), str(clone))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    procs = [subprocess.Popen([RUNNER, "worker", *argv, "--once", "--interval", "0.2", "--repo", str(clone)], env=env(),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for argv in argvs]
+    procs = [
+        subprocess.Popen(
+            [RUNNER, "worker", *argv, "--once", "--interval", "0.2", "--repo", str(clone)],
+            env=env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for argv in argvs
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=900)
         if proc.returncode:
@@ -57,11 +77,17 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         try:
             log(f"slots: {rounds} rounds of two drains of {steps} no-op steps (--slots {SLOTS} / {SLOTS} daemons)")
             counter = iter(range(1000))
-            results = interleave({
-                "slots": lambda: drain(base, f"slots-{next(counter)}", steps, [["--id", "fleet", "--slots", str(SLOTS)]]),
-                "daemons": lambda: drain(base, f"daemons-{next(counter)}", steps,
-                                         [["--id", f"d{k}"] for k in range(SLOTS)]),
-            }, rounds)
+            results = interleave(
+                {
+                    "slots": lambda: drain(
+                        base, f"slots-{next(counter)}", steps, [["--id", "fleet", "--slots", str(SLOTS)]]
+                    ),
+                    "daemons": lambda: drain(
+                        base, f"daemons-{next(counter)}", steps, [["--id", f"d{k}"] for k in range(SLOTS)]
+                    ),
+                },
+                rounds,
+            )
         except Exception as exc:
             return {"topic": "slots", "figures": [figure(name, None, "", error=error_text(exc))]}
     value, per_round, note = judged_ratio(results, "slots", "daemons", "<=", key=lambda r: r["seconds"])
@@ -73,10 +99,16 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         "topic": "slots",
         "params": {"steps": steps, "rounds": rounds, "slots": SLOTS},
         "figures": [
-            figure(name, value, "x", None, per_round,
-                   detail=f"{note}; {slots_rate:.2f} steps/s with --slots {SLOTS} (CPU {slots_cpu:.1f} s), "
-                          f"{daemons_rate:.2f} steps/s with {SLOTS} daemons (CPU {daemons_cpu:.1f} s); {steps} no-op "
-                          "steps on a bare remote, one clone"),
+            figure(
+                name,
+                value,
+                "x",
+                None,
+                per_round,
+                detail=f"{note}; {slots_rate:.2f} steps/s with --slots {SLOTS} (CPU {slots_cpu:.1f} s), "
+                f"{daemons_rate:.2f} steps/s with {SLOTS} daemons (CPU {daemons_cpu:.1f} s); {steps} no-op "
+                "steps on a bare remote, one clone",
+            ),
         ],
         "data": {"rounds": results},
     }

@@ -15,8 +15,22 @@ from __future__ import annotations
 import itertools
 
 from common import (
-    RUNNER, RUNNER_PY, cold_copy, column, compile_bytecode, env, error_text, figure, interleave, log, main_for, new_queue,
-    ratios, summary, timed, workspace,
+    RUNNER,
+    RUNNER_PY,
+    cold_copy,
+    column,
+    compile_bytecode,
+    env,
+    error_text,
+    figure,
+    interleave,
+    log,
+    main_for,
+    new_queue,
+    ratios,
+    summary,
+    timed,
+    workspace,
 )
 
 
@@ -44,20 +58,35 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             for fn in variants.values():  # warm-up: page cache, .pyc, the status parse cache
                 fn()
         except Exception as exc:
-            return {"topic": "startup", "figures": [figure("start-up", None, "ms", error=error_text(exc))], "data": {"bytecode": bytecode}}
+            return {
+                "topic": "startup",
+                "figures": [figure("start-up", None, "ms", error=error_text(exc))],
+                "data": {"bytecode": bytecode},
+            }
         log(f"startup: {rounds} interleaved rounds of {len(variants)} commands")
         results = interleave(variants, rounds)
     py = column(results, "python -c pass")
     figures = []
-    for name, goal_s in (("runner --version", 0.100), ("runner --help", 0.100), ("runner --help cold", None), ("runner status (100 steps)", 0.250), ("runner status cold (100 steps)", None)):
+    for name, goal_s in (
+        ("runner --version", 0.100),
+        ("runner --help", 0.100),
+        ("runner --help cold", None),
+        ("runner status (100 steps)", 0.250),
+        ("runner status cold (100 steps)", None),
+    ):
         samples = column(results, name)
         med = summary(samples)["median"]
         x = ratios(results, name, "python -c pass")
-        figures.append(figure(
-            f"start-up: `{name}`" + (" warm" if goal_s and name != "runner --version" else ""),
-            med, "ms", ("<", goal_s) if goal_s else None, samples,
-            detail=f"{summary(x)['median']:.1f}x `python -c pass` ({summary(py)['median'] * 1000:.0f} ms), per-round {min(x):.1f}-{max(x):.1f}x",
-        ))
+        figures.append(
+            figure(
+                f"start-up: `{name}`" + (" warm" if goal_s and name != "runner --version" else ""),
+                med,
+                "ms",
+                ("<", goal_s) if goal_s else None,
+                samples,
+                detail=f"{summary(x)['median']:.1f}x `python -c pass` ({summary(py)['median'] * 1000:.0f} ms), per-round {min(x):.1f}-{max(x):.1f}x",
+            )
+        )
     return {
         "topic": "startup",
         "params": {"rounds": rounds},

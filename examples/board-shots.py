@@ -17,10 +17,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "GIT_AUTHOR_NAME": "alice", "GIT_AUTHOR_EMAIL": "alice@example.com",
-       "GIT_COMMITTER_NAME": "alice", "GIT_COMMITTER_EMAIL": "alice@example.com"}
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--no-first-run", "--disable-sync"]
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "GIT_AUTHOR_NAME": "alice",
+    "GIT_AUTHOR_EMAIL": "alice@example.com",
+    "GIT_COMMITTER_NAME": "alice",
+    "GIT_COMMITTER_EMAIL": "alice@example.com",
+}
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 
 def sh(*args: str, cwd: Path, env: dict | None = None) -> str:
@@ -44,14 +57,48 @@ def main() -> None:
     sh("git", "config", "user.name", "alice", cwd=laptop)
     runner(laptop, "init")
     steps = [
-        ("01-schema", "Create the database schema", [], False, "mkdir -p db && echo 'create table orders (id int);' > db/schema.sql"),
-        ("02-models", "Order and customer models", ["01-schema"], False, "mkdir -p shop && printf 'class Order:\\n    total = 0\\n' > shop/models.py"),
-        ("03-api", "REST API for orders", ["02-models"], True,
-         "printf 'from shop.models import Order\\n\\n\\ndef list_orders():\\n    return [Order()]\\n' > shop/api.py; echo 'GET /orders' >> README.md"),
-        ("04-auth", "Login and sessions", ["01-schema"], True, "mkdir -p shop && printf 'def login(user, password):\\n    return user\\n' > shop/auth.py"),
-        ("05-import", "Import the legacy CSV export", [], False, "echo 'legacy.csv: line 14: unterminated quote' >&2; exit 2"),
-        ("06-search", "Full-text search over orders", ["02-models"], False,
-         "echo 'indexing 12,408 orders'; echo 'batch 1/3 done'; echo 'batch 2/3 done'; sleep 600; echo ok > search.txt"),
+        (
+            "01-schema",
+            "Create the database schema",
+            [],
+            False,
+            "mkdir -p db && echo 'create table orders (id int);' > db/schema.sql",
+        ),
+        (
+            "02-models",
+            "Order and customer models",
+            ["01-schema"],
+            False,
+            "mkdir -p shop && printf 'class Order:\\n    total = 0\\n' > shop/models.py",
+        ),
+        (
+            "03-api",
+            "REST API for orders",
+            ["02-models"],
+            True,
+            "printf 'from shop.models import Order\\n\\n\\ndef list_orders():\\n    return [Order()]\\n' > shop/api.py; echo 'GET /orders' >> README.md",
+        ),
+        (
+            "04-auth",
+            "Login and sessions",
+            ["01-schema"],
+            True,
+            "mkdir -p shop && printf 'def login(user, password):\\n    return user\\n' > shop/auth.py",
+        ),
+        (
+            "05-import",
+            "Import the legacy CSV export",
+            [],
+            False,
+            "echo 'legacy.csv: line 14: unterminated quote' >&2; exit 2",
+        ),
+        (
+            "06-search",
+            "Full-text search over orders",
+            ["02-models"],
+            False,
+            "echo 'indexing 12,408 orders'; echo 'batch 1/3 done'; echo 'batch 2/3 done'; sleep 600; echo ok > search.txt",
+        ),
         ("07-docs", "User guide", ["03-api", "04-auth"], False, "echo guide > GUIDE.md"),
     ]
     for step_id, title, deps, approval, script in steps:
@@ -62,21 +109,58 @@ def main() -> None:
         if step_id == "05-import":
             args += ["--body", "Needs the export from the old shop."]
         runner(laptop, *args)
-    toml = sh("git", "show", "origin/runner/queue:runner.toml", cwd=laptop).replace('live_log = "5s"', 'live_log = "0.3s"')
+    toml = sh("git", "show", "origin/runner/queue:runner.toml", cwd=laptop).replace(
+        'live_log = "5s"', 'live_log = "0.3s"'
+    )
     toml = toml.replace("max_attempts = 3", "max_attempts = 1")
     (work / "runner.toml").write_text(toml)
-    subprocess.run([sys.executable, "-c", "import sys; from runner.queue.queue import open_queue; "
-                    "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, 'configure', 'alice')",
-                    str(laptop), str(work / "runner.toml")], env=ENV, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from runner.queue.queue import open_queue; "
+            "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, 'configure', 'alice')",
+            str(laptop),
+            str(work / "runner.toml"),
+        ],
+        env=ENV,
+        check=True,
+    )
     for _ in range(6):
         runner(work / "host-b", "tick", "--id", "host-b")
-    searcher = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "host-a", "--tag", "search", "--interval", "1", "--repo", str(work / "host-a")],
-                                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    idle = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "host-c", "--interval", "1", "--repo", str(work / "host-b")],
-                            env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    searcher = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "worker",
+            "--id",
+            "host-a",
+            "--tag",
+            "search",
+            "--interval",
+            "1",
+            "--repo",
+            str(work / "host-a"),
+        ],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    idle = subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", "host-c", "--interval", "1", "--repo", str(work / "host-b")],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out = work / "board.out"
-    board = subprocess.Popen([sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"], cwd=laptop, env=ENV,
-                             stdout=open(out, "w"), stderr=subprocess.DEVNULL)
+    board = subprocess.Popen(
+        [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"],
+        cwd=laptop,
+        env=ENV,
+        stdout=open(out, "w"),
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while "runner board on" not in out.read_text():
             time.sleep(0.1)
@@ -96,10 +180,15 @@ def main() -> None:
             page.wait_for_selector("#diff .dfile[data-file='shop/api.py']")
             page.screenshot(path=str(ROOT / "docs" / "board-step.png"), full_page=False)
             page.click("#diff .dfile[data-file='shop/api.py'] td.ln.target[data-line='5']")
-            page.fill("textarea[name='comment']", "Page the orders: a shop has thousands. Take ?page= and return 50 at a time.")
+            page.fill(
+                "textarea[name='comment']",
+                "Page the orders: a shop has thousands. Take ?page= and return 50 at a time.",
+            )
             page.click("button[data-action='comment-add']")
             page.click("#diff .dfile[data-file='shop/api.py'] td.ln.target[data-line='1']")
-            page.fill("textarea[name='comment']", "Import the model from shop.models only once the API module is split.")
+            page.fill(
+                "textarea[name='comment']", "Import the model from shop.models only once the API module is split."
+            )
             page.click("button[data-action='comment-add']")
             page.click("button[data-action='reject-comments']")
             page.wait_for_selector(".pending-list")
@@ -117,7 +206,9 @@ def main() -> None:
             narrow.wait_for_selector("#steps")
             narrow.screenshot(path=str(ROOT / "docs" / "board-narrow.png"), full_page=False)
             page.goto(base + "steps/06-search")
-            page.wait_for_function("() => (document.querySelector('#live-output') || {}).innerText?.includes('batch 2/3')", timeout=60000)
+            page.wait_for_function(
+                "() => (document.querySelector('#live-output') || {}).innerText?.includes('batch 2/3')", timeout=60000
+            )
             page.screenshot(path=str(ROOT / "docs" / "board-live.png"), full_page=False)
             browser.close()
     finally:

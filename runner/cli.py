@@ -46,8 +46,11 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                      help="Show the version and exit.")) -> None:
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+) -> None:
     pass
 
 
@@ -73,8 +76,19 @@ add(plan.log)
 add(config.config)
 add(costs.cost)
 # One step by hand, and the queue's switch
-for func in (steps.claim, steps.heartbeat, steps.release, steps.complete, steps.fail, steps.approve, steps.reject,
-             steps.retry, steps.abort, steps.halt, steps.resume):
+for func in (
+    steps.claim,
+    steps.heartbeat,
+    steps.release,
+    steps.complete,
+    steps.fail,
+    steps.approve,
+    steps.reject,
+    steps.retry,
+    steps.abort,
+    steps.halt,
+    steps.resume,
+):
     add(func)
 # Workers
 add(workers.tick)

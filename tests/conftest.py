@@ -1,18 +1,12 @@
 """Fixtures: real git repositories in temp dirs, real runner processes (helpers: tests/support/)."""
 
-
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-
 from support.repos import make_repo, runner, set_config
 
 

@@ -15,8 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from runner.agents import KNOWN_TOKENS, PRESET_NAMES, ROLE_NAMES, apply_preset, preset_tables, render, role_prompt
-from runner.agents import presets
+from runner.agents import (
+    KNOWN_TOKENS,
+    PRESET_NAMES,
+    ROLE_NAMES,
+    apply_preset,
+    preset_tables,
+    presets,
+    render,
+    role_prompt,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"
@@ -52,11 +60,11 @@ def test_role_prompt_states_boundaries_and_output_contract(role):
 @pytest.mark.parametrize("role", ["orient", "review", "verify", "sweep"])
 def test_read_only_roles_never_write(role):
     never = role_prompt(role).split("## You must never", 1)[1].split("##", 1)[0]
-    assert re.search(r"(create|edit).*(file)", never, re.I | re.S)
+    assert re.search(r"(create|edit).*(file)", never, re.IGNORECASE | re.DOTALL)
 
 
 def test_verify_prompt_example_is_a_valid_verdict():
-    block = re.search(r"```json\n(.*?)\n```", role_prompt("verify"), re.S).group(1)
+    block = re.search(r"```json\n(.*?)\n```", role_prompt("verify"), re.DOTALL).group(1)
     verdict = json.loads(block)
     assert isinstance(verdict["pass"], bool) and 0.0 <= verdict["score"] <= 1.0
 
@@ -91,7 +99,13 @@ def test_every_flag_has_a_comment_and_read_only_roles_are_restricted(name):
         if line.startswith('    "'):
             assert "  # " in line, f"{name}: an argv line without a comment: {line!r}"
     data = tomllib.loads(text)
-    read_only = {"claude": "Read,Grep,Glob", "codex": "read-only", "gemini": "plan", "opencode": "plan", "aider": "ask"}[name]
+    read_only = {
+        "claude": "Read,Grep,Glob",
+        "codex": "read-only",
+        "gemini": "plan",
+        "opencode": "plan",
+        "aider": "ask",
+    }[name]
     for role in ("orient", "review"):
         assert read_only in data["roles"][role]["command"], f"{name}: {role} is not read-only"
     assert read_only not in data["harness"]["command"]
@@ -187,7 +201,9 @@ def test_apply_preset_refuses_a_result_that_does_not_parse():
 
 # ---- the flag check, with a fake --help ------------------------------------------------------------
 def test_missing_from_help_names_each_missing_flag_and_choice():
-    helps = {("codex", "exec", "--help"): "--cd <DIR>  -s, --sandbox [read-only, workspace-write]  --ephemeral --color never"}
+    helps = {
+        ("codex", "exec", "--help"): "--cd <DIR>  -s, --sandbox [read-only, workspace-write]  --ephemeral --color never"
+    }
     missing = presets.missing_from_help("codex", lambda argv: helps[tuple(argv)])
     assert "codex exec --help: --output-last-message" in missing
     assert "codex exec --help: danger-full-access" in missing
@@ -199,7 +215,11 @@ def test_missing_from_help_names_each_missing_flag_and_choice():
 def _fake(role: str, cwd: Path, prompt: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(FAKE_AGENT), role, "--prompt-file", str(prompt), *extra],
-        cwd=cwd, capture_output=True, text=True, timeout=60, env={**os.environ, "RUNNER_STEP": "01-count"},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "RUNNER_STEP": "01-count"},
     )
 
 
@@ -217,11 +237,14 @@ def test_fake_agent_does_each_role(tmp_path):
     assert done.returncode == 0 and (worktree / "tally" / "count.py").is_file()
     assert "01-count wrote" in notes.read_text() and "Implemented 01-count" in output.read_text()
     assert json.loads(_fake("verify", worktree, prompt).stdout.splitlines()[-1]) == {
-        "pass": True, "score": 1.0, "reasons": ["2 file(s) as the step says"], "next_hint": "",
+        "pass": True,
+        "score": 1.0,
+        "reasons": ["2 file(s) as the step says"],
+        "next_hint": "",
     }
     assert "No critical findings." in _fake("review", worktree, prompt).stdout
     (worktree / "tally" / "count.py").write_text("def broken(:\n")
-    assert re.search(r"^CRITICAL tally/count.py:1", _fake("review", worktree, prompt).stdout, re.M)
+    assert re.search(r"^CRITICAL tally/count.py:1", _fake("review", worktree, prompt).stdout, re.MULTILINE)
     assert _fake("orchestrate", worktree, prompt).stdout.startswith("no plan change")
     nothing = tmp_path / "empty.md"
     nothing.write_text("step: 01-count\nno files here\n")
@@ -238,7 +261,7 @@ def test_agent_plan_is_a_sound_three_step_plan():
         text = path.read_text()
         meta = yaml.safe_load(text.split("---\n")[1])
         assert meta["step"] == path.stem and re.fullmatch(r"\d\d-[a-z-]+", path.stem)
-        assert "#### Automated Verification:" in text and re.search(r"^- \[ \] .*: `[^`]+`$", text, re.M)
+        assert "#### Automated Verification:" in text and re.search(r"^- \[ \] .*: `[^`]+`$", text, re.MULTILINE)
         steps[path.stem] = meta
     assert list(steps) == ["01-count", "02-cli", "03-tests"]
     assert steps["02-cli"]["depends_on"] == ["01-count"] and steps["03-tests"]["depends_on"] == ["02-cli"]
@@ -256,7 +279,16 @@ def _install(name: str, prefix: Path) -> Path:
     if kind == "npm":
         if not shutil.which("npm"):
             pytest.fail("npm is not installed")
-        argv = ["npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel=error", f"{package}@latest"]
+        argv = [
+            "npm",
+            "install",
+            "--prefix",
+            str(prefix),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            f"{package}@latest",
+        ]
         bin_dir = prefix / "node_modules" / ".bin"
     else:
         subprocess.run([sys.executable, "-m", "venv", str(prefix)], check=True, timeout=120)
@@ -266,7 +298,13 @@ def _install(name: str, prefix: Path) -> Path:
     timeout = float(os.environ.get("RUNNER_AGENT_INSTALL_TIMEOUT", "180"))
     for attempt in (1, 2):  # one retry for a registry hiccup, never past the timeout
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, "npm_config_update_notifier": "false"})
+            proc = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**os.environ, "npm_config_update_notifier": "false"},
+            )
         except subprocess.TimeoutExpired:
             pytest.fail(f"installing {package} took over {timeout:.0f}s")
         if proc.returncode == 0:
@@ -277,7 +315,10 @@ def _install(name: str, prefix: Path) -> Path:
     return bin_dir
 
 
-@pytest.mark.skipif(not REAL, reason="set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry and check the preset's flags against its --help")
+@pytest.mark.skipif(
+    not REAL,
+    reason="set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry and check the preset's flags against its --help",
+)
 @pytest.mark.parametrize("name", CHOSEN)
 def test_preset_flags_appear_in_the_real_cli_help(name, tmp_path):
     bin_dir = _install(name, tmp_path / "prefix")
@@ -286,7 +327,11 @@ def test_preset_flags_appear_in_the_real_cli_help(name, tmp_path):
 
     def help_text(argv: list[str]) -> str:
         proc = subprocess.run(
-            [str(bin_dir / argv[0]), *argv[1:]], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            [str(bin_dir / argv[0]), *argv[1:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
             env={**os.environ, "HOME": str(home), "NO_COLOR": "1"},
         )
         return proc.stdout + proc.stderr

@@ -19,9 +19,9 @@ import anyio
 import psutil
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
-
-from support.repos import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config, wait_for
 from support.hooked import IDENTITIES, add_steps, clone, hooked_remote
+from support.repos import ROOT, add_step, git, make_remote, queue_history, runner, runner_json, set_config, wait_for
+
 from runner.core.config import DEFAULT_TOML
 
 CHECKS = """Write the greeting.
@@ -62,8 +62,12 @@ def events(bare: Path) -> list[tuple[str, str, str]]:
 
 @asynccontextmanager
 async def mcp_session(repo: Path, agent: str, env: dict | None = None):
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runner", "mcp", "--id", agent, "--repo", str(repo)],
-                                   env={**ENV, **(env or {})}, cwd=str(repo))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "runner", "mcp", "--id", agent, "--repo", str(repo)],
+        env={**ENV, **(env or {})},
+        cwd=str(repo),
+    )
     async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
@@ -76,7 +80,7 @@ async def call(session: ClientSession, tool: str, **arguments) -> tuple[bool, st
 
 
 def worktree_of(claimed: str) -> Path:
-    return Path(re.search(r"^Worktree: (.+)$", claimed, re.M).group(1))
+    return Path(re.search(r"^Worktree: (.+)$", claimed, re.MULTILINE).group(1))
 
 
 def test_an_agent_takes_a_step_over_mcp_and_the_queue_records_it_as_a_workers(tmp_path):
@@ -95,14 +99,22 @@ def test_an_agent_takes_a_step_over_mcp_and_the_queue_records_it_as_a_workers(tm
             failed, report = await call(s, "complete", step="01-a")
             assert not failed, report
             failed, shown = await call(s, "show", step="02-b")  # the next step, with what 01-a left
-            assert not failed and "## What its dependencies left" in shown and "# Handoff: 01-a (attempt 1)" in shown, shown
+            assert not failed and "## What its dependencies left" in shown and "# Handoff: 01-a (attempt 1)" in shown, (
+                shown
+            )
             return tools, claimed, report, worktree
 
     tools, claimed, report, worktree = anyio.run(session)
     assert sorted(tools) == ["claim", "complete", "fail", "log", "ready", "release", "show"]
     assert "# Step 01-a: Greet (attempt 1)" in claimed and "Write the greeting." in claimed and "# Plan" in claimed
-    for line in ("Final frontmatter status: done", "Automated Verification: 1/1 passed", "Automated QA: 1/1 passed",
-                 "Manual verification needed:", "- [ ] the greeting reads well", "STEP_COMPLETE"):
+    for line in (
+        "Final frontmatter status: done",
+        "Automated Verification: 1/1 passed",
+        "Automated QA: 1/1 passed",
+        "Manual verification needed:",
+        "- [ ] the greeting reads well",
+        "STEP_COMPLETE",
+    ):
         assert line in report, report
     assert events(bare)[-2:] == [("claim", "01-a", "agent-1"), ("complete", "01-a", "agent-1")]
     assert git(bare, "show", "runner/integration:out.txt") == "hello"
@@ -135,8 +147,12 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
     _, (agent_clone, _) = served_plan(tmp_path)
 
     async def session() -> dict:
-        params = StdioServerParameters(command=sys.executable, cwd=str(agent_clone), env=ENV,
-                                       args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)])
+        params = StdioServerParameters(
+            command=sys.executable,
+            cwd=str(agent_clone),
+            env=ENV,
+            args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)],
+        )
         async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write), ClientSession(read, write) as s:
             answers = {"version": (await s.initialize()).server_info.version}
             for tool, arguments in (("ready", {}), ("show", {"step": "02-b"}), ("claim", {}), ("log", {"limit": 5})):
@@ -154,7 +170,12 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
     assert [s["step"] for s in answers["ready"]["steps"]] == ["01-a"]
     assert (answers["show"]["step"], answers["show"]["status"]) == ("02-b", "waiting")
     claimed = answers["claim"]
-    assert (claimed["step"], claimed["attempt"], claimed["status"], claimed["agent"]) == ("01-a", 1, "claimed", "agent-1")
+    assert (claimed["step"], claimed["attempt"], claimed["status"], claimed["agent"]) == (
+        "01-a",
+        1,
+        "claimed",
+        "agent-1",
+    )
     assert Path(claimed["worktree"]).name == "01-a-a1" and claimed["prompt"]
     assert answers["log"]["entries"][0]["event"] == "claim"
     report = answers["complete"]
@@ -176,12 +197,21 @@ def test_a_check_that_fails_keeps_the_claim_and_a_second_hand_in_records_both_ru
             return first, second
 
     first, second = anyio.run(session)
-    assert "not recorded" in first and "Automated Verification: 0/1 passed" in first and "gate check: test -f out.txt failed" in first
+    assert (
+        "not recorded" in first
+        and "Automated Verification: 0/1 passed" in first
+        and "gate check: test -f out.txt failed" in first
+    )
     assert "Final frontmatter status: done" in second
     complete = [e for e in queue_history(bare) if e.get("Event") == "complete"][-1]
     runs = [(r["name"], r["result"]) for r in json.loads(complete["Runs"])]
-    assert runs == [("implement", "pass"), ("check: test -f out.txt", "fail"), ("implement", "pass"),
-                    ("check: test -f out.txt", "pass"), ("qa: grep -q hello out.txt", "pass")]
+    assert runs == [
+        ("implement", "pass"),
+        ("check: test -f out.txt", "fail"),
+        ("implement", "pass"),
+        ("check: test -f out.txt", "pass"),
+        ("qa: grep -q hello out.txt", "pass"),
+    ]
     assert "out.txt holds the greeting" in git(bare, "show", "runner/queue:plans/NOTES.md")
 
 
@@ -220,7 +250,9 @@ def test_a_second_session_cannot_claim_the_step_the_first_holds(tmp_path):
 
 def kill_session_holding(bare: Path, step: str) -> int:
     """kill -9 the server process the claim names as its holder."""
-    pid = int(re.search(r"pid: (\d+)", re.search(r"^holder: .*$", step_text(bare, step), re.M).group(0)).group(1))
+    pid = int(
+        re.search(r"pid: (\d+)", re.search(r"^holder: .*$", step_text(bare, step), re.MULTILINE).group(0)).group(1)
+    )
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
     return pid
@@ -289,8 +321,11 @@ def test_the_agents_key_acts_only_as_its_id_under_the_hook(tmp_path, monkeypatch
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
     alice = clone(bare, tmp_path / "alice")
     alice.init("alice")
-    alice.edit(lambda snap: {"runner.toml": (DEFAULT_TOML.replace("detect = true", "detect = false") + IDENTITIES).encode()},
-               "people and worker keys", "alice")
+    alice.edit(
+        lambda snap: {"runner.toml": (DEFAULT_TOML.replace("detect = true", "detect = false") + IDENTITIES).encode()},
+        "people and worker keys",
+        "alice",
+    )
     add_steps(alice, ("01-a", {"body": CHECKS}), ("02-b", {"body": CHECKS}))
     monkeypatch.delenv("RUNNER_PUSHER")
     agent_clone = tmp_path / "agent"
@@ -342,7 +377,7 @@ def two_megabytes(tmp_path_factory) -> dict:
 
 def test_a_reason_of_two_megabytes_is_clipped_where_the_event_is_made(two_megabytes):
     assert "STEP_FAILED" in two_megabytes["failed"]
-    last_error = re.search(r"^last_error: (.*)$", two_megabytes["step_after_fail"], re.M).group(1)
+    last_error = re.search(r"^last_error: (.*)$", two_megabytes["step_after_fail"], re.MULTILINE).group(1)
     assert len(last_error) < 8000 and "bytes clipped" in last_error and "the real cause" in last_error
 
 
@@ -371,13 +406,19 @@ def test_an_agent_takes_a_step_with_work_and_submit_from_a_shell(tmp_path):
     keeper = session_file(agent_clone, "agent-1", "01-a")["keeper"]["pid"]
     assert alive(keeper)
     first = int(git(bare, "rev-list", "--count", "refs/runner/heartbeats/agent-1"))
-    wait_for(lambda: int(git(bare, "rev-list", "--count", "refs/runner/heartbeats/agent-1")) > first)  # the keeper beats
+    wait_for(
+        lambda: int(git(bare, "rev-list", "--count", "refs/runner/heartbeats/agent-1")) > first
+    )  # the keeper beats
 
     again = runner_json(agent_clone, "work", "--id", "agent-1")  # the same claim, printed again
     assert again["worktree"] == claimed["worktree"] and again["attempt"] == 1
 
     not_yet = runner(agent_clone, "submit", "01-a", "--id", "agent-1", check=False)
-    assert not_yet.returncode == 1 and "not recorded" in not_yet.stdout and "Automated Verification: 0/1 passed" in not_yet.stdout
+    assert (
+        not_yet.returncode == 1
+        and "not recorded" in not_yet.stdout
+        and "Automated Verification: 0/1 passed" in not_yet.stdout
+    )
     assert alive(keeper)  # still the agent's: the heartbeat goes on
 
     (worktree / "out.txt").write_text("hello\n")
@@ -396,7 +437,11 @@ def test_a_shell_agent_cannot_take_a_step_another_holds(tmp_path):
     refused = runner(second, "work", "01-a", "--id", "agent-2", check=False)
     assert refused.returncode == 3 and "01-a is claimed by agent-1 (attempt 1)" in refused.stderr
     twice = runner(first, "work", "02-b", "--id", "agent-1", check=False)
-    assert twice.returncode == 1 and "agent-1 already holds 01-a (attempt 1)" in twice.stderr and "one step at a time" in twice.stderr
+    assert (
+        twice.returncode == 1
+        and "agent-1 already holds 01-a (attempt 1)" in twice.stderr
+        and "one step at a time" in twice.stderr
+    )
     runner(first, "release", "01-a", "--id", "agent-1", "--reason", "done for today")
 
 
@@ -415,7 +460,13 @@ def test_release_of_a_step_taken_with_work_ends_its_keeper_and_worktree(tmp_path
 
 
 def test_prime_says_how_to_take_a_step_and_what_is_a_persons():
-    text = subprocess.run([sys.executable, "-m", "runner", "prime", "--id", "claude-1"], capture_output=True, text=True, env=ENV, check=True).stdout
+    text = subprocess.run(
+        [sys.executable, "-m", "runner", "prime", "--id", "claude-1"],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    ).stdout
     for said in ("runner work STEP --id claude-1", "runner submit STEP --id claude-1", "approve, reject, retry, abort"):
         assert said in text
     assert len(text) < 3000
@@ -452,14 +503,19 @@ def test_a_hand_in_whose_merge_conflicts_is_left_to_the_agent_to_resolve_and_spe
     assert runner_json(worker_clone, "tick", "--id", "w1", "--step", "03-c")["sentinel"] == "STEP_COMPLETE"
 
     conflicted = runner(agent_clone, "submit", "01-a", "--id", "agent-1", check=False)
-    assert conflicted.returncode == 1 and "conflicts with your change in shared.txt" in conflicted.stdout, conflicted.stdout
+    assert conflicted.returncode == 1 and "conflicts with your change in shared.txt" in conflicted.stdout, (
+        conflicted.stdout
+    )
     text = (worktree / "shared.txt").read_text()
     assert "<<<<<<<" in text and "agent" in text and "worker" in text
     (worktree / "shared.txt").write_text("agent\nworker\n")
     done = runner(agent_clone, "submit", "01-a", "--id", "agent-1")
     assert "Final frontmatter status: done" in done.stdout
     assert git(bare, "show", "runner/integration:shared.txt") == "agent\nworker"
-    assert [e for e in events(bare) if e[1] == "01-a"] == [("claim", "01-a", "agent-1"), ("complete", "01-a", "agent-1")]
+    assert [e for e in events(bare) if e[1] == "01-a"] == [
+        ("claim", "01-a", "agent-1"),
+        ("complete", "01-a", "agent-1"),
+    ]
     record = [e for e in queue_history(bare) if e.get("Event") == "complete" and e.get("Step") == "01-a"][-1]
     assert record["Attempt"] == "1" and any(run["name"] == "resolve" for run in json.loads(record["Runs"]))
 
@@ -475,7 +531,9 @@ def test_a_hand_in_that_leaves_part_of_a_conflict_is_refused_and_nothing_is_reco
     assert runner_json(worker_clone, "tick", "--id", "w1", "--step", "03-c")["sentinel"] == "STEP_COMPLETE"
     assert runner(agent_clone, "submit", "01-a", "--id", "agent-1", check=False).returncode == 1  # the conflict
     text = (worktree / "shared.txt").read_text()
-    (worktree / "shared.txt").write_text("".join(line for line in text.splitlines(True) if not line.startswith(("<<<<<<<", ">>>>>>>"))))
+    (worktree / "shared.txt").write_text(
+        "".join(line for line in text.splitlines(True) if not line.startswith(("<<<<<<<", ">>>>>>>")))
+    )
     integration = git(bare, "rev-parse", "runner/integration")
     half = runner(agent_clone, "submit", "01-a", "--id", "agent-1", "--json", check=False)
     assert half.returncode == 1, half.stdout
@@ -490,7 +548,9 @@ def test_a_hand_in_that_leaves_part_of_a_conflict_is_refused_and_nothing_is_reco
 
 def test_work_takes_the_callers_context_into_the_prompt_and_the_handoff(tmp_path):
     bare, (agent_clone, _) = served_plan(tmp_path)
-    claimed = runner_json(agent_clone, "work", "01-a", "--id", "agent-1", "--context", "the customer wants it in French")
+    claimed = runner_json(
+        agent_clone, "work", "01-a", "--id", "agent-1", "--context", "the customer wants it in French"
+    )
     assert "## Context from the caller" in claimed["prompt"] and "in French" in claimed["prompt"]
     (Path(claimed["worktree"]) / "out.txt").write_text("hello\n")
     runner(agent_clone, "submit", "01-a", "--id", "agent-1")

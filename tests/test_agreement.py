@@ -17,9 +17,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.hooked import ELSEWHERE, arriving, claim, clone, forge, hooked_remote, incarnation_of, record, seed
 from typer.testing import CliRunner
 
-from support.hooked import ELSEWHERE, arriving, claim, clone, forge, hooked_remote, incarnation_of, record, seed
 from runner.cli import app
 from runner.core.machine import KINDS, TABLE, Event, Kind, Status, TransitionError, transition
 from runner.core.model import utc_now
@@ -125,9 +125,15 @@ def hook_accepts(queue: Queue, kind: Kind, machine: bool) -> bool:
     step = queue.snapshot().plan.find(STEP)
     event = event_for(kind, step)
     believed = {} if machine else BELIEVED[next(status for status, k in TABLE if k == kind)]
-    fields = {name: getattr(event, name) for name in ("attempt", "replaces", "incarnation", "holder", "lease", "review", "reason") if getattr(event, name) is not None}
+    fields = {
+        name: getattr(event, name)
+        for name in ("attempt", "replaces", "incarnation", "holder", "lease", "review", "reason")
+        if getattr(event, name) is not None
+    }
     outcome = forge(queue, STEP, kind, event.actor, meta=believed, **fields)
-    assert isinstance(outcome, Won) or (isinstance(outcome, Refused) and "refused by the state machine" in str(outcome)), outcome
+    assert isinstance(outcome, Won) or (
+        isinstance(outcome, Refused) and "refused by the state machine" in str(outcome)
+    ), outcome
     return isinstance(outcome, Won)
 
 
@@ -137,7 +143,9 @@ def cli_accepts(queue: Queue, kind: Kind) -> bool | None:
     snap = queue.snapshot()
     # The taker has watched the claim before: an hour later by its monotonic clock, the lease has passed.
     queue.observer.expired_claims(list(snap.plan.with_status("claimed")), snap.beats, snap.config.leases.lease)
-    done = CliRunner().invoke(app, [*COMMANDS[kind], "--repo", str(queue.store.workdir)], env={"RUNNER_MONOTONIC_OFFSET": str(HOURS_2)})
+    done = CliRunner().invoke(
+        app, [*COMMANDS[kind], "--repo", str(queue.store.workdir)], env={"RUNNER_MONOTONIC_OFFSET": str(HOURS_2)}
+    )
     assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
     after = queue.snapshot()
     recorded = next(iter(queue.log(limit=1)), {}) if after.tip != snap.tip else {}

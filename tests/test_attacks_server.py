@@ -14,9 +14,22 @@ from pathlib import Path
 
 import pygit2
 import pytest
-
+from support.hooked import (
+    IDENTITIES,
+    INTEGRATION,
+    QUEUE,
+    accepted,
+    arriving,
+    claim,
+    clone,
+    forge,
+    push_commit,
+    record,
+    refused,
+    tip,
+)
 from support.repos import edit, git, make_remote, runner, step_file
-from support.hooked import IDENTITIES, INTEGRATION, QUEUE, accepted, arriving, claim, clone, forge, push_commit, queue, record, refused, remote, template, tip
+
 from runner.core.config import DEFAULT_TOML
 from runner.core.events import write_step_event
 from runner.core.machine import Event, Kind
@@ -54,7 +67,13 @@ def commit_of(queue: Queue, parents: list[str], tree: str, message: str = "x\n",
 
 def raw_commit(queue: Queue, text: bytes) -> str:
     """A commit object written byte for byte (git fsck's rules, but any encoding)."""
-    proc = subprocess.run(["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=queue.store.git_dir, input=text, capture_output=True, check=True)
+    proc = subprocess.run(
+        ["git", "hash-object", "-t", "commit", "-w", "--stdin"],
+        cwd=queue.store.git_dir,
+        input=text,
+        capture_output=True,
+        check=True,
+    )
     return proc.stdout.decode().strip()
 
 
@@ -68,22 +87,36 @@ def test_a_rewind_disguised_as_a_fast_forward_is_refused(remote: Path, queue: Qu
     old = queue.store.commit(snap.tip).parents[0]  # 01-a still claimed there
     disguised = commit_of(queue, [old, snap.tip], queue.store.commit(old).tree, "merge\n")
     assert queue.store.is_ancestor(snap.tip, disguised)  # git calls it a fast-forward
-    refused(remote, lambda: queue.store.publish([RefUpdate(QUEUE, disguised, snap.tip)]), "the queue branch is linear: a merge commit is refused")
+    refused(
+        remote,
+        lambda: queue.store.publish([RefUpdate(QUEUE, disguised, snap.tip)]),
+        "the queue branch is linear: a merge commit is refused",
+    )
 
 
 def test_forged_commits_merged_in_from_a_side_branch_are_refused(remote: Path, queue: Queue):
     claim(queue, "w1", "01-a")
     snap = queue.snapshot()
     step = snap.plan.find("01-a")
-    believed = Step(step.id, step.path, {**step.meta, "assignee": "w2", "holder": {}}, step.text)  # w2 pretends it holds 01-a
-    forged = write_step_event(believed, Event(Kind.COMPLETE, "w2", utc_now(), step="01-a", attempt=1), Queue.context(snap, step))
+    believed = Step(
+        step.id, step.path, {**step.meta, "assignee": "w2", "holder": {}}, step.text
+    )  # w2 pretends it holds 01-a
+    forged = write_step_event(
+        believed, Event(Kind.COMPLETE, "w2", utc_now(), step="01-a", attempt=1), Queue.context(snap, step)
+    )
     side = queue.store.make_commit([snap.tip], {step.path: forged.text.encode()}, forged.message, author_for("w2"))
     empty_merge = commit_of(queue, [snap.tip, side], queue.store.commit(snap.tip).tree, "merge\n")
-    said = refused(remote, lambda: queue.store.publish([RefUpdate(QUEUE, empty_merge, snap.tip)]), "the step is held by 'w1', not 'w2'")
+    said = refused(
+        remote,
+        lambda: queue.store.publish([RefUpdate(QUEUE, empty_merge, snap.tip)]),
+        "the step is held by 'w1', not 'w2'",
+    )
     assert side[:10] in said  # the side branch's commit is checked like any other
 
     # Even commits that would pass one by one may not arrive through a merge.
-    legal = queue.step_change(snap, Event(Kind.COMPLETE, "w1", utc_now(), step="01-a", attempt=1, incarnation="w1.test"))
+    legal = queue.step_change(
+        snap, Event(Kind.COMPLETE, "w1", utc_now(), step="01-a", attempt=1, incarnation="w1.test")
+    )
     side = queue.store.make_commit([snap.tip], legal.files, legal.message, author_for("w1"))
     merge = commit_of(queue, [snap.tip, side], queue.store.commit(side).tree, "merge\n")
     refused(remote, lambda: queue.store.publish([RefUpdate(QUEUE, merge, snap.tip)]), "the queue branch is linear")
@@ -95,14 +128,38 @@ def test_forged_commits_merged_in_from_a_side_branch_are_refused(remote: Path, q
 def test_a_blob_or_a_tag_or_a_foreign_commit_pushed_as_a_heartbeat_is_refused(remote: Path, queue: Queue):
     store = queue.store
     blob = str(store.repo.create_blob(b"not a heartbeat\n"))
-    refused(remote, lambda: store.publish([RefUpdate(BEAT, blob, None)]), "must point at a heartbeat commit, not a blob", ref=BEAT)
-    tag = str(store.repo.create_tag("t", pygit2.Oid(hex=queue.snapshot().tip), pygit2.GIT_OBJECT_COMMIT, pygit2.Signature("m", "m@x"), "tag\n"))
-    refused(remote, lambda: store.publish([RefUpdate(BEAT, tag, None)]), "must point at a heartbeat commit, not a tag", ref=BEAT)
-    refused(remote, lambda: store.publish([RefUpdate(BEAT, queue.snapshot().tip, None)]), "parent is the heartbeat it replaces", ref=BEAT)
+    refused(
+        remote,
+        lambda: store.publish([RefUpdate(BEAT, blob, None)]),
+        "must point at a heartbeat commit, not a blob",
+        ref=BEAT,
+    )
+    tag = str(
+        store.repo.create_tag(
+            "t", pygit2.Oid(hex=queue.snapshot().tip), pygit2.GIT_OBJECT_COMMIT, pygit2.Signature("m", "m@x"), "tag\n"
+        )
+    )
+    refused(
+        remote,
+        lambda: store.publish([RefUpdate(BEAT, tag, None)]),
+        "must point at a heartbeat commit, not a tag",
+        ref=BEAT,
+    )
+    refused(
+        remote,
+        lambda: store.publish([RefUpdate(BEAT, queue.snapshot().tip, None)]),
+        "parent is the heartbeat it replaces",
+        ref=BEAT,
+    )
     other = "refs/runner/heartbeats/w2"
     beat = queue.beat("w1", {})
     refused(remote, lambda: store.publish([RefUpdate(other, beat, None)]), "is not a heartbeat of w2", ref=other)
-    refused(remote, lambda: store.publish([RefUpdate("refs/runner/elsewhere", beat, None)]), "runner keeps no such ref", ref="refs/runner/elsewhere")
+    refused(
+        remote,
+        lambda: store.publish([RefUpdate("refs/runner/elsewhere", beat, None)]),
+        "runner keeps no such ref",
+        ref="refs/runner/elsewhere",
+    )
 
 
 def test_without_the_hook_readers_skip_and_report_a_malformed_heartbeat(tmp_path: Path):
@@ -110,7 +167,13 @@ def test_without_the_hook_readers_skip_and_report_a_malformed_heartbeat(tmp_path
     runner(repo, "init")
     edit(repo, dict([step_file("01-a"), step_file("02-b")]), "add steps")
     runner(repo, "claim", "--id", "w9")  # a claimed step: every tick reads the heartbeats
-    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=b"junk\n", capture_output=True, check=True).stdout.decode().strip()
+    blob = (
+        subprocess.run(
+            ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=b"junk\n", capture_output=True, check=True
+        )
+        .stdout.decode()
+        .strip()
+    )
     git(repo, "push", "-q", "origin", f"{blob}:refs/runner/heartbeats/evil")
 
     assert runner(repo, "status").returncode == 0
@@ -125,21 +188,33 @@ def test_without_the_hook_readers_skip_and_report_a_malformed_heartbeat(tmp_path
 
 def test_a_live_heartbeat_may_not_be_deleted_without_identities(remote: Path, queue: Queue):
     beat = queue.beat("w1", {"state": "idle"})
-    refused(remote, lambda: queue.store.publish([RefUpdate(BEAT, None, beat)]), "a live worker's heartbeat may not be deleted", ref=BEAT)
+    refused(
+        remote,
+        lambda: queue.store.publish([RefUpdate(BEAT, None, beat)]),
+        "a live worker's heartbeat may not be deleted",
+        ref=BEAT,
+    )
     with arriving(2 * 3600):
         quiet = queue.beat("w1", {"state": "idle"})  # its last beat reached the server two hours ago
     accepted(queue.store.publish([RefUpdate(BEAT, None, quiet)]))
     assert tip(remote, BEAT) is None
 
 
-def test_with_identities_only_the_worker_itself_or_a_person_deletes_its_heartbeat(remote: Path, queue: Queue, tmp_path: Path):
+def test_with_identities_only_the_worker_itself_or_a_person_deletes_its_heartbeat(
+    remote: Path, queue: Queue, tmp_path: Path
+):
     configure(queue, IDENTITIES)
     with pushing_as("key-a"):
         beat = queue.beat("w1", {"state": "idle"})
     delete = lambda: queue.store.publish([RefUpdate(BEAT, None, beat)])
-    for pusher, reason in (("key-b", "only w1 itself or a person may delete its heartbeat: pusher 'key-b' may act as w2, not as worker 'w1'"),
-                           ("carol", "pusher 'carol' is neither a worker key"),
-                           (None, "cannot tell who pushes")):
+    for pusher, reason in (
+        (
+            "key-b",
+            "only w1 itself or a person may delete its heartbeat: pusher 'key-b' may act as w2, not as worker 'w1'",
+        ),
+        ("carol", "pusher 'carol' is neither a worker key"),
+        (None, "cannot tell who pushes"),
+    ):
         with pushing_as(pusher):
             refused(remote, delete, reason, ref=BEAT)
     with pushing_as("key-a"):
@@ -165,30 +240,54 @@ def test_renaming_the_integration_branch_does_not_unprotect_it_in_the_same_push(
     accepted(queue.store.publish([RefUpdate("refs/heads/elsewhere", elsewhere, None)]))
 
     snap = queue.snapshot()
-    renamed = (DEFAULT_TOML.replace('integration_branch = "runner/integration"', 'integration_branch = "elsewhere"')).encode()
-    edit_commit = queue.store.make_commit([snap.tip], {"runner.toml": renamed}, "send merges elsewhere\n", author_for("mallory"))
+    renamed = (
+        DEFAULT_TOML.replace('integration_branch = "runner/integration"', 'integration_branch = "elsewhere"')
+    ).encode()
+    edit_commit = queue.store.make_commit(
+        [snap.tip], {"runner.toml": renamed}, "send merges elsewhere\n", author_for("mallory")
+    )
     rename = RefUpdate(QUEUE, edit_commit, snap.tip)
-    refused(remote, lambda: queue.store.publish([rename, RefUpdate(INTEGRATION, base, FORCE)]), f"{INTEGRATION}: not a fast-forward")
+    refused(
+        remote,
+        lambda: queue.store.publish([rename, RefUpdate(INTEGRATION, base, FORCE)]),
+        f"{INTEGRATION}: not a fast-forward",
+    )
     assert tip(remote, INTEGRATION) == work
     # The name the push leaves behind is protected too.
-    refused(remote, lambda: queue.store.publish([rename, RefUpdate("refs/heads/elsewhere", base, FORCE)]), "refs/heads/elsewhere: not a fast-forward")
+    refused(
+        remote,
+        lambda: queue.store.publish([rename, RefUpdate("refs/heads/elsewhere", base, FORCE)]),
+        "refs/heads/elsewhere: not a fast-forward",
+    )
     assert tip(remote, "refs/heads/elsewhere") == elsewhere
 
 
 def test_with_identities_only_an_admin_changes_the_branch_names_or_hooks(remote: Path, queue: Queue):
     configure(queue, IDENTITIES)
     text = DEFAULT_TOML + IDENTITIES
-    for changed in (text.replace('integration_branch = "runner/integration"', 'integration_branch = "elsewhere"'),
-                    text.replace('step_branch_prefix = "runner/steps/"', 'step_branch_prefix = "mine/"'),
-                    text.replace('key-b = ["w2"]', 'key-b = ["w2", "w1"]')):
+    for changed in (
+        text.replace('integration_branch = "runner/integration"', 'integration_branch = "elsewhere"'),
+        text.replace('step_branch_prefix = "runner/steps/"', 'step_branch_prefix = "mine/"'),
+        text.replace('key-b = ["w2"]', 'key-b = ["w2", "w1"]'),
+    ):
         edit = lambda: push_commit(queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob")
         with pushing_as("bob"):
             refused(remote, edit, "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
         with pushing_as("key-a"):
             refused(remote, edit, "only people edit the plan: pusher 'key-a' is a worker key")
     with pushing_as("alice"):
-        accepted(push_commit(queue, {"runner.toml": text.replace('"elsewhere"', '"x"').replace('key-b = ["w2"]', 'key-b = ["w2", "w3"]').encode()},
-                             "give key-b w3\n", author="alice"))
+        accepted(
+            push_commit(
+                queue,
+                {
+                    "runner.toml": text.replace('"elsewhere"', '"x"')
+                    .replace('key-b = ["w2"]', 'key-b = ["w2", "w3"]')
+                    .encode()
+                },
+                "give key-b w3\n",
+                author="alice",
+            )
+        )
 
 
 # --- 6: a takeover of a live claim ------------------------------------------------------------
@@ -201,7 +300,12 @@ def takeover(queue: Queue, actor: str, step_id: str = "01-a"):
 
 def test_a_takeover_one_second_after_the_claim_is_refused(remote: Path, queue: Queue):
     claim(queue, "w1", "01-a")  # its heartbeat rides in the same push
-    refused(remote, lambda: takeover(queue, "w2"), "w1's heartbeat for 01-a attempt 1 reached this server", "a live claim is not taken over")
+    refused(
+        remote,
+        lambda: takeover(queue, "w2"),
+        "w1's heartbeat for 01-a attempt 1 reached this server",
+        "a live claim is not taken over",
+    )
     claim(queue, "w1", "04-d", beat=False)  # no heartbeat: the claim's own arrival is the evidence
     refused(remote, lambda: takeover(queue, "w2", "04-d"), "w1's claim for 04-d attempt 1 reached this server")
 
@@ -224,8 +328,15 @@ def test_a_fresh_heartbeat_of_a_daemon_with_slots_keeps_each_of_its_claims_alive
     with arriving(2 * 3600):
         claim(queue, "w1", "01-a")
         claim(queue, "w1", "04-d")
-    queue.beat("w1", {"state": "running", "step": "01-a", "attempt": 1,
-                      "claims": [{"step": "01-a", "attempt": 1}, {"step": "04-d", "attempt": 1}]})
+    queue.beat(
+        "w1",
+        {
+            "state": "running",
+            "step": "01-a",
+            "attempt": 1,
+            "claims": [{"step": "01-a", "attempt": 1}, {"step": "04-d", "attempt": 1}],
+        },
+    )
     refused(remote, lambda: takeover(queue, "w2", "04-d"), "w1's heartbeat for 04-d attempt 1 reached this server")
 
 
@@ -247,30 +358,58 @@ def test_a_gitlink_on_the_queue_branch_is_refused(remote: Path, queue: Queue):
     root = repo.TreeBuilder(repo[snap.tip].tree)
     root.insert("plans", builder.write(), pygit2.GIT_FILEMODE_TREE)
     commit = commit_of(queue, [snap.tip], str(root.write()), "vendor a submodule\n")
-    said = refused(remote, lambda: queue.store.publish([RefUpdate(QUEUE, commit, snap.tip)]), "a gitlink (submodule) has no place on the queue branch: plans/vendor")
+    said = refused(
+        remote,
+        lambda: queue.store.publish([RefUpdate(QUEUE, commit, snap.tip)]),
+        "a gitlink (submodule) has no place on the queue branch: plans/vendor",
+    )
     assert "hook failed" not in said
 
 
 def test_a_tag_object_on_runners_branches_is_refused(remote: Path, queue: Queue):
     snap = queue.snapshot()
     repo = queue.store.repo
-    tag = str(repo.create_tag("v1", pygit2.Oid(hex=snap.tip), pygit2.GIT_OBJECT_COMMIT, pygit2.Signature("m", "m@x"), "a tag\n"))
+    tag = str(
+        repo.create_tag(
+            "v1", pygit2.Oid(hex=snap.tip), pygit2.GIT_OBJECT_COMMIT, pygit2.Signature("m", "m@x"), "a tag\n"
+        )
+    )
     for ref in (QUEUE, INTEGRATION):
-        said = refused(remote, lambda: queue.store.publish([RefUpdate(ref, tag, FORCE)]), f"{ref}: must point at a commit, not a tag", ref=ref)
+        said = refused(
+            remote,
+            lambda: queue.store.publish([RefUpdate(ref, tag, FORCE)]),
+            f"{ref}: must point at a commit, not a tag",
+            ref=ref,
+        )
         assert "hook failed" not in said
     accepted(queue.store.publish([RefUpdate("refs/tags/v1", tag, None)]))  # people's tags are theirs
 
 
-@pytest.mark.parametrize("what, raw, reason", [
-    ("message", b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n",
-     "the commit's message is not UTF-8"),
-    ("author", b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nfine\n",
-     "the commit's author or committer is not UTF-8"),
-    ("encoding header", b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding ISO-8859-1\n\ncaf\xe9\n",
-     "the commit declares encoding 'ISO-8859-1'"),
-    ("unknown encoding", b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding no-such-codec\n\nx\n",
-     "the commit declares encoding 'no-such-codec'"),
-])
+@pytest.mark.parametrize(
+    "what, raw, reason",
+    [
+        (
+            "message",
+            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n",
+            "the commit's message is not UTF-8",
+        ),
+        (
+            "author",
+            b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nfine\n",
+            "the commit's author or committer is not UTF-8",
+        ),
+        (
+            "encoding header",
+            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding ISO-8859-1\n\ncaf\xe9\n",
+            "the commit declares encoding 'ISO-8859-1'",
+        ),
+        (
+            "unknown encoding",
+            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding no-such-codec\n\nx\n",
+            "the commit declares encoding 'no-such-codec'",
+        ),
+    ],
+)
 def test_a_commit_that_is_not_utf8_is_refused(remote: Path, queue: Queue, what: str, raw: bytes, reason: str):
     snap = queue.snapshot()
     tree = queue.store.commit(snap.tip).tree
@@ -282,12 +421,20 @@ def test_a_commit_that_is_not_utf8_is_refused(remote: Path, queue: Queue, what: 
 def test_a_file_name_that_is_not_utf8_is_refused(remote: Path, queue: Queue):
     snap = queue.snapshot()
     store = queue.store
-    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=store.git_dir, input=b"x\n", capture_output=True, check=True).stdout.strip()
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=store.git_dir, input=b"x\n", capture_output=True, check=True
+    ).stdout.strip()
     listing = subprocess.run(["git", "ls-tree", snap.tip], cwd=store.git_dir, capture_output=True, check=True).stdout
     listing += b"100644 blob " + blob + b"\tcaf\xe9.md\n"
-    tree = subprocess.run(["git", "mktree"], cwd=store.git_dir, input=listing, capture_output=True, check=True).stdout.decode().strip()
+    tree = (
+        subprocess.run(["git", "mktree"], cwd=store.git_dir, input=listing, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
     commit = commit_of(queue, [snap.tip], tree, "add a file\n")
-    said = refused(remote, lambda: store.publish([RefUpdate(QUEUE, commit, snap.tip)]), "a file name is not UTF-8: 'caf\\udce9.md'")
+    said = refused(
+        remote, lambda: store.publish([RefUpdate(QUEUE, commit, snap.tip)]), "a file name is not UTF-8: 'caf\\udce9.md'"
+    )
     assert "hook failed" not in said
 
 
@@ -302,10 +449,21 @@ def test_a_runner_toml_that_does_not_parse_never_switches_identities_off(remote:
     configure(queue, IDENTITIES)
     direct = GitStore(remote, remote=None)  # written on the server without the hook (under an old runner's rules, say)
     before = direct.ref(QUEUE)
-    broken = direct.make_commit([before], {"runner.toml": (DEFAULT_TOML + IDENTITIES + "\n[nonsense]\nx = 1\n").encode()}, "x\n", author_for("alice"))
+    broken = direct.make_commit(
+        [before],
+        {"runner.toml": (DEFAULT_TOML + IDENTITIES + "\n[nonsense]\nx = 1\n").encode()},
+        "x\n",
+        author_for("alice"),
+    )
     accepted(direct.publish([RefUpdate(QUEUE, broken, before)]))
     with pushing_as("key-b"):  # with the defaults, key-b could act as w1
-        refused(remote, lambda: queue.beat("w1", {}), "runner.toml on runner/queue does not parse", "nothing can be judged", ref=BEAT)
+        refused(
+            remote,
+            lambda: queue.beat("w1", {}),
+            "runner.toml on runner/queue does not parse",
+            "nothing can be judged",
+            ref=BEAT,
+        )
 
 
 # --- a step recorded done carries its merge in the same push -------------------------------------
@@ -318,7 +476,12 @@ def test_a_complete_that_names_a_merge_the_integration_branch_does_not_hold_is_r
     change = queue.store.make_commit([base], {"d.txt": b"d\n"}, "04-d: D (attempt 1)\n", author_for("w1"))
     merge = queue.store.make_commit([base, change], {"d.txt": b"d\n"}, "merge 04-d\n", author_for("w1"))
     result = {"commit": change, "merge": merge}
-    refused(remote, lambda: forge(queue, "04-d", "complete", "w1", result=result), "records merge", "which the integration branch does not hold after this push")
+    refused(
+        remote,
+        lambda: forge(queue, "04-d", "complete", "w1", result=result),
+        "records merge",
+        "which the integration branch does not hold after this push",
+    )
     assert tip(remote, INTEGRATION) == base
 
 
@@ -326,5 +489,8 @@ def test_a_claim_under_an_endless_lease_is_refused(remote: Path, queue: Queue):
     from runner.core.machine import Context
 
     pretended = Context(lease="1000d")  # the forger writes as if the queue's lease were endless
-    refused(remote, lambda: forge(queue, "01-a", "claim", "w1", lease="1000d", context=pretended),
-            "a claim is made under the queue's lease (1h), not '1000d'")
+    refused(
+        remote,
+        lambda: forge(queue, "01-a", "claim", "w1", lease="1000d", context=pretended),
+        "a claim is made under the queue's lease (1h), not '1000d'",
+    )

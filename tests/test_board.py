@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
-
 from support.repos import ENV_PATH, git, queue_history, runner, runner_json, set_config, step_file, wait_for
 from support.review import BROWSER, BROWSER_FLAGS, WORKER_ENV, review_remote, start_board, stop, worker_clone
 
 if not os.path.exists(BROWSER):
-    pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True)
+    pytest.skip(
+        f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True
+    )
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
 WAIT = 60_000  # ms: the longest any page waits for the queue to move (a bound, never a measure)
 STEPS = (
@@ -103,23 +104,45 @@ def review(drained, tmp_path, monkeypatch):
     for clone in (laptop, host_b):
         git(clone, "remote", "set-url", "origin", str(bare))
     board, url, err = start_board(laptop)
-    yield {"bare": bare, "laptop": laptop, "host_b": host_b, "url": url, "base": url.split("#")[0], "board": board, "tmp": root,
-           "notices": root / "notices.txt", "stderr": err}
+    yield {
+        "bare": bare,
+        "laptop": laptop,
+        "host_b": host_b,
+        "url": url,
+        "base": url.split("#")[0],
+        "board": board,
+        "tmp": root,
+        "notices": root / "notices.txt",
+        "stderr": err,
+    }
     stop(board)
 
 
 def test_the_home_page_lists_every_step_and_what_needs_you_first(review, page):
     page.goto(review["url"])
     page.wait_for_selector("#steps")
-    rows = {row.get_attribute("data-step"): row.get_attribute("data-status") for row in page.query_selector_all("#steps tbody tr")}
+    rows = {
+        row.get_attribute("data-step"): row.get_attribute("data-status")
+        for row in page.query_selector_all("#steps tbody tr")
+    }
     assert rows == {"01-db": "done", "02-api": "review", "03-ui": "review", "04-bad": "failed"}
-    needs = {card.get_attribute("data-step"): card.get_attribute("data-kind") for card in page.query_selector_all("#needs .need")}
+    needs = {
+        card.get_attribute("data-step"): card.get_attribute("data-kind")
+        for card in page.query_selector_all("#needs .need")
+    }
     assert needs == {"02-api": "review", "03-ui": "review", "04-bad": "failed"}
-    assert "the build broke" not in page.inner_text("#needs") and "exit code 3" in page.inner_text("#needs .need[data-step='04-bad']")
+    assert "the build broke" not in page.inner_text("#needs") and "exit code 3" in page.inner_text(
+        "#needs .need[data-step='04-bad']"
+    )
     assert "its result waits for your approval" in page.inner_text("#needs .need[data-step='02-api']")
     headings = [h.inner_text().split("\n")[0].upper() for h in page.query_selector_all("main h2")]
     assert headings.index("NEEDS YOU") < headings.index("THE PLAN") < headings.index("WORKERS")
-    assert sorted(n.get_attribute("data-node") for n in page.query_selector_all("#graph [data-node]")) == ["01-db", "02-api", "03-ui", "04-bad"]
+    assert sorted(n.get_attribute("data-node") for n in page.query_selector_all("#graph [data-node]")) == [
+        "01-db",
+        "02-api",
+        "03-ui",
+        "04-bad",
+    ]
     assert page.inner_text("#workers tr[data-worker='w2']")
     assert "acting as alice" in page.inner_text("#who")
 
@@ -140,7 +163,9 @@ def test_a_steps_page_shows_what_approve_would_merge_and_every_run(review, page)
     page.wait_for_selector("#runs")
     assert "exit code 3" in page.inner_text("#runs") and "fail" in page.inner_text("#runs")
     assert "the build broke" in page.inner_text("#handoff")  # the log tail the attempt left
-    assert page.query_selector("button[data-action='retry']") and not page.query_selector("button[data-action='approve']")
+    assert page.query_selector("button[data-action='retry']") and not page.query_selector(
+        "button[data-action='approve']"
+    )
 
 
 def test_approve_and_reject_with_a_comment_from_the_page_land_on_the_queue_as_the_person(review, page):
@@ -160,12 +185,24 @@ def test_approve_and_reject_with_a_comment_from_the_page_land_on_the_queue_as_th
     assert json.loads(events[("reject", "03-ui")]["Reason"]) == "Use the blue palette <b>not</b> red"
     assert git(review["bare"], "show", "runner/integration:api.txt") == "api"  # approve merged the result
     shown = runner_json(review["host_b"], "show", "03-ui")
-    assert shown["status"] == "ready" and shown["last_error"].endswith(": Use the blue palette <b>not</b> red")  # the next attempt's feedback
+    assert shown["status"] == "ready" and shown["last_error"].endswith(
+        ": Use the blue palette <b>not</b> red"
+    )  # the next attempt's feedback
     # The page shows the step as it is now, without being asked.
     page.wait_for_selector("h1 .pill.ready")
     # The worker told the people, by [notify], once each: what needed them, and when nothing was left to run.
-    lines = wait_for(lambda: (t := review["notices"].read_text().splitlines() if review["notices"].exists() else []) and len(t) >= 4 and t)
-    assert sorted(line for line in lines if not line.startswith("drained ")) == ["failed 04-bad", "needs-you 02-api", "needs-you 03-ui"]
+    lines = wait_for(
+        lambda: (
+            (t := review["notices"].read_text().splitlines() if review["notices"].exists() else [])
+            and len(t) >= 4
+            and t
+        )
+    )
+    assert sorted(line for line in lines if not line.startswith("drained ")) == [
+        "failed 04-bad",
+        "needs-you 02-api",
+        "needs-you 03-ui",
+    ]
     assert len([line for line in lines if line.startswith("drained ")]) == 1
 
 
@@ -174,8 +211,20 @@ def test_a_refusal_is_shown_as_the_cli_states_it(review, page):
     page.goto(review["base"] + "steps/02-api")
     page.click("button[data-action='reject']")
     page.fill("textarea[name='reason']", "too late")  # the page keeps the form open while the queue moves
-    runner(review["laptop"], "approve", "02-api", "--by", "alice", env={"RUNNER_PUSHER": "alice"})  # someone was quicker
-    cli = runner(review["laptop"], "reject", "02-api", "--reason", "too late", "--by", "alice", check=False, env={"RUNNER_PUSHER": "alice"})
+    runner(
+        review["laptop"], "approve", "02-api", "--by", "alice", env={"RUNNER_PUSHER": "alice"}
+    )  # someone was quicker
+    cli = runner(
+        review["laptop"],
+        "reject",
+        "02-api",
+        "--reason",
+        "too late",
+        "--by",
+        "alice",
+        check=False,
+        env={"RUNNER_PUSHER": "alice"},
+    )
     assert cli.returncode != 0
     page.click("button[data-action='reject-send']")
     page.wait_for_selector(".flash.err")
@@ -208,12 +257,18 @@ def test_the_live_log_of_a_running_step_appears_on_the_board(review, page):
     script = f'echo "hello from the step"; printf "\\033[31mred\\033[0m <b>bold</b>\\n"; while [ ! -e {release} ]; do sleep 0.05; done; echo bye'
     add(review, "06-long", run=["sh", "-c", script])
     host_a = worker_clone(review["bare"], review["tmp"] / "host-a")
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--step", "06-long", "--repo", str(host_a)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**ENV_PATH, **WORKER_ENV["w1"]})
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runner", "tick", "--id", "w1", "--step", "06-long", "--repo", str(host_a)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**ENV_PATH, **WORKER_ENV["w1"]},
+    )
     try:
         page.goto(review["url"])
         page.goto(review["base"] + "steps/06-long")
-        page.wait_for_function("document.querySelector('#live-output') && document.querySelector('#live-output').innerText.includes('hello from the step')")
+        page.wait_for_function(
+            "document.querySelector('#live-output') && document.querySelector('#live-output').innerText.includes('hello from the step')"
+        )
         live = page.inner_text("#live-output")
         assert "\\x1b[31mred\\x1b[0m <b>bold</b>" in live and not page.query_selector("#live-output b")
         assert "running implement" in page.inner_text(".livebox")
@@ -235,9 +290,17 @@ def test_a_request_without_the_token_changes_nothing(review, page):
     tries = {
         "no token": {"Content-Type": "application/json"},
         "a wrong token": {"Content-Type": "application/json", "X-Runner-Token": "x" * len(token)},
-        "another site's page": {"Content-Type": "application/json", "X-Runner-Token": token, "Origin": "http://evil.example"},
+        "another site's page": {
+            "Content-Type": "application/json",
+            "X-Runner-Token": token,
+            "Origin": "http://evil.example",
+        },
         "a form's body": {"Content-Type": "application/x-www-form-urlencoded", "X-Runner-Token": token},
-        "another host name (DNS rebinding)": {"Content-Type": "application/json", "X-Runner-Token": token, "Host": "evil.example"},
+        "another host name (DNS rebinding)": {
+            "Content-Type": "application/json",
+            "X-Runner-Token": token,
+            "Host": "evil.example",
+        },
     }
     for what, headers in tries.items():
         code, answer = post(base + "api/act", body, headers)
@@ -263,7 +326,11 @@ def test_read_only_offers_no_action(review, page):
         assert page.query_selector_all("button[data-action]") == []
         assert page.inner_text("#who") == "read-only"
         before = git(review["bare"], "rev-parse", "runner/queue")
-        code, _ = post(url + "api/act", json.dumps({"action": "approve", "step": "02-api"}).encode(), {"Content-Type": "application/json"})
+        code, _ = post(
+            url + "api/act",
+            json.dumps({"action": "approve", "step": "02-api"}).encode(),
+            {"Content-Type": "application/json"},
+        )
         assert code in (404, 405) and git(review["bare"], "rev-parse", "runner/queue") == before
     finally:
         stop(board)
@@ -284,7 +351,13 @@ def test_a_form_a_person_opened_stays_open_while_the_queue_moves(review, page):
 
 def test_the_board_never_runs_a_steps_command(review, page):
     marker = review["tmp"] / "ran"
-    add(review, "07-trap", tags=["nobody-has-it"], run=["sh", "-c", f"touch {marker}"], body=f"#### Automated Verification:\n- [ ] trap: `touch {marker}`\n")
+    add(
+        review,
+        "07-trap",
+        tags=["nobody-has-it"],
+        run=["sh", "-c", f"touch {marker}"],
+        body=f"#### Automated Verification:\n- [ ] trap: `touch {marker}`\n",
+    )
     page.goto(review["url"])
     page.goto(review["base"] + "steps/07-trap")
     page.wait_for_selector("button[data-action='abort']")
@@ -301,7 +374,12 @@ def test_the_board_never_runs_a_steps_command(review, page):
 
 def test_titles_and_outputs_with_html_or_terminal_escapes_are_shown_as_text(review, page):
     title = '<img src=x onerror="window.pwned=1">Fancy & <script>window.pwned=2</script>'
-    add(review, "08-odd", title, run=["sh", "-c", 'printf "<script>window.pwned=3</script>\\033[2J\\033]0;owned\\007\\n"; exit 1'])
+    add(
+        review,
+        "08-odd",
+        title,
+        run=["sh", "-c", 'printf "<script>window.pwned=3</script>\\033[2J\\033]0;owned\\007\\n"; exit 1'],
+    )
     drain(review["host_b"])
     page.goto(review["url"])
     page.wait_for_selector("#steps tr[data-step='08-odd']")

@@ -15,10 +15,11 @@ from support.repos import runner, runner_json
 from support.review import BROWSER, BROWSER_FLAGS, WORKER_ENV, review_remote, start_board, stop, worker_clone
 
 if not os.path.exists(BROWSER):
-    pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)",
-                allow_module_level=True)
+    pytest.skip(
+        f"needs Chromium at {BROWSER} (Debian: apt-get install chromium; .ci/run installs it)", allow_module_level=True
+    )
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
 WAIT = 60_000  # ms: a bound, never a measure
 SHOTS = Path(os.environ.get("RUNNER_BOARD_SHOTS", "")) if os.environ.get("RUNNER_BOARD_SHOTS") else None
@@ -33,9 +34,18 @@ STEPS = (
     ("01-db", {"run": reporting("db", 0.0125, (1200, 300))}),
     ("02-api", {"depends_on": ["01-db"], "run": reporting("api", 0.02, (2500, 800))}),
     # python3, another account: it says "try later" (exit 75) with the reset a day ahead
-    ("03-quota", {"run": ["python3", "-c", "import sys, datetime as d; print('RUNNER-USAGE: {\"input_tokens\": 0, "
-                                           "\"output_tokens\": 0, \"resets_at\": \"%s\"}' % (d.datetime.now(d.UTC) + "
-                                           "d.timedelta(days=1)).strftime('%Y-%m-%dT%H:%M:%SZ')); sys.exit(75)"]}),
+    (
+        "03-quota",
+        {
+            "run": [
+                "python3",
+                "-c",
+                'import sys, datetime as d; print(\'RUNNER-USAGE: {"input_tokens": 0, '
+                '"output_tokens": 0, "resets_at": "%s"}\' % (d.datetime.now(d.UTC) + '
+                "d.timedelta(days=1)).strftime('%Y-%m-%dT%H:%M:%SZ')); sys.exit(75)",
+            ]
+        },
+    ),
 )
 
 

@@ -16,16 +16,22 @@ from support.review import BROWSER, BROWSER_FLAGS, review_remote, start_board, s
 if not os.path.exists(BROWSER):
     pytest.skip(f"needs Chromium at {BROWSER} (Debian: apt-get install chromium)", allow_module_level=True)
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
 WAIT = 60_000
 HOSTILE = '<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>\x1b[2J'
 
 
 def _api(prompts) -> list[str]:
-    return ["sh", "-c", 'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
-            'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
-            f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md', "sh", "{prompt_file}"]
+    return [
+        "sh",
+        "-c",
+        'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
+        'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
+        f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md',
+        "sh",
+        "{prompt_file}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +61,15 @@ def _board(tmp_path):
     proc, url, err = start_board(laptop)
     with sync_playwright() as play:
         chromium = play.chromium.launch(executable_path=BROWSER, args=BROWSER_FLAGS)
-        yield {"bare": bare, "laptop": laptop, "host": host, "prompts": prompts, "url": url, "base": url.split("#")[0],
-               "browser": chromium}
+        yield {
+            "bare": bare,
+            "laptop": laptop,
+            "host": host,
+            "prompts": prompts,
+            "url": url,
+            "base": url.split("#")[0],
+            "browser": chromium,
+        }
         chromium.close()
     stop(proc)
 
@@ -94,7 +107,10 @@ def test_a_reviewer_comments_on_two_lines_and_rejects_and_the_next_attempt_reads
     rejects = [e for e in queue_history(board["bare"]) if e.get("Event") == "reject"]
     assert len(rejects) == 1 and rejects[0]["Actor"] == "alice"  # one event, as the person, accepted by the hook
     carried = json.loads(rejects[0]["Comments"])
-    assert [(c["file"], c["line"], c["line_text"]) for c in carried] == [("api.py", 2, "    return 0"), ("api.py", 4, "LIMIT = 10")]
+    assert [(c["file"], c["line"], c["line_text"]) for c in carried] == [
+        ("api.py", 2, "    return 0"),
+        ("api.py", 4, "LIMIT = 10"),
+    ]
     step_file = git(board["bare"], "show", "runner/queue:plans/steps/01-api.md")
     assert "review_comments:" in step_file and "keep LIMIT" in step_file  # the step's feedback, as data
     runner(board["host"], "tick", "--id", "w1", "--step", "01-api", env={"RUNNER_PUSHER": "key-a"})
@@ -111,15 +127,23 @@ def test_a_reviewer_comments_on_two_lines_and_rejects_and_the_next_attempt_reads
 def test_filter_bulk_retry_keyboard_approve(board):
     page, errors = _page(board)
     page.select_option("select[name='tag']", "flaky")
-    assert sorted(r.get_attribute("data-step") for r in page.query_selector_all("#steps tbody tr:not([hidden])")) == ["03-flaky", "04-flaky"]
+    assert sorted(r.get_attribute("data-step") for r in page.query_selector_all("#steps tbody tr:not([hidden])")) == [
+        "03-flaky",
+        "04-flaky",
+    ]
     page.keyboard.press("/")
     page.keyboard.type("04")
-    assert [r.get_attribute("data-step") for r in page.query_selector_all("#steps tbody tr:not([hidden])")] == ["04-flaky"]
+    assert [r.get_attribute("data-step") for r in page.query_selector_all("#steps tbody tr:not([hidden])")] == [
+        "04-flaky"
+    ]
     page.fill("#filter-text", "")
     page.dispatch_event("#filter-text", "input")
     page.click("button[data-action='bulk-retry']")
     page.wait_for_selector("#bulk-confirm")
-    assert sorted(li.get_attribute("data-step") for li in page.query_selector_all("#bulk-list li")) == ["03-flaky", "04-flaky"]
+    assert sorted(li.get_attribute("data-step") for li in page.query_selector_all("#bulk-list li")) == [
+        "03-flaky",
+        "04-flaky",
+    ]
     page.click("button[data-action='bulk-retry-send']")
     page.wait_for_selector(".flash.ok:has-text('2 of 2 done')")
     retries = [e["Step"] for e in queue_history(board["bare"]) if e.get("Event") == "retry"]

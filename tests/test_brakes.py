@@ -16,7 +16,7 @@ from support.memory import memory_queue
 from runner.core.agentoutput import Limit
 from runner.core.config import parse_config
 from runner.core.machine import BUDGET_HALT, Event, Kind, transition
-from runner.core.model import Step, parse_time, utc_now
+from runner.core.model import parse_time, utc_now
 from runner.core.stepfile import parse_step
 from runner.core.usage import UNKNOWN, Spend, Usage
 from runner.queue.change import Skip
@@ -30,7 +30,9 @@ from runner.worker.record import Recorder
 SPENDY = Usage(10_000, 1_000, usd=0.50, usd_from="claude", model="m")
 
 
-def ran(usage=SPENDY, output: str = "", limit: Limit | None = None, code: int = 0, account: str = "claude") -> RunResult:
+def ran(
+    usage=SPENDY, output: str = "", limit: Limit | None = None, code: int = 0, account: str = "claude"
+) -> RunResult:
     return RunResult(["claude"], code, 0.01, output=output, usage=usage, model="m", limit=limit, account=account)
 
 
@@ -75,33 +77,34 @@ VERIFY = '[roles.verify]\ncommand = ["claude"]\noutput = "claude-json"\n'
 
 def test_a_step_over_its_budget_is_held_for_a_person_before_the_next_agent_run_never_failed():
     script = Script(roles={"implement": [ran()]}, gates_fail=[True, True, True])
-    st = state('[brakes]\nstep_budget_usd = 0.75\nmax_fix_attempts = 5\n')
+    st = state("[brakes]\nstep_budget_usd = 0.75\nmax_fix_attempts = 5\n")
     outcome = run_pipeline(st, script)
     assert outcome.kind == Kind.BLOCK and outcome.review == "budget" and not outcome.permanent
     assert script.calls == ["implement", "implement"]  # the third run would have started over the budget
     assert "$1.0000 spent of its $0.75 budget" in outcome.reason and "runner approve" in outcome.reason
     # what earlier attempts spent counts: held before any agent runs
-    before = state('[brakes]\nstep_budget_usd = 2\n', usage_before=Spend(usd=2.5, runs=5))
+    before = state("[brakes]\nstep_budget_usd = 2\n", usage_before=Spend(usd=2.5, runs=5))
     script = Script(roles={"implement": [ran()]})
     assert run_pipeline(before, script).review == "budget" and script.calls == []
 
 
 def test_a_token_budget_holds_too_and_unknown_usage_counts_as_nothing():
     script = Script(roles={"implement": [ran()]}, gates_fail=[True, False])
-    outcome = run_pipeline(state('[brakes]\nstep_budget_tokens = 11000\n'), script)
+    outcome = run_pipeline(state("[brakes]\nstep_budget_tokens = 11000\n"), script)
     assert outcome.kind == Kind.BLOCK and "11,000 tokens spent of its 11,000" in outcome.reason
     unknown = Script(roles={"implement": [ran(UNKNOWN)]}, gates_fail=[True, True, False])
-    assert run_pipeline(state('[brakes]\nstep_budget_tokens = 1\n'), unknown).kind == Kind.COMPLETE
+    assert run_pipeline(state("[brakes]\nstep_budget_tokens = 1\n"), unknown).kind == Kind.COMPLETE
 
 
 def test_a_persons_go_ahead_lets_it_run_one_attempt_over_the_budget():
-    waived = state('[brakes]\nstep_budget_usd = 0.1\n', meta="budget_waived: true\n",
-                   usage_before=Spend(usd=5.0, runs=9))
+    waived = state(
+        "[brakes]\nstep_budget_usd = 0.1\n", meta="budget_waived: true\n", usage_before=Spend(usd=5.0, runs=9)
+    )
     assert run_pipeline(waived, Script(roles={"implement": [ran()]})).kind == Kind.COMPLETE
 
 
 def test_the_plans_budget_halts_the_queue_and_spends_nothing():
-    st = state('[brakes]\nplan_budget_usd = 10\n', plan_usd_before=9.75)
+    st = state("[brakes]\nplan_budget_usd = 10\n", plan_usd_before=9.75)
     script = Script(roles={"implement": [ran()]}, gates_fail=[True, False])
     outcome = run_pipeline(st, script)
     assert outcome.kind == Kind.RELEASE and outcome.halt.startswith(BUDGET_HALT)
@@ -118,15 +121,18 @@ def test_a_limit_gives_the_step_back_and_pauses_its_account_until_the_reset():
         assert outcome.kind == Kind.RELEASE and not outcome.fault and outcome.account == "claude"
         assert outcome.retry_at == reset and "no attempt spent" in outcome.reason
         assert st.runs[-1].name == role and st.runs[-1].usage == Usage()  # the run is on the record
-    nameless = run_pipeline(state('[brakes]\nlimit_wait = "20m"\n'),
-                            Script(roles={"implement": [ran(UNKNOWN, limit=Limit("rate limited"), code=1)]}))
+    nameless = run_pipeline(
+        state('[brakes]\nlimit_wait = "20m"\n'),
+        Script(roles={"implement": [ran(UNKNOWN, limit=Limit("rate limited"), code=1)]}),
+    )
     waited = (nameless.retry_at - utc_now()).total_seconds()
     assert nameless.kind == Kind.RELEASE and 1190 <= waited <= 1200
 
 
 def test_the_next_attempt_moves_up_the_model_ladder_only_on_evidence():
-    failing = run_pipeline(state('[brakes]\nmax_fix_attempts = 0\n'), Script(roles={"implement": [ran()]},
-                                                                             gates_fail=[True]))
+    failing = run_pipeline(
+        state("[brakes]\nmax_fix_attempts = 0\n"), Script(roles={"implement": [ran()]}, gates_fail=[True])
+    )
     assert failing.kind == Kind.FAIL and failing.escalate
     crashed = run_pipeline(state(), Script(roles={"implement": [ran(code=1)]}))
     assert crashed.kind == Kind.FAIL and not crashed.escalate
@@ -148,8 +154,15 @@ def test_the_machine_sums_what_the_runs_spent_into_the_steps_usage():
     assert updates["usage"] == {"usd": 1.5, "input_tokens": 10000, "output_tokens": 1000, "runs": 4, "unknown": 1}
     plain = Event(Kind.FAIL, "w1", utc_now(), step="01-a", attempt=1, reason="x", runs=({"name": "test"},))
     assert "usage" not in transition(held({}), plain)  # a plan of plain commands gets no usage key
-    hostile = Event(Kind.FAIL, "w1", utc_now(), step="01-a", attempt=1, reason="x",
-                    runs=({"name": "x", "usage": {"input_tokens": "many"}}, "not a run", {"usage": [1]}))
+    hostile = Event(
+        Kind.FAIL,
+        "w1",
+        utc_now(),
+        step="01-a",
+        attempt=1,
+        reason="x",
+        runs=({"name": "x", "usage": {"input_tokens": "many"}}, "not a run", {"usage": [1]}),
+    )
     assert transition(held({}), hostile)["usage"] == {"usd": 0.0, "runs": 2, "unknown": 2}
 
 
@@ -169,21 +182,30 @@ def test_only_a_release_pauses_an_account_and_it_says_until_when():
     from runner.core.machine import TransitionError
 
     at = utc_now() + timedelta(hours=1)
-    ok = transition(held({}), Event(Kind.RELEASE, "w1", utc_now(), step="01-a", attempt=1, account="claude",
-                                    retry_at=at, reason="limit"))
+    ok = transition(
+        held({}),
+        Event(Kind.RELEASE, "w1", utc_now(), step="01-a", attempt=1, account="claude", retry_at=at, reason="limit"),
+    )
     assert ok["status"] == "ready" and ok["not_before"] and "failures" not in ok
-    for bad in (dict(kind=Kind.FAIL, retry_at=at), dict(kind=Kind.RELEASE), dict(kind=Kind.RELEASE, retry_at=at,
-                                                                                account="../../etc")):
+    for bad in (
+        dict(kind=Kind.FAIL, retry_at=at),
+        dict(kind=Kind.RELEASE),
+        dict(kind=Kind.RELEASE, retry_at=at, account="../../etc"),
+    ):
         kind = bad.pop("kind")
         with pytest.raises(TransitionError):
-            transition(held({}), Event(kind, "w1", utc_now(), step="01-a", attempt=1, reason="x",
-                                       **{"account": "claude", **bad}))
+            transition(
+                held({}),
+                Event(kind, "w1", utc_now(), step="01-a", attempt=1, reason="x", **{"account": "claude", **bad}),
+            )
 
 
 # --- the queue on the in-memory store ------------------------------------------------------------
 
-ROLES = ('[harness]\ncommand = ["claude", "-p"]\noutput = "claude-json"\n'
-         '[roles.verify]\ncommand = ["gemini", "--prompt", "{prompt}"]\noutput = "gemini-json"\n')
+ROLES = (
+    '[harness]\ncommand = ["claude", "-p"]\noutput = "claude-json"\n'
+    '[roles.verify]\ncommand = ["gemini", "--prompt", "{prompt}"]\noutput = "gemini-json"\n'
+)
 
 
 def limited_release(queue, step_id: str, worker: str, until) -> None:
@@ -191,15 +213,26 @@ def limited_release(queue, step_id: str, worker: str, until) -> None:
     snap = queue.snapshot(branches=["runner/integration"])
     st = State(step=snap.plan.steps[step_id].full(), attempt=snap.plan.steps[step_id].attempt, config=snap.config)
     recorder = Recorder(queue, worker, f"{worker}.1", lambda s, a, status: {"state": "idle"})
-    outcome = Outcome(Kind.RELEASE, reason="implement hit a limit of account claude: You've hit your limit",
-                      retry_at=until, account="claude")
+    outcome = Outcome(
+        Kind.RELEASE,
+        reason="implement hit a limit of account claude: You've hit your limit",
+        retry_at=until,
+        account="claude",
+    )
     recorder.record(st, outcome, None, [], None, Path("/nonexistent"), 0.1, snap)
 
 
 def test_a_limit_pauses_the_account_for_every_step_that_would_spend_it(tmp_path):
-    queue = memory_queue(tmp_path, {"01-a": {"run": None}, "02-b": {"run": None}, "03-plain": {"run": ["make"]},
-                                    "04-own": {"run": ["codex", "exec"], "roles": {"verify": {"command": []}}}},
-                         config=ROLES)
+    queue = memory_queue(
+        tmp_path,
+        {
+            "01-a": {"run": None},
+            "02-b": {"run": None},
+            "03-plain": {"run": ["make"]},
+            "04-own": {"run": ["codex", "exec"], "roles": {"verify": {"command": []}}},
+        },
+        config=ROLES,
+    )
     until = utc_now() + timedelta(hours=1)
     limited_release(queue, "01-a", "w1", until)
     snap = queue.snapshot()
@@ -222,9 +255,11 @@ def test_a_pause_ends_at_its_reset_and_a_later_limit_only_extends_it(tmp_path):
     later, sooner = utc_now() + timedelta(hours=3), utc_now() + timedelta(hours=1)
     limited_release(queue, "01-a", "w1", later)
     from runner.core.events import pause_file
+
     before = queue.store.file_at(queue.snapshot().tip, "plans/pauses/claude.json")
-    event = Event(Kind.RELEASE, "w2", utc_now(), step="02-b", attempt=1, account="claude", retry_at=sooner,
-                  reason="again")
+    event = Event(
+        Kind.RELEASE, "w2", utc_now(), step="02-b", attempt=1, account="claude", retry_at=sooner, reason="again"
+    )
     assert pause_file(before, event)[1] == before  # the sooner reset leaves the later one
     after = queue.snapshot().pauses(later + timedelta(seconds=1))
     assert after == {}
@@ -260,8 +295,9 @@ def test_every_role_gets_its_step_attempt_and_worker_as_telemetry_attributes(mon
 
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "service.name=claude-code,team=core")
     env = WorktreeActions.env(SimpleNamespace(worker="host-a"), state(), Path("/tmp"))
-    assert env["OTEL_RESOURCE_ATTRIBUTES"] == ("service.name=claude-code,team=core,runner.step=01-a,runner.attempt=1,"
-                                               "runner.worker=host-a")
+    assert env["OTEL_RESOURCE_ATTRIBUTES"] == (
+        "service.name=claude-code,team=core,runner.step=01-a,runner.attempt=1,runner.worker=host-a"
+    )
     monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES")
     env = WorktreeActions.env(SimpleNamespace(worker="host-a"), state(), Path("/tmp"))
     assert env["OTEL_RESOURCE_ATTRIBUTES"] == "runner.step=01-a,runner.attempt=1,runner.worker=host-a"

@@ -28,8 +28,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from chaos import checker, hostile, netns, scenarios  # noqa: E402
-from chaos.cluster import Cluster, StepSpec, git, runner_cli, scaled_lease  # noqa: E402
+from chaos import checker, hostile, netns, scenarios
+from chaos.cluster import Cluster, StepSpec, git, runner_cli, scaled_lease
 
 pytestmark = pytest.mark.chaos
 
@@ -78,10 +78,20 @@ def assert_clean(report: checker.Report) -> None:
 def baseline(tmp_path_factory):
     """One small real run with a takeover in it: the material the doctored histories start from."""
     base = tmp_path_factory.mktemp("baseline")
-    cluster = Cluster(base, hosts=2, workers_per_host=1, transport="path", lease="30s")  # only the pid check may take over
+    cluster = Cluster(
+        base, hosts=2, workers_per_host=1, transport="path", lease="30s"
+    )  # only the pid check may take over
     try:
         cluster.configure()
-        cluster.add_plan([StepSpec("b1"), StepSpec("b2", ["b1"]), StepSpec("b3", ["b1"]), StepSpec("b4", ["b2", "b3"]), StepSpec("b5", ["b4"])])
+        cluster.add_plan(
+            [
+                StepSpec("b1"),
+                StepSpec("b2", ["b1"]),
+                StepSpec("b3", ["b1"]),
+                StepSpec("b4", ["b2", "b3"]),
+                StepSpec("b5", ["b4"]),
+            ]
+        )
         first, second = cluster.slots
         first.first_envs = [{"RUNNER_CRASH_AT": "after-step"}]  # one takeover and one double execution
         second.want = False  # starts once the first has crashed with b1 in hand
@@ -112,7 +122,10 @@ def test_the_baseline_run_is_clean_and_has_a_takeover(baseline, tmp_path):
     result, _ = baseline
     publish(result.report, tmp_path, time.monotonic())
     assert_clean(result.report)
-    assert result.report.stats["kills"] == 1 and result.report.stats["takeovers"] == result.report.stats["  of dead holders"] == 1
+    assert (
+        result.report.stats["kills"] == 1
+        and result.report.stats["takeovers"] == result.report.stats["  of dead holders"] == 1
+    )
 
 
 def plant_commit(repo_path: Path, path: str, edit, message: str, branch: str = "runner/queue") -> str:
@@ -171,8 +184,21 @@ def plant_beats(repo_path: Path, holder: checker.Attempt, start: float, end: flo
     with open(repo_path / checker.REF_TIMES, "a") as log:
         at, n = start, 0
         while at <= end:
-            info = {"step": holder.step, "attempt": holder.attempt, "incarnation": holder.incarnation, "pid": holder.pid, "state": "running"}
-            commit = repo.create_commit(None, sig, sig, f"heartbeat {holder.worker}\n\n{json.dumps({'worker': holder.worker, 'n': n, **info})}\n", empty, [])
+            info = {
+                "step": holder.step,
+                "attempt": holder.attempt,
+                "incarnation": holder.incarnation,
+                "pid": holder.pid,
+                "state": "running",
+            }
+            commit = repo.create_commit(
+                None,
+                sig,
+                sig,
+                f"heartbeat {holder.worker}\n\n{json.dumps({'worker': holder.worker, 'n': n, **info})}\n",
+                empty,
+                [],
+            )
             log.write(f"{at:.3f} {checker.ZERO} {commit} {ref}\n")
             at, n = at + every, n + 1
 
@@ -185,14 +211,22 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
 
     # 1. an outcome recorded by someone who does not hold the claim (a second `done`)
     inputs = doctored(baseline, tmp_path, "double-done")
-    plant_commit(inputs.repo, "plans/steps/b5.md", lambda t: t.replace("last_updated_by: ", "last_updated_by: mallory-"),
-                 checker.forge_message("complete", "b5", "mallory", 1, "done"))
+    plant_commit(
+        inputs.repo,
+        "plans/steps/b5.md",
+        lambda t: t.replace("last_updated_by: ", "last_updated_by: mallory-"),
+        checker.forge_message("complete", "b5", "mallory", 1, "done"),
+    )
     found["double-done"] = checker.check(inputs).rules()
 
     # 2. a claim of a step that is already done (two live claims / a claim without readiness)
     inputs = doctored(baseline, tmp_path, "claim-done")
-    plant_commit(inputs.repo, "plans/steps/b1.md", lambda t: t.replace("status: done", "status: claimed").replace("assignee: null", "assignee: mallory"),
-                 checker.forge_message("claim", "b1", "mallory", 9, "claimed"))
+    plant_commit(
+        inputs.repo,
+        "plans/steps/b1.md",
+        lambda t: t.replace("status: done", "status: claimed").replace("assignee: null", "assignee: mallory"),
+        checker.forge_message("claim", "b1", "mallory", 9, "claimed"),
+    )
     found["claim-done"] = checker.check(inputs).rules()
 
     # 3. the remote's queue branch moved backwards (a force push)
@@ -202,7 +236,14 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
 
     # 4. the integration branch lost the last merge (rewritten, and a done step missing)
     inputs = doctored(baseline, tmp_path, "integration")
-    git(inputs.repo, "update-ref", "-m", "mallory drops a merge", "refs/heads/runner/integration", "refs/heads/runner/integration~1")
+    git(
+        inputs.repo,
+        "update-ref",
+        "-m",
+        "mallory drops a merge",
+        "refs/heads/runner/integration",
+        "refs/heads/runner/integration~1",
+    )
     found["integration"] = checker.check(inputs).rules()
 
     # 5. a step that ran without a claim, and one attempt that ran twice
@@ -244,18 +285,36 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
     integration = pygit2.Repository(str(inputs.repo))
     tip = integration.references["refs/heads/runner/integration"].peel(pygit2.Commit)
     sig = pygit2.Signature(taken.worker, f"{taken.worker}@example.com")
-    b1 = (integration.references["refs/heads/runner/queue"].peel(pygit2.Commit).tree / "plans/steps/b1.md").data.decode()
+    b1 = (
+        integration.references["refs/heads/runner/queue"].peel(pygit2.Commit).tree / "plans/steps/b1.md"
+    ).data.decode()
     merged = integration[re.search(r"commit: ([0-9a-f]{40})", b1).group(1)]  # its step branch went with its merge
-    integration.create_commit("refs/heads/runner/integration", sig, sig, f"merge b1 (attempt {taken.attempt}) again\n\n"
-                              f"Runner-Step: b1\nRunner-Attempt: {taken.attempt}\n", tip.tree.id, [tip.id, merged.id])
+    integration.create_commit(
+        "refs/heads/runner/integration",
+        sig,
+        sig,
+        f"merge b1 (attempt {taken.attempt}) again\n\nRunner-Step: b1\nRunner-Attempt: {taken.attempt}\n",
+        tip.tree.id,
+        [tip.id, merged.id],
+    )
     report = checker.check(inputs)
     found["stray-merge"] = report.rules()
-    assert report.stats["stray merges (lost attempts)"] == 1 and any(v.known_bug == "stray-merge" for v in report.violations), report.table()
+    assert report.stats["stray merges (lost attempts)"] == 1 and any(
+        v.known_bug == "stray-merge" for v in report.violations
+    ), report.table()
 
     expected = {
-        "double-done": "claim", "claim-done": "overlap", "rewrite": "rewrite", "integration": "integration",
-        "exec-unclaimed": "claim", "exec-twice": "claim", "phantom": "holder", "stolen": "overlap", "order": "integration",
-        "unfinished": "terminal", "stray-merge": "integration",
+        "double-done": "claim",
+        "claim-done": "overlap",
+        "rewrite": "rewrite",
+        "integration": "integration",
+        "exec-unclaimed": "claim",
+        "exec-twice": "claim",
+        "phantom": "holder",
+        "stolen": "overlap",
+        "order": "integration",
+        "unfinished": "terminal",
+        "stray-merge": "integration",
     }
     print("\nplanted violation -> rules reported")
     for name, rule in expected.items():
@@ -264,7 +323,12 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
     assert not missed, f"the checker missed planted violations: {missed} (found {found})"
     # the doctored double `done` is counted once where it matters most
     inputs = doctored(baseline, tmp_path, "double-done-count")
-    plant_commit(inputs.repo, "plans/steps/b5.md", lambda t: t + "\n", checker.forge_message("complete", "b5", "host-2", 1, "done"))
+    plant_commit(
+        inputs.repo,
+        "plans/steps/b5.md",
+        lambda t: t + "\n",
+        checker.forge_message("complete", "b5", "host-2", 1, "done"),
+    )
     report = checker.check(inputs)
     assert report.stats["double recordings"] == 1, report.table()
     print(report.table())
@@ -284,7 +348,10 @@ def test_checker_judges_a_takeover_by_the_holders_heartbeats(baseline, tmp_path)
     late = checker.check(inputs)
     print(late.table())
     assert late.ok, late.table()
-    assert late.stats["  of live holders late beyond the lease"] == 1 and late.stats["heartbeat gaps longer than the lease"] >= 1
+    assert (
+        late.stats["  of live holders late beyond the lease"] == 1
+        and late.stats["heartbeat gaps longer than the lease"] >= 1
+    )
 
     inputs = doctored(baseline, tmp_path, "beating")
     inputs.events = [e for e in inputs.events if e["kind"] not in ("kill", "exit")]
@@ -294,7 +361,9 @@ def test_checker_judges_a_takeover_by_the_holders_heartbeats(baseline, tmp_path)
     plant_beats(inputs.repo, taken, judged.evidence(taken)[-1].at + 1, delayed - 0.5, every=lease / 3)
     beating = checker.check(inputs)
     print(beating.table())
-    assert "overlap" in beating.rules() and beating.stats["  of holders that beat in time (stolen)"] == 1, beating.table()
+    assert "overlap" in beating.rules() and beating.stats["  of holders that beat in time (stolen)"] == 1, (
+        beating.table()
+    )
 
 
 # --- the scenarios ----------------------------------------------------------------------------------
@@ -340,10 +409,24 @@ def test_daemon_survives_a_plan_blocked_by_a_failed_step(tmp_path):
     try:
         cluster.configure()
         cluster.add_plan([StepSpec("dies", script="exit 3"), StepSpec("waits", ["dies"])])
-        proc = runner_cli(cluster.hosts[0].clone, "worker", "--id", "host-1", "--once", "--interval", "0.2", "--grace", "2", check=False, timeout=60)
+        proc = runner_cli(
+            cluster.hosts[0].clone,
+            "worker",
+            "--id",
+            "host-1",
+            "--once",
+            "--interval",
+            "0.2",
+            "--grace",
+            "2",
+            check=False,
+            timeout=60,
+        )
         print(proc.stdout[-1500:], proc.stderr[-1500:])
         assert checker.terminal_state(cluster.plan_state()) == {"dies": "failed", "waits": "blocked"}
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"the daemon died (exit {proc.returncode}): {proc.stderr[-600:]}"
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (
+            f"the daemon died (exit {proc.returncode}): {proc.stderr[-600:]}"
+        )
     finally:
         cluster.close()
 
@@ -365,7 +448,9 @@ def test_partitions_on_loopback(tmp_path):
 def _events_of(result, step: str) -> list[checker.Message]:
     """What the queue branch recorded for one step, oldest first."""
     repo = pygit2.Repository(str(result.cluster.bare))
-    walker = repo.walk(repo.references["refs/heads/runner/queue"].target, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE)
+    walker = repo.walk(
+        repo.references["refs/heads/runner/queue"].target, pygit2.GIT_SORT_TOPOLOGICAL | pygit2.GIT_SORT_REVERSE
+    )
     return [m for m in (checker.read_event(c.message) for c in walker) if m.step == step]
 
 
@@ -385,11 +470,16 @@ def test_clock_skew_does_not_steal_live_claims(tmp_path):
     assert_clean(result.report)
     watched = result.facts["watched"]
     assert watched["still_held"] and watched["seconds"] > result.facts["lease_s"], (
-        f"the skewed hosts did not watch the true-clock host's live claim for longer than a lease: {watched}")
+        f"the skewed hosts did not watch the true-clock host's live claim for longer than a lease: {watched}"
+    )
     killed = result.facts["killed"]
-    assert _ended_by_takeover(result, killed["step"], killed["attempt"]), "a skewed host must take over the dead host's claim"
+    assert _ended_by_takeover(result, killed["step"], killed["attempt"]), (
+        "a skewed host must take over the dead host's claim"
+    )
     stats = result.report.stats
-    assert stats["  of dead holders"] == 1 and stats["takeovers"] == 1 + stats["  of live holders late beyond the lease"], result.report.table()
+    assert (
+        stats["  of dead holders"] == 1 and stats["takeovers"] == 1 + stats["  of live holders late beyond the lease"]
+    ), result.report.table()
 
 
 def test_backoff_written_by_a_skewed_host_does_not_park_the_step(tmp_path):
@@ -402,7 +492,9 @@ def test_backoff_written_by_a_skewed_host_does_not_park_the_step(tmp_path):
     facts = result.facts  # the skewed host did write a backoff hours ahead of the true clock ...
     assert (facts["ahead_of_true_clock_s"] or 0) > scenarios.SKEW_S / 2, facts
     flaky = result.cluster.plan_state()["flaky"]  # ... and the true-clock host retried the step anyway
-    assert flaky["status"] == "done" and flaky["attempt"] == 2 and flaky["meta"].get("last_updated_by") == "host-2", flaky["meta"]
+    assert flaky["status"] == "done" and flaky["attempt"] == 2 and flaky["meta"].get("last_updated_by") == "host-2", (
+        flaky["meta"]
+    )
 
 
 def test_hostile_step_files_are_refused_and_the_rest_drains(tmp_path):
@@ -422,7 +514,9 @@ def test_hostile_step_files_are_refused_and_the_rest_drains(tmp_path):
         assert validate.returncode == 2, validate.stdout + validate.stderr
         problems = json.loads(validate.stdout.strip().splitlines()[-1])["problems"]
         status = {}
-        for row in json.loads(runner_cli(cluster.hosts[0].clone, "status", "--json").stdout.strip().splitlines()[-1])["steps"]:
+        for row in json.loads(runner_cli(cluster.hosts[0].clone, "status", "--json").stdout.strip().splitlines()[-1])[
+            "steps"
+        ]:
             status.setdefault(row["step"], []).append(row)
         unreported = []
         print("\nhostile file -> reason reported by `runner validate`")
@@ -437,8 +531,12 @@ def test_hostile_step_files_are_refused_and_the_rest_drains(tmp_path):
                 unreported.append((bad.path, "status invalid", [r["status"] for r in rows]))
         assert not unreported, f"hostile files not reported as invalid with their reason: {unreported}"
         cluster.start()
-        result = scenarios.finish(cluster, f"hostile input: {len(corpus.invalid)} bad files, {len(corpus.expect)} steps that must run safely", scenarios.SIZE.drain_timeout,
-                                  expected_invalid={b.step_id for b in corpus.invalid})
+        result = scenarios.finish(
+            cluster,
+            f"hostile input: {len(corpus.invalid)} bad files, {len(corpus.expect)} steps that must run safely",
+            scenarios.SIZE.drain_timeout,
+            expected_invalid={b.step_id for b in corpus.invalid},
+        )
     finally:
         cluster.close()
     publish(result.report, tmp_path, started)
@@ -483,7 +581,10 @@ def lab():
     why = netns.unavailable()
     if why:
         pytest.skip(f"network namespaces unavailable: {why} (the loopback scenarios cover the same protocol)")
-    if not shutil.which("git") or subprocess.run(["git", "daemon", "--help"], capture_output=True).returncode not in (0, 1):
+    if not shutil.which("git") or subprocess.run(["git", "daemon", "--help"], capture_output=True).returncode not in (
+        0,
+        1,
+    ):
         pytest.skip("git daemon is not installed")
     lab = netns.Lab(hosts=3).up()
     try:
@@ -604,9 +705,13 @@ def test_a_worker_that_cannot_record_does_not_abandon_its_claim(tmp_path):
     assert int(blip.read_text().split()[1]) < 2, "the record's push never failed"
     print(git(cluster.bare, "log", "--reverse", "--format=%h %ad %s", "--date=format:%T", "runner/queue"))
     assert_clean(result.report)
-    assert result.report.stats["takeovers"] == 0, "the holder was alive and reachable: nobody should have had to take over"
+    assert result.report.stats["takeovers"] == 0, (
+        "the holder was alive and reachable: nobody should have had to take over"
+    )
     kinds = [m.kind for m in _events_of(result, "t1")]  # every attempt ended by its holder's own record
-    assert result.cluster.plan_state()["t1"]["status"] == "done" and kinds.count("claim") == len([k for k in kinds if k in checker.HOLDER_OUTCOMES]), kinds
+    assert result.cluster.plan_state()["t1"]["status"] == "done" and kinds.count("claim") == len(
+        [k for k in kinds if k in checker.HOLDER_OUTCOMES]
+    ), kinds
 
 
 def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path):
@@ -619,7 +724,10 @@ def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path
         cluster.add_plan([StepSpec("t1")])
         refs = cluster.hosts[0].clone / ".git" / "refs"
         # what `kill -9` in the middle of a ref update left a minute ago, on each ref of the step's branch in the clone
-        locks = [refs / "heads" / "runner" / "steps" / "t1.lock", refs / "remotes" / "origin" / "runner" / "steps" / "t1.lock"]
+        locks = [
+            refs / "heads" / "runner" / "steps" / "t1.lock",
+            refs / "remotes" / "origin" / "runner" / "steps" / "t1.lock",
+        ]
         for lock in locks:
             lock.parent.mkdir(parents=True, exist_ok=True)
             lock.write_text("")
@@ -633,7 +741,9 @@ def test_a_stale_step_branch_lock_left_by_a_kill_does_not_fail_the_step(tmp_path
     assert any(not lock.exists() for lock in locks), "the worker never met the stale lock"
     assert_clean(result.report)
     t1 = result.cluster.plan_state()["t1"]
-    assert t1["status"] == "done" and t1["attempt"] == 1 and result.report.stats["retries (fail/release)"] == 0, t1["meta"]
+    assert t1["status"] == "done" and t1["attempt"] == 1 and result.report.stats["retries (fail/release)"] == 0, t1[
+        "meta"
+    ]
 
 
 def test_a_claim_won_after_a_lost_race_starts_from_its_dependencies(tmp_path):
@@ -644,29 +754,43 @@ def test_a_claim_won_after_a_lost_race_starts_from_its_dependencies(tmp_path):
     cluster = Cluster(tmp_path, hosts=2, workers_per_host=1, transport="path")
     try:
         cluster.configure()
-        cluster.add_plan([StepSpec("y", extra={"priority": 10}), StepSpec("d", extra={"priority": 5}), StepSpec("x", ["d"])])
+        cluster.add_plan(
+            [StepSpec("y", extra={"priority": 10}), StepSpec("d", extra={"priority": 5}), StepSpec("x", ["d"])]
+        )
         a, b = cluster.slots
         blip = cluster.git_shim(a)
         blip.write_text("sleep 6 push\n")  # A's first push (its claim of y) waits 6 s
         env = {"RUNNER_HOST": a.host.name, **a.env}
         a_tick = subprocess.Popen(
             [sys.executable, "-m", "runner", "tick", "--id", a.id, "--json", "--repo", str(a.host.clone)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), **env},
         )
         cluster.wait_for(lambda: not blip.read_text().strip(), 30, what="A to reach its claim push")
         runner_cli(b.host.clone, "claim", "--id", "someone", "y", env={"RUNNER_HOST": "elsewhere"})
-        runner_cli(b.host.clone, "tick", "--id", b.id, env={"RUNNER_HOST": b.host.name})  # claims d, runs it, merges it, records it
+        runner_cli(
+            b.host.clone, "tick", "--id", b.id, env={"RUNNER_HOST": b.host.name}
+        )  # claims d, runs it, merges it, records it
         out, err = a_tick.communicate(timeout=120)
         print("A:", out[-600:], err[-600:])
         plan = cluster.plan_state()
-        assert plan["d"]["status"] == "done" and plan["x"]["status"] == "done", {k: v["status"] for k, v in plan.items()}
+        assert plan["d"]["status"] == "done" and plan["x"]["status"] == "done", {
+            k: v["status"] for k, v in plan.items()
+        }
         # A lost the race for y (someone else holds it) and won x afterwards
-        assert plan["y"]["meta"].get("assignee") == "someone" and plan["x"]["meta"].get("last_updated_by") == a.id, plan["x"]["meta"]
+        assert plan["y"]["meta"].get("assignee") == "someone" and plan["x"]["meta"].get("last_updated_by") == a.id, (
+            plan["x"]["meta"]
+        )
         d_commit, x_commit = plan["d"]["meta"]["result"]["commit"], plan["x"]["meta"]["result"]["commit"]
         print(git(cluster.bare, "log", "--format=%h %p %s", "-1", x_commit))
-        assert subprocess.run(["git", "-C", str(cluster.bare), "merge-base", "--is-ancestor", d_commit, x_commit]).returncode == 0, (
-            f"x ran on a tree without its dependency d: x's commit {x_commit[:10]} does not contain d's {d_commit[:10]}"
-        )
+        assert (
+            subprocess.run(
+                ["git", "-C", str(cluster.bare), "merge-base", "--is-ancestor", d_commit, x_commit]
+            ).returncode
+            == 0
+        ), f"x ran on a tree without its dependency d: x's commit {x_commit[:10]} does not contain d's {d_commit[:10]}"
     finally:
         cluster.close()
 
@@ -713,4 +837,6 @@ def test_a_busy_tracking_ref_after_a_successful_push_is_not_an_error(tmp_path):
     assert fired == ["lock-fired-claim", "lock-fired-merge"], fired
     assert not result.cluster.unexpected_exits, "the daemon died: " + "; ".join(result.report.notes)
     assert_clean(result.report)
-    assert result.report.stats["retries (fail/release)"] == 0 and result.report.stats["stray merges (lost attempts)"] == 0
+    assert (
+        result.report.stats["retries (fail/release)"] == 0 and result.report.stats["stray merges (lost attempts)"] == 0
+    )

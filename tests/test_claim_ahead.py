@@ -49,9 +49,25 @@ def test_a_daemon_claims_its_next_step_in_the_push_that_records_the_last(tmp_pat
     bare, clone = remote_with_steps(tmp_path, ["s1", "s2", "s3"])
     before = len(queue_moves(bare))
     drain(clone, "--once")
-    assert queue_moves(bare)[before:] == ["claim s1", "claim s2", "claim s3", "complete s3"]  # complete s1 rode with claim s2, ...
-    assert events(bare)[-6:] == [("claim", "s1"), ("complete", "s1"), ("claim", "s2"), ("complete", "s2"), ("claim", "s3"), ("complete", "s3")]
-    assert {s["step"]: s["status"] for s in runner_json(clone, "status")["steps"]} == {"s1": "done", "s2": "done", "s3": "done"}
+    assert queue_moves(bare)[before:] == [
+        "claim s1",
+        "claim s2",
+        "claim s3",
+        "complete s3",
+    ]  # complete s1 rode with claim s2, ...
+    assert events(bare)[-6:] == [
+        ("claim", "s1"),
+        ("complete", "s1"),
+        ("claim", "s2"),
+        ("complete", "s2"),
+        ("claim", "s3"),
+        ("complete", "s3"),
+    ]
+    assert {s["step"]: s["status"] for s in runner_json(clone, "status")["steps"]} == {
+        "s1": "done",
+        "s2": "done",
+        "s3": "done",
+    }
 
 
 def test_the_last_of_max_ticks_and_runner_tick_claim_nothing_ahead(queue_repo):
@@ -64,41 +80,67 @@ def test_the_last_of_max_ticks_and_runner_tick_claim_nothing_ahead(queue_repo):
     runner(queue_repo, "tick", "--id", "w1")
     runner(queue_repo, "tick", "--id", "w1")  # nothing left: a tick that claims nothing
     assert [e for e in events(queue_repo) if e[0] not in ("edit", "init")] == [
-        ("claim", "s1"), ("complete", "s1"), ("claim", "s2"), ("complete", "s2"), ("claim", "s3"), ("complete", "s3")]
+        ("claim", "s1"),
+        ("complete", "s1"),
+        ("claim", "s2"),
+        ("complete", "s2"),
+        ("claim", "s3"),
+        ("complete", "s3"),
+    ]
 
 
 def test_a_worker_stopped_right_after_claiming_ahead_releases_that_claim(tmp_path):
     bare, clone = remote_with_steps(tmp_path, ["s1", "s2", "s3"])
     count, pid_file = tmp_path / "pushes", tmp_path / "worker.pid"
     # SIGTERM the worker while the push that records s1 (and claims s2) is landing.
-    server_hook(bare, "post-receive", f"""
+    server_hook(
+        bare,
+        "post-receive",
+        f"""
 while read old new ref; do
   [ "$ref" = {QUEUE} ] || continue
   n=$(( $(cat {count} 2>/dev/null || echo 0) + 1 )); echo $n > {count}
   [ $n -eq 2 ] && kill -TERM $(cat {pid_file})
 done
 exit 0
-""")
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--interval", "0.2", "--repo", str(clone)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+""",
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", "w1", "--interval", "0.2", "--repo", str(clone)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     pid_file.write_text(str(worker.pid))
     out, err = worker.communicate(timeout=120)
     assert worker.returncode == 0, err
-    assert [e for e in events(bare) if e[0] not in ("edit", "init")] == [("claim", "s1"), ("complete", "s1"), ("claim", "s2"), ("release", "s2")]
+    assert [e for e in events(bare) if e[0] not in ("edit", "init")] == [
+        ("claim", "s1"),
+        ("complete", "s1"),
+        ("claim", "s2"),
+        ("release", "s2"),
+    ]
     s2 = runner_json(clone, "show", "s2")
-    assert s2["status"] == "ready" and s2["assignee"] is None and "stopped before starting it" in s2["meta"]["last_error"]
+    assert (
+        s2["status"] == "ready" and s2["assignee"] is None and "stopped before starting it" in s2["meta"]["last_error"]
+    )
     assert runner_json(clone, "show", "s3")["status"] == "ready"
 
 
 def test_a_server_that_refuses_the_pair_gets_each_record_alone(tmp_path):
     bare, clone = remote_with_steps(tmp_path, ["s1", "s2"])
     # A stricter server: one queue commit a push.
-    server_hook(bare, "pre-receive", f"""
+    server_hook(
+        bare,
+        "pre-receive",
+        f"""
 while read old new ref; do
   if [ "$ref" = {QUEUE} ] && [ "$(git rev-parse "$new^")" != "$old" ]; then echo "one commit a push" >&2; exit 1; fi
 done
 exit 0
-""")
+""",
+    )
     before = len(queue_moves(bare))
     drain(clone, "--once")
     assert queue_moves(bare)[before:] == ["claim s1", "complete s1", "claim s2", "complete s2"]

@@ -17,18 +17,25 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.repos import ROOT, add_step, edit, git, queue_history, runner_json, statuses, tick, wait_for
 from support.served import as_pusher, drain, served, served_statuses
+
 from runner.core.config import DEFAULT_TOML
 
 FAKE_AGENT = ROOT / "examples" / "agent-plan" / "fake-agent"
-RESOLVER = [sys.executable, str(FAKE_AGENT), "resolve", "--prompt-file", "{prompt_file}"]  # keeps both sides of each conflict
+RESOLVER = [
+    sys.executable,
+    str(FAKE_AGENT),
+    "resolve",
+    "--prompt-file",
+    "{prompt_file}",
+]  # keeps both sides of each conflict
 
 
 def config(max_resolve_attempts: int = 5, resolver: list[str] | None = None, extra: str = "") -> bytes:
     text = DEFAULT_TOML.replace("detect = true", "detect = false").replace(
-        "max_resolve_attempts = 5", f"max_resolve_attempts = {max_resolve_attempts}")
+        "max_resolve_attempts = 5", f"max_resolve_attempts = {max_resolve_attempts}"
+    )
     if resolver:
         text += f"\n[roles.resolve]\ncommand = {json.dumps(resolver)}\n"
     return (text + extra).encode()
@@ -53,8 +60,13 @@ def lines_merged(repo: Path, path: str = "shared.txt") -> list[str]:
 
 
 def background_tick(repo: Path, worker: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", worker, "--json", "--repo", str(repo)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "tick", "--id", worker, "--json", "--repo", str(repo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def overtaken(repo: Path, tmp_path: Path) -> dict:
@@ -108,7 +120,9 @@ def test_git_merges_what_the_record_could_not_and_no_resolver_runs(queue_repo, t
     """A union merge driver in .gitattributes: the record's in-memory merge knows nothing of it,
     git's own merge in the worktree does; the step's command is not run again."""
     edit(queue_repo, {"runner.toml": config(resolver=["false"])})
-    add_step(queue_repo, "00-attributes", run=["sh", "-c", "echo 'shared.txt merge=union' > .gitattributes; : > shared.txt"])
+    add_step(
+        queue_repo, "00-attributes", run=["sh", "-c", "echo 'shared.txt merge=union' > .gitattributes; : > shared.txt"]
+    )
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
     report = overtaken(queue_repo, tmp_path)
     assert report["sentinel"] == "STEP_COMPLETE", report
@@ -127,10 +141,14 @@ def test_a_resolver_that_leaves_markers_fails_the_attempt_and_nothing_is_merged(
     assert [(run["name"], run["result"]) for run in runs_of(failed)] == [("implement", "pass"), ("resolve", "fail")]
 
 
-@pytest.mark.parametrize("style, deleted", [("merge", "<>"), ("diff3", "<>"), ("diff3", "<=>")],
-                         ids=["leaves-the-separator", "leaves-the-base-section", "leaves-only-the-base-marker"])
-def test_a_resolver_that_deletes_only_some_markers_fails_the_attempt_and_nothing_is_merged(queue_repo, tmp_path, style,
-                                                                                            deleted):
+@pytest.mark.parametrize(
+    "style, deleted",
+    [("merge", "<>"), ("diff3", "<>"), ("diff3", "<=>")],
+    ids=["leaves-the-separator", "leaves-the-base-section", "leaves-only-the-base-marker"],
+)
+def test_a_resolver_that_deletes_only_some_markers_fails_the_attempt_and_nothing_is_merged(
+    queue_repo, tmp_path, style, deleted
+):
     """Attack 3 (issue 48): a resolver deletes only the <<<<<<< and >>>>>>> lines (or the ======= too, in
     git's diff3 style), leaving the rest of the conflict and both sides; the record merged it."""
     git(queue_repo, "config", "merge.conflictStyle", style)
@@ -154,7 +172,10 @@ def test_a_marker_like_line_that_both_sides_already_held_is_kept_by_a_resolved_m
 def test_with_no_resolve_passes_a_conflict_fails_the_attempt_as_before(queue_repo, tmp_path):
     edit(queue_repo, {"runner.toml": config(max_resolve_attempts=0)})
     report = overtaken(queue_repo, tmp_path)
-    assert report["sentinel"] == "STEP_FAILED" and "merge conflict with runner/integration in: shared.txt" in report["reason"]
+    assert (
+        report["sentinel"] == "STEP_FAILED"
+        and "merge conflict with runner/integration in: shared.txt" in report["reason"]
+    )
     assert lines_merged(queue_repo) == ["second"]
 
 
@@ -207,8 +228,11 @@ def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_r
         approved = json.loads(as_pusher("alice", "approve", step, "--by", "alice", "--json", repo=alice).stdout)
         assert approved["status"] == "ready"
         shown = json.loads(as_pusher("alice", "show", step, "--json", repo=alice).stdout)
-        assert shown["meta"]["resolve"] is True and "a worker brings the result onto the new tip" in shown["meta"]["last_error"]
-    while (waiting := [s for s, status in served_statuses(alice).items() if status != "done"]):
+        assert (
+            shown["meta"]["resolve"] is True
+            and "a worker brings the result onto the new tip" in shown["meta"]["last_error"]
+        )
+    while waiting := [s for s, status in served_statuses(alice).items() if status != "done"]:
         drain(bare, tmp_path, one)
         assert {served_statuses(alice)[s] for s in waiting} == {"review"}  # a resolved result still waits for a person
         for step in waiting:
@@ -225,8 +249,27 @@ def test_an_approval_whose_merge_conflicts_goes_to_a_resolve_pass_then_back_to_r
 def test_a_holder_that_loses_its_claim_during_a_resolve_pass_records_nothing_and_merges_nothing(queue_repo, tmp_path):
     """A person aborts the step while its resolver runs (the resolver itself calls `runner
     abort`, then resolves): the record is fenced off, the integration branch keeps only 02."""
-    abort = [sys.executable, "-m", "runner", "abort", "01-first", "--reason", "not now", "--by", "alice", "--repo", str(queue_repo)]
-    resolver = ["sh", "-c", f'{shlex.join(abort)} && exec "$1" "$2" resolve --prompt-file "$0"', "{prompt_file}", sys.executable, str(FAKE_AGENT)]
+    abort = [
+        sys.executable,
+        "-m",
+        "runner",
+        "abort",
+        "01-first",
+        "--reason",
+        "not now",
+        "--by",
+        "alice",
+        "--repo",
+        str(queue_repo),
+    ]
+    resolver = [
+        "sh",
+        "-c",
+        f'{shlex.join(abort)} && exec "$1" "$2" resolve --prompt-file "$0"',
+        "{prompt_file}",
+        sys.executable,
+        str(FAKE_AGENT),
+    ]
     edit(queue_repo, {"runner.toml": config(resolver=resolver)})
     report = overtaken(queue_repo, tmp_path)
     assert (report["sentinel"], report["outcome"]) == ("STEP_REJECTED", "rejected"), report  # the fence held
@@ -241,13 +284,25 @@ def test_resolve_passes_are_bounded_and_a_conflict_past_them_fails_the_attempt(q
     record after the first pass conflicts again. One pass allowed: the attempt fails, naming
     it; two: the second pass brings it onto the newest tip."""
     other = [sys.executable, "-m", "runner", "tick", "--id", "w3", "--repo", str(queue_repo)]
-    resolver = ["sh", "-c", f'{shlex.join(other)} >/dev/null && exec "$1" "$2" resolve --prompt-file "$0"', "{prompt_file}", sys.executable,
-                str(FAKE_AGENT)]
+    resolver = [
+        "sh",
+        "-c",
+        f'{shlex.join(other)} >/dev/null && exec "$1" "$2" resolve --prompt-file "$0"',
+        "{prompt_file}",
+        sys.executable,
+        str(FAKE_AGENT),
+    ]
     edit(queue_repo, {"runner.toml": config(max_resolve_attempts=passes, resolver=resolver)})
-    prepend = ["sh", "-c", "{ echo third; cat shared.txt; } > new.txt && mv new.txt shared.txt"]  # where the resolver put 01's line
+    prepend = [
+        "sh",
+        "-c",
+        "{ echo third; cat shared.txt; } > new.txt && mv new.txt shared.txt",
+    ]  # where the resolver put 01's line
     add_step(queue_repo, "03-third", run=prepend, priority=-1)  # after 01 and 02 in claim order
     report = overtaken(queue_repo, tmp_path)
-    complete_or_fail = next(e for e in events(queue_repo) if e["Step"] == "01-first" and e["Event"] in ("complete", "fail"))
+    complete_or_fail = next(
+        e for e in events(queue_repo) if e["Step"] == "01-first" and e["Event"] in ("complete", "fail")
+    )
     resolves = [run for run in runs_of(complete_or_fail) if run["name"] == "resolve"]
     if passes == 1:
         assert report["sentinel"] == "STEP_FAILED", report
@@ -261,6 +316,7 @@ def test_resolve_passes_are_bounded_and_a_conflict_past_them_fails_the_attempt(q
 @pytest.mark.parametrize("kind", ["git", "memory"])
 def test_both_stores_merge_in_a_worktree_leaving_conflicts_between_markers_and_reset_it(tmp_path, kind):
     from support.repos import make_repo
+
     from runner.queue.queue import author_for
     from runner.store.git import GitStore
     from runner.store.memory import MemoryStore

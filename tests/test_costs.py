@@ -10,9 +10,8 @@ import json
 import tomllib
 from collections import Counter
 from datetime import UTC, datetime
-from pathlib import Path
 
-from support.agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses, stub_agents
+from support.agentplan import as_pusher, drain, read_case, served_plan, side_folder, statuses
 from support.repos import git, queue_history
 
 from runner.agents.presets import PRESETS, preset_tables
@@ -20,8 +19,14 @@ from runner.core.config import parse_config
 from runner.core.usage import Spend, Usage
 
 # Each role of the pipeline is run by another agent CLI's preset command.
-ROLE_PRESETS = {"harness": "claude", "roles.orient": "codex", "roles.verify": "gemini", "roles.review": "opencode",
-                "roles.sweep": "aider", "roles.orchestrate": "claude"}
+ROLE_PRESETS = {
+    "harness": "claude",
+    "roles.orient": "codex",
+    "roles.verify": "gemini",
+    "roles.review": "opencode",
+    "roles.sweep": "aider",
+    "roles.orchestrate": "claude",
+}
 PRICES = '\n[prices."gemini-2.5-pro"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.31\n'
 
 
@@ -45,11 +50,13 @@ def mixed_tables() -> str:
 def per_call() -> dict[str, Usage]:
     """What runner reads from one call of each stub CLI, priced as the plan's [prices] price it."""
     prices = parse_config(PRICES).prices
-    return {cli: read_case(f"{cli}-success").usage.priced(prices) for cli in ("claude", "codex", "gemini", "opencode",
-                                                                               "aider")}
+    return {
+        cli: read_case(f"{cli}-success").usage.priced(prices)
+        for cli in ("claude", "codex", "gemini", "opencode", "aider")
+    }
 
 
-def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, stub_agents):  # noqa: F811
+def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, stub_agents):
     calls_file = side_folder(tmp_path) / "calls.txt"
     bare, alice = served_plan(tmp_path, "claude", tables=mixed_tables(), extra=PRICES)
     said = drain(bare, tmp_path, {**stub_agents, "STUB_AGENT_CALLS": str(calls_file)})
@@ -72,17 +79,22 @@ def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, st
     assert total["unpriced"] == Counter(cli for cli, _, _ in calls)["codex"]  # codex names no model: no price
     assert total["estimated"] == Counter(cli for cli, _, _ in calls)["gemini"]  # priced from [prices]
     assert {row["step"]: {k: v for k, v in row.items() if k not in ("step", "money")} for row in report["steps"]} == {
-        step: spend.as_json() for step, spend in by_step.items()}
+        step: spend.as_json() for step, spend in by_step.items()
+    }
     assert "estimate" in report["total"]["money"]
 
     # the same spend by worker and by role; the step files keep each step's sum
     for by in ("worker", "role", "day"):
-        grouped = json.loads(as_pusher("alice", "cost", "--json", "--by", by, "--repo", str(alice), cwd=tmp_path).stdout)
+        grouped = json.loads(
+            as_pusher("alice", "cost", "--json", "--by", by, "--repo", str(alice), cwd=tmp_path).stdout
+        )
         assert sum(g["runs"] for g in grouped["groups"]) == len(calls)
         assert round(sum(g["usd"] for g in grouped["groups"]), 6) == expected.usd
     roles = json.loads(as_pusher("alice", "cost", "--json", "--by", "role", "--repo", str(alice), cwd=tmp_path).stdout)
     assert {g["role"]: g["runs"] for g in roles["groups"]} == dict(Counter(role for _, role, _ in calls))
-    workers = json.loads(as_pusher("alice", "cost", "--json", "--by", "worker", "--repo", str(alice), cwd=tmp_path).stdout)
+    workers = json.loads(
+        as_pusher("alice", "cost", "--json", "--by", "worker", "--repo", str(alice), cwd=tmp_path).stdout
+    )
     assert {g["worker"] for g in workers["groups"]} <= {"w1", "w2"}
     days = json.loads(as_pusher("alice", "cost", "--json", "--by", "day", "--repo", str(alice), cwd=tmp_path).stdout)
     assert [g["day"] for g in days["groups"]] == [datetime.now(UTC).strftime("%Y-%m-%d")]
@@ -106,8 +118,8 @@ def test_cost_accounts_for_every_agent_call_of_every_preset_exactly(tmp_path, st
 
 
 def test_cost_refuses_what_it_cannot_group_by(tmp_path):
-    from support.repos import make_repo
     from support.hooked import cli
+    from support.repos import make_repo
 
     repo = make_repo(tmp_path / "repo")
     assert cli("init", "--repo", str(repo), cwd=tmp_path).returncode == 0

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from runner.core.config import schema_rows
-from runner.core.machine import KINDS, TABLE, Kind
 from runner.core.limits import BOUNDS
+from runner.core.machine import KINDS, TABLE, Kind
 from runner.core.stepschema import doc_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,20 +18,28 @@ PROTOCOL = ROOT / "docs" / "protocol.md"
 
 
 def config_table() -> list[str]:
-    return ["| table | key | default | meaning |", "|---|---|---|---|"] + [f"| {t} | {k} | {d} | {m} |" for t, k, d, m in schema_rows()]
+    return ["| table | key | default | meaning |", "|---|---|---|---|"] + [
+        f"| {t} | {k} | {d} | {m} |" for t, k, d, m in schema_rows()
+    ]
 
 
 def step_table() -> list[str]:
-    return ["| key | value | written by | meaning |", "|---|---|---|---|"] + [f"| {k} | {v} | {w} | {m} |" for k, v, w, m in doc_rows()]
+    return ["| key | value | written by | meaning |", "|---|---|---|---|"] + [
+        f"| {k} | {v} | {w} | {m} |" for k, v, w, m in doc_rows()
+    ]
 
 
 def bounds_table() -> list[str]:
-    size = lambda n: f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else str(n)  # noqa: E731
-    return ["| what | at most | over it |", "|---|---|---|"] + [f"| {what} | {size(n)} | {then} |" for what, n, then in BOUNDS]
+    size = lambda n: f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else str(n)
+    return ["| what | at most | over it |", "|---|---|---|"] + [
+        f"| {what} | {size(n)} | {then} |" for what, n, then in BOUNDS
+    ]
 
 
 def machine_table() -> list[str]:
-    return ["| from | event | to |", "|---|---|---|"] + [f"| {s} | {k} | {', '.join(to)} |" for (s, k), to in TABLE.items()]
+    return ["| from | event | to |", "|---|---|---|"] + [
+        f"| {s} | {k} | {', '.join(to)} |" for (s, k), to in TABLE.items()
+    ]
 
 
 def who(kind: Kind) -> str:
@@ -48,15 +56,24 @@ def who(kind: Kind) -> str:
 
 
 def kinds_table() -> list[str]:
-    rows = [f"| {k} | {who(k)} | {'yes' if s.handoff else 'no'} | {'yes' if s.starts_attempt else 'no'} |" for k, s in KINDS.items()]
+    rows = [
+        f"| {k} | {who(k)} | {'yes' if s.handoff else 'no'} | {'yes' if s.starts_attempt else 'no'} |"
+        for k, s in KINDS.items()
+    ]
     return ["| event | who | writes a handoff | a new attempt |", "|---|---|---|---|"] + rows
 
 
-TABLES = {"bounds-table": bounds_table, "step-table": step_table, "config-table": config_table, "machine-table": machine_table, "kinds-table": kinds_table}
+TABLES = {
+    "bounds-table": bounds_table,
+    "step-table": step_table,
+    "config-table": config_table,
+    "machine-table": machine_table,
+    "kinds-table": kinds_table,
+}
 
 
 def block(text: str, name: str) -> list[str]:
-    match = re.search(rf"<!-- {name}:[^\n]*-->\n(.*?)\n<!-- /{name} -->", text, re.S)
+    match = re.search(rf"<!-- {name}:[^\n]*-->\n(.*?)\n<!-- /{name} -->", text, re.DOTALL)
     assert match, f"docs/protocol.md has no {name} block"
     return match.group(1).splitlines()
 
@@ -65,10 +82,17 @@ def test_protocol_tables_are_the_codes_tables():
     text = PROTOCOL.read_text()
     if os.environ.get("RUNNER_UPDATE_DOCS") == "1":
         for name, render in TABLES.items():
-            text = re.sub(rf"(<!-- {name}:[^\n]*-->\n).*?(\n<!-- /{name} -->)", lambda m: m.group(1) + "\n".join(render()) + m.group(2), text, flags=re.S)
+            text = re.sub(
+                rf"(<!-- {name}:[^\n]*-->\n).*?(\n<!-- /{name} -->)",
+                lambda m: m.group(1) + "\n".join(render()) + m.group(2),
+                text,
+                flags=re.DOTALL,
+            )
         PROTOCOL.write_text(text)
     for name, render in TABLES.items():
-        assert block(text, name) == render(), f"{name} in docs/protocol.md differs from the code (RUNNER_UPDATE_DOCS=1 rewrites it)"
+        assert block(text, name) == render(), (
+            f"{name} in docs/protocol.md differs from the code (RUNNER_UPDATE_DOCS=1 rewrites it)"
+        )
 
 
 def test_the_readme_links_the_protocol_and_nothing_points_outside_the_repository():
@@ -76,4 +100,4 @@ def test_the_readme_links_the_protocol_and_nothing_points_outside_the_repository
     assert "docs/protocol.md" in readme
     for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("bench/*.md"), *ROOT.glob("tests/**/*.md")]:
         text = path.read_text()
-        assert "DESIGN" + ".md" not in text and '../' + 'shared' not in text, path
+        assert "DESIGN" + ".md" not in text and "../" + "shared" not in text, path

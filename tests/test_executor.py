@@ -53,9 +53,11 @@ def test_a_cancel_stops_the_command(tmp_path, watch):
 
 def test_background_children_die_with_the_step(tmp_path, watch):
     pid_file = tmp_path / "child.pid"
-    code = ("import subprocess, sys; "
-            f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-            f"open({str(pid_file)!r}, 'w').write(str(p.pid))")
+    code = (
+        "import subprocess, sys; "
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))"
+    )
     assert run(tmp_path, python(code), timeout=60).returncode == 0
     child = int(pid_file.read_text())
     import psutil

@@ -12,14 +12,24 @@ from pathlib import Path
 
 import psutil
 import pytest
-
-from support.repos import add_step, git, make_remote, runner, runner_json, set_config, start_worker, statuses, tick, wait_for
+from support.repos import (
+    add_step,
+    git,
+    make_remote,
+    runner,
+    runner_json,
+    set_config,
+    start_worker,
+    statuses,
+    tick,
+    wait_for,
+)
 
 
 def test_kill_9_of_a_worker_and_its_watcher_leaves_the_rest_to_a_takeover_on_the_same_host(queue_repo, tmp_path):
     pids = tmp_path / "pids"
     # The step's command and a grandchild that leaves its process group but not its session.
-    script = f'[ "$RUNNER_ATTEMPT" = 1 ] || exit 0; sh -c \'echo $$ >> {pids}; exec sleep 300\' & echo $$ >> {pids}; sleep 300'
+    script = f"[ \"$RUNNER_ATTEMPT\" = 1 ] || exit 0; sh -c 'echo $$ >> {pids}; exec sleep 300' & echo $$ >> {pids}; sleep 300"
     add_step(queue_repo, "01-hang", run=["sh", "-c", script], timeout="10m")
     victim = start_worker(queue_repo, "host-a")
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2)
@@ -49,7 +59,9 @@ def test_a_forward_clock_step_on_an_observer_does_not_steal_a_live_claim(queue_r
     open_queue(queue_repo).claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1})
     jumped = {"RUNNER_CLOCK_OFFSET": "3600"}  # this observer's wall clock jumps an hour ahead
     assert runner(queue_repo, "claim", "--id", "host-b", check=False, env=jumped).returncode == 3
-    assert runner(queue_repo, "claim", "--id", "host-b", check=False, env={"RUNNER_CLOCK_OFFSET": "7200"}).returncode == 3
+    assert (
+        runner(queue_repo, "claim", "--id", "host-b", check=False, env={"RUNNER_CLOCK_OFFSET": "7200"}).returncode == 3
+    )
     assert statuses(queue_repo)["01-a"] == "claimed"
 
 
@@ -69,9 +81,11 @@ def test_stale_lock_files_left_by_a_killed_fetch_are_removed_not_read_as_lost_ra
     runner(clone, "claim", "--id", "w1")  # a heartbeat ref and its tracking ref exist now
     runner(clone, "release", "01-a", "--id", "w1")
     refs = clone / ".git" / "refs"
-    locks = [old_lock(refs / "remotes" / "origin" / "runner" / "queue.lock"),
-             old_lock(refs / "remotes" / "origin" / "runner" / "integration.lock"),
-             old_lock(refs / "runner" / "remotes" / "origin" / "heartbeats" / "w1.lock")]
+    locks = [
+        old_lock(refs / "remotes" / "origin" / "runner" / "queue.lock"),
+        old_lock(refs / "remotes" / "origin" / "runner" / "integration.lock"),
+        old_lock(refs / "runner" / "remotes" / "origin" / "heartbeats" / "w1.lock"),
+    ]
     proc = runner(clone, "tick", "--id", "w1", "--json")
     assert '"sentinel": "STEP_COMPLETE"' in proc.stdout
     assert "removed a stale lock file" in proc.stderr
@@ -99,7 +113,9 @@ def test_a_push_that_landed_but_whose_answer_was_lost_is_not_run_again(tmp_path)
     assert (tmp_path / "dropped").exists()  # the answer really was lost
     assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 1
     merges = git(bare, "log", "--format=%s", "runner/integration").splitlines()
-    assert sum(1 for m in merges if m.startswith("merge 01-a")) <= 1 and "a" == git(bare, "show", "runner/integration:a.txt")
+    assert sum(1 for m in merges if m.startswith("merge 01-a")) <= 1 and "a" == git(
+        bare, "show", "runner/integration:a.txt"
+    )
     assert runner_json(clone, "show", "01-a")["status"] == "done"
 
 
@@ -115,7 +131,9 @@ def test_a_full_disk_mid_step_is_a_clear_message_and_the_daemon_goes_on(tmp_path
         repo = make_repo(disk / "repo")
         runner(repo, "init")
         set_config(repo, detect=False, max_attempts=1)
-        text = git(repo, "show", "runner/queue:runner.toml").replace('min_free_disk = "256MiB"', 'min_free_disk = "1MiB"')
+        text = git(repo, "show", "runner/queue:runner.toml").replace(
+            'min_free_disk = "256MiB"', 'min_free_disk = "1MiB"'
+        )
         from support.repos import edit
 
         edit(repo, {"runner.toml": text.encode()})
@@ -123,7 +141,9 @@ def test_a_full_disk_mid_step_is_a_clear_message_and_the_daemon_goes_on(tmp_path
         proc = runner(repo, "worker", "--id", "w1", "--max-ticks", "2", "--interval", "0.1", check=False, timeout=120)
         assert "Traceback" not in proc.stdout + proc.stderr
         assert proc.returncode in (0, 1)  # it went on after the fault (and may stop after faults in a row)
-        (repo / ".git" / "runner" / "worktrees").exists() and subprocess.run(["rm", "-rf", str(repo / ".git" / "runner" / "worktrees")])
+        (repo / ".git" / "runner" / "worktrees").exists() and subprocess.run(
+            ["rm", "-rf", str(repo / ".git" / "runner" / "worktrees")]
+        )
         assert statuses(repo)["01-fill"] in ("ready", "failed", "claimed")
     finally:
         subprocess.run(["umount", "-l", str(disk)])

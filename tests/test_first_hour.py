@@ -13,8 +13,8 @@ import sys
 from support.memory import memory_queue
 from support.repos import ENV_PATH, add_step, git, runner, start_worker, tick, wait_for
 from support.served import SERVED_WORKERS, as_pusher, drain, served, served_statuses
-from runner.core.config import DEFAULT_TOML
 
+from runner.core.config import DEFAULT_TOML
 
 # --- a step for an agent you run yourself, on a plain queue ---------------------------------------
 
@@ -61,18 +61,27 @@ def test_the_claim_choice_names_every_real_reason_and_leaves_self_serve_steps_to
 
     from runner.queue.change import Skip
 
-    queue = memory_queue(tmp_path, {"01-db": {}, "02-api": {"depends_on": ["01-db"], "tags": ["linux"]},
-                                    "03-docs": {"agent": "self", "run": None}})
+    queue = memory_queue(
+        tmp_path,
+        {
+            "01-db": {},
+            "02-api": {"depends_on": ["01-db"], "tags": ["linux"]},
+            "03-docs": {"agent": "self", "run": None},
+        },
+    )
 
     def refusal(*args, **kwargs) -> str:
         with pytest.raises(Skip) as refused:
             queue.claim(*args, **kwargs)
         return str(refused.value)
 
-    assert refusal("w1", "w1.1", {}, ["linux"], step_id="02-api") == \
-        "02-api waits for 01-db (a person may run it anyway: --ignore-deps --by NAME)"
+    assert (
+        refusal("w1", "w1.1", {}, ["linux"], step_id="02-api")
+        == "02-api waits for 01-db (a person may run it anyway: --ignore-deps --by NAME)"
+    )
     assert refusal("w1", "w1.1", {}, [], step_id="02-api", ignore_deps=True, by="alice").startswith(
-        "02-api needs tag linux (this claimer has none")
+        "02-api needs tag linux (this claimer has none"
+    )
     both = refusal("w1", "w1.1", {}, [], step_id="02-api")
     assert "needs tag linux" in both and "waits for 01-db" in both
     assert refusal("w1", "w1.1", {}, [], step_id="03-docs").startswith("03-docs is for an agent you run yourself")
@@ -98,9 +107,12 @@ def test_config_set_rewrites_one_line_as_a_persons_edit_checked_by_the_schema_un
     assert set_.stdout.startswith('runner.toml: leases.lease = "2h"  [')
     after = git(bare, "show", "runner/queue:runner.toml")
     changed = [(old, new) for old, new in zip(before.splitlines(), after.splitlines()) if old != new]
-    assert changed == [(
-        'lease = "1h"  # a claim whose heartbeat has not moved for this long may be taken over',
-        'lease = "2h"  # a claim whose heartbeat has not moved for this long may be taken over')]
+    assert changed == [
+        (
+            'lease = "1h"  # a claim whose heartbeat has not moved for this long may be taken over',
+            'lease = "2h"  # a claim whose heartbeat has not moved for this long may be taken over',
+        )
+    ]
     assert len(after.splitlines()) == len(before.splitlines())
     trailers = git(bare, "log", "-1", "--format=%B", "runner/queue")
     assert "Runner-Event: edit" in trailers and "Runner-Actor: alice" in trailers
@@ -120,8 +132,9 @@ def test_config_set_rewrites_one_line_as_a_persons_edit_checked_by_the_schema_un
     unknown = runner(alice, "config", "get", "lease", check=False, env={"RUNNER_PUSHER": "alice"})
     assert unknown.returncode == 2 and "did you mean leases.lease?" in unknown.stderr
     git(tmp_path, "clone", "-q", str(bare), str(tmp_path / "w1"))
-    worker = runner(tmp_path / "w1", "config", "set", "leases.lease", "5m", check=False,
-                    env={"RUNNER_PUSHER": SERVED_WORKERS["w1"]})
+    worker = runner(
+        tmp_path / "w1", "config", "set", "leases.lease", "5m", check=False, env={"RUNNER_PUSHER": SERVED_WORKERS["w1"]}
+    )
     assert worker.returncode != 0 and "refused" in worker.stderr
     assert git(bare, "rev-parse", "runner/queue") == tip
     set_role = as_pusher("alice", "config", "set", "roles.review.command", '["claude", "-p"]', repo=alice)
@@ -151,8 +164,13 @@ def test_a_person_is_named_by_the_user_name_of_the_repository_acted_on_not_of_th
     elsewhere.mkdir()
     git(elsewhere, "init", "-q")
     git(elsewhere, "config", "user.name", "mallory")
-    subprocess.run([sys.executable, "-m", "runner", "halt", "--reason", "lunch", "--repo", str(queue_repo)],
-                   cwd=elsewhere, env=ENV_PATH, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "runner", "halt", "--reason", "lunch", "--repo", str(queue_repo)],
+        cwd=elsewhere,
+        env=ENV_PATH,
+        check=True,
+        capture_output=True,
+    )
     assert git(queue_repo, "log", "-1", "--format=%an", "runner/queue") == "carol"
 
 
@@ -203,8 +221,13 @@ def test_a_yaml_error_names_the_files_own_line_numbers(queue_repo, tmp_path):
 def test_every_commands_summary_in_help_is_a_whole_sentence():
     """`runner --help` lists each command by the first paragraph of its help, whole: click cuts
     one longer than the room left on an 80-column line with "...", mid-sentence."""
-    proc = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True,
-                          env={**ENV_PATH, "COLUMNS": "80"}, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runner", "--help"],
+        capture_output=True,
+        text=True,
+        env={**ENV_PATH, "COLUMNS": "80"},
+        check=True,
+    )
     listed = proc.stdout.split("Commands:\n", 1)[1].splitlines()
     from runner.cli import COMMANDS
 

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.hooked import ENV, QUEUE, claim, clone, tip
 from support.repos import git
-from support.hooked import ENV, QUEUE, claim, clone, queue, remote, template, tip
+
 from runner.queue.queue import Queue
 from runner.store import Lost
 from runner.store.remote import _push_outcome
@@ -46,9 +47,14 @@ def test_a_push_that_lost_its_race_is_refused_before_any_replay(remote: Path, qu
     git(late, "fetch", "-q", "origin", "runner/queue")
     seen = tip(remote)
     junk = git(late, "commit-tree", "-p", seen, "-m", "not a runner commit", f"{seen}^{{tree}}")
-    push = subprocess.Popen(["git", "push", "--porcelain", f"--force-with-lease={QUEUE}:{seen}", "origin",
-                             f"{junk}:{QUEUE}"], cwd=late, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    push = subprocess.Popen(
+        ["git", "push", "--porcelain", f"--force-with-lease={QUEUE}:{seen}", "origin", f"{junk}:{QUEUE}"],
+        cwd=late,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(tmp_path / "gate" / "arrived", push)
     claim(queue, "w1", "01-a")  # lands while the first push waits at the server
     (tmp_path / "gate" / "go").touch()
@@ -60,13 +66,20 @@ def test_a_push_that_lost_its_race_is_refused_before_any_replay(remote: Path, qu
     assert _push_outcome(out, err) == Lost(QUEUE)
 
 
-def test_a_claim_that_loses_in_the_hook_retries_and_nothing_is_recorded_twice(remote: Path, queue: Queue,
-                                                                               tmp_path: Path):
+def test_a_claim_that_loses_in_the_hook_retries_and_nothing_is_recorded_twice(
+    remote: Path, queue: Queue, tmp_path: Path
+):
     hold_first_push(remote, tmp_path / "gate")
     loser = tmp_path / "loser"
     clone(remote, loser)
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "claim", "--id", "w2"], cwd=loser, env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "claim", "--id", "w2"],
+        cwd=loser,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(tmp_path / "gate" / "arrived", proc)
     claim(queue, "w1", "01-a")  # the step the waiting claim chose (the first ready)
     (tmp_path / "gate" / "go").touch()
@@ -89,6 +102,7 @@ def cached(remote: Path, kind: str) -> dict[str, Path]:
 
 def retitle(queue: Queue, step_id: str, title: str) -> str:
     """A person's edit of a step's title; the new file's blob id."""
+
     def files(snap):
         step = snap.plan.find(step_id)
         return {step.path: step.text.replace(f"title: {step.title}", f"title: {title}", 1).encode()}
@@ -127,19 +141,37 @@ def test_the_hook_reads_through_gits_commands_without_pygit2(remote: Path, queue
     new = tip(remote)
     old = git(remote, "rev-parse", f"{new}^")
     git(remote, "update-ref", QUEUE, old)  # the claim's update, judged again as the hook judged it
-    script = ("import sys; from pathlib import Path; from runner.hooks.races import checked; "
-              "code = checked(sys.stdin.read(), Path('.').resolve()); print(code, 'pygit2' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", script], cwd=remote, env={**ENV, "GIT_DIR": "."},
-                          input=f"{old} {new} {QUEUE}\n", capture_output=True, text=True, timeout=120)
+    script = (
+        "import sys; from pathlib import Path; from runner.hooks.races import checked; "
+        "code = checked(sys.stdin.read(), Path('.').resolve()); print(code, 'pygit2' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=remote,
+        env={**ENV, "GIT_DIR": "."},
+        input=f"{old} {new} {QUEUE}\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.split() == ["0", "False"], done.stderr
 
 
 def test_under_its_lock_the_hook_refuses_a_lost_race_without_importing_the_check(remote: Path, queue: Queue):
     before = tip(remote)
     claim(queue, "w1", "01-a", beat=False)
-    script = ("import sys; from pathlib import Path; from runner.hooks.races import checked; "
-              "code = checked(sys.stdin.read(), Path('.').resolve()); print(code, 'runner.hooks.server' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", script], cwd=remote, env={**ENV, "GIT_DIR": "."},
-                          input=f"{before} {'1' * 40} {QUEUE}\n", capture_output=True, text=True, timeout=120)
+    script = (
+        "import sys; from pathlib import Path; from runner.hooks.races import checked; "
+        "code = checked(sys.stdin.read(), Path('.').resolve()); print(code, 'runner.hooks.server' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=remote,
+        env={**ENV, "GIT_DIR": "."},
+        input=f"{before} {'1' * 40} {QUEUE}\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout.split() == ["1", "False"], done.stderr
     assert done.stderr.startswith(f"lost a race: {QUEUE} is at {tip(remote)[:10]}, not {before[:10]}")

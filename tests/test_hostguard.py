@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.repos import ENV_PATH, add_step, edit, make_remote, runner, runner_json, statuses, tick, wait_for
+
 from runner.core.config import DEFAULT_TOML
 
 
@@ -28,19 +28,34 @@ def test_the_gate_guard_holds_across_two_daemons(tmp_path):
     runner(laptop, "init")
     marks = tmp_path / "marks"
     marks.mkdir()
-    gate = ["sh", "-c", f'touch {marks}/in-$RUNNER_STEP; while [ ! -e {marks}/go-$RUNNER_STEP ]; do sleep 0.05; done; '
-                        f'rm {marks}/in-$RUNNER_STEP']
+    gate = [
+        "sh",
+        "-c",
+        f"touch {marks}/in-$RUNNER_STEP; while [ ! -e {marks}/go-$RUNNER_STEP ]; do sleep 0.05; done; "
+        f"rm {marks}/in-$RUNNER_STEP",
+    ]
     configure(laptop, max_parallel_gates="1", test=json.dumps(gate))
     add_step(laptop, "01-a")
     add_step(laptop, "02-b")
     env = {**ENV_PATH, "RUNNER_RUNTIME_DIR": str(tmp_path / "runtime")}
-    daemons = [subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", name, "--interval", "0.2", "--repo",
-                                 str(clone)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-               for name, clone in (("a", host_a), ("b", host_b))]
+    daemons = [
+        subprocess.Popen(
+            [sys.executable, "-m", "runner", "worker", "--id", name, "--interval", "0.2", "--repo", str(clone)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name, clone in (("a", host_a), ("b", host_b))
+    ]
 
     def waiting() -> list[Path]:
-        return [log for clone in (host_a, host_b) for log in (clone / ".git/runner/logs/steps").glob("*.log")
-                if "waiting for a gate slot" in log.read_text()]
+        return [
+            log
+            for clone in (host_a, host_b)
+            for log in (clone / ".git/runner/logs/steps").glob("*.log")
+            if "waiting for a gate slot" in log.read_text()
+        ]
 
     try:
         wait_for(lambda: waiting() and list(marks.glob("in-*")), timeout=120)

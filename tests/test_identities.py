@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from support.repos import git, queue_moves
 from support.hooked import IDENTITIES, add_steps, cli, clone, hooked_remote, tip
+from support.repos import git, queue_moves
+
 from runner.core.config import DEFAULT_TOML
 from runner.queue.change import PushRefused
 from runner.queue.queue import Queue, author_for
@@ -46,9 +46,11 @@ class SshServer:
         # One connection a key, shared by its pushes (ControlMaster): still that key's own
         # session on the server, without a key exchange a git call.
         shared = self.keys[pusher].with_name(f"cm-{pusher}")
-        return (f"ssh -i {self.keys[pusher]} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no "
-                f"-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ControlMaster=auto -o ControlPath={shared} "
-                "-o ControlPersist=20")
+        return (
+            f"ssh -i {self.keys[pusher]} -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no "
+            f"-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ControlMaster=auto -o ControlPath={shared} "
+            "-o ControlPersist=20"
+        )
 
 
 def _free_port() -> int:
@@ -67,26 +69,48 @@ def _answers(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def ssh_server(tmp_path_factory):
-    sshd = shutil.which("sshd") or next((p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None)
+    sshd = shutil.which("sshd") or next(
+        (p for p in ("/usr/sbin/sshd", "/usr/local/sbin/sshd") if os.path.exists(p)), None
+    )
     if not sshd or not shutil.which("ssh") or not shutil.which("ssh-keygen") or not shutil.which("git-shell"):
-        pytest.skip("needs sshd, ssh, ssh-keygen and git-shell (Debian: apt-get install openssh-server openssh-client git)")
+        pytest.skip(
+            "needs sshd, ssh, ssh-keygen and git-shell (Debian: apt-get install openssh-server openssh-client git)"
+        )
     folder = tmp_path_factory.mktemp("sshd")
     keys = {}
     for name in ("host", *PEOPLE, *WORKER_KEYS, "carol"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(folder / name)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(folder / name)], check=True
+        )
         keys[name] = folder / name
     # The server's side of every key: git-shell only, with the pusher's name in RUNNER_PUSHER.
-    lines = [f'command="env RUNNER_PUSHER={name} git-shell -c \\"$SSH_ORIGINAL_COMMAND\\"",no-port-forwarding,no-pty,'
-             f"no-agent-forwarding,no-X11-forwarding {(folder / (name + '.pub')).read_text().strip()}"
-             for name in (*PEOPLE, *WORKER_KEYS, "carol")]
+    lines = [
+        f'command="env RUNNER_PUSHER={name} git-shell -c \\"$SSH_ORIGINAL_COMMAND\\"",no-port-forwarding,no-pty,'
+        f"no-agent-forwarding,no-X11-forwarding {(folder / (name + '.pub')).read_text().strip()}"
+        for name in (*PEOPLE, *WORKER_KEYS, "carol")
+    ]
     (folder / "authorized_keys").write_text("\n".join(lines) + "\n")
     port = _free_port()
     root = os.geteuid() == 0
-    (folder / "sshd_config").write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {folder / 'host'}", f"PidFile {folder / 'sshd.pid'}",
-        f"AuthorizedKeysFile {folder / 'authorized_keys'}", "StrictModes no", "UsePAM no", "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "LogLevel ERROR",
-        "PermitRootLogin forced-commands-only" if root else "", ""]))
+    (folder / "sshd_config").write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {folder / 'host'}",
+                f"PidFile {folder / 'sshd.pid'}",
+                f"AuthorizedKeysFile {folder / 'authorized_keys'}",
+                "StrictModes no",
+                "UsePAM no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "LogLevel ERROR",
+                "PermitRootLogin forced-commands-only" if root else "",
+                "",
+            ]
+        )
+    )
     if root:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
     test = subprocess.run([sshd, "-t", "-f", str(folder / "sshd_config")], capture_output=True, text=True)
@@ -141,8 +165,15 @@ def queue_of(clones: dict[str, Path], pusher: str) -> Queue:
 
 
 def add_plan(clones: dict[str, Path]) -> None:
-    add_steps(queue_of(clones, "alice"), ("r1", {"requires_approval": True}), ("r2", {"requires_approval": True}),
-              ("f1", {}), ("a1", {}), ("t1", {}), actor="alice")
+    add_steps(
+        queue_of(clones, "alice"),
+        ("r1", {"requires_approval": True}),
+        ("r2", {"requires_approval": True}),
+        ("f1", {}),
+        ("a1", {}),
+        ("t1", {}),
+        actor="alice",
+    )
 
 
 def refused_over_ssh(done: subprocess.CompletedProcess, reason: str) -> None:
@@ -160,8 +191,12 @@ def test_a_worker_key_cannot_record_person_events_and_a_persons_key_can(hosts):
         assert run(clones, "key-a", "complete", step, "--id", "w1").returncode == 0
     assert run(clones, "key-a", "fail", "f1", "--id", "w1", "--permanent", "--reason", "broken").returncode == 0
     # A worker key halts only as its pipeline does, on a verifier fault; any other halt is a person's.
-    refused_over_ssh(run(clones, "key-b", "halt", "--reason", "deploy freeze", "--by", "w2"), "halt is a person's event")
-    assert run(clones, "key-b", "halt", "--reason", "verifier_failed: w2's verifier crashed", "--by", "w2").returncode == 0
+    refused_over_ssh(
+        run(clones, "key-b", "halt", "--reason", "deploy freeze", "--by", "w2"), "halt is a person's event"
+    )
+    assert (
+        run(clones, "key-b", "halt", "--reason", "verifier_failed: w2's verifier crashed", "--by", "w2").returncode == 0
+    )
 
     person_events = [
         (("approve", "r1"), "approve is a person's event"),
@@ -178,19 +213,31 @@ def test_a_worker_key_cannot_record_person_events_and_a_persons_key_can(hosts):
         done = run(clones, "bob", *args, "--by", "bob")
         assert done.returncode == 0, (args, done.stderr)
     plan = queue_of(clones, "bob").snapshot().plan
-    assert {s: plan.find(s).status for s in ("r1", "r2", "f1", "a1", "n1")} == {"r1": "done", "r2": "ready", "f1": "ready", "a1": "failed", "n1": "ready"}
+    assert {s: plan.find(s).status for s in ("r1", "r2", "f1", "a1", "n1")} == {
+        "r1": "done",
+        "r2": "ready",
+        "f1": "ready",
+        "a1": "failed",
+        "n1": "ready",
+    }
     assert not plan.halted
 
 
-@pytest.mark.parametrize("change", [
-    ('key-b = ["w2"]', 'key-b = ["w2", "w1"]'),  # a worker key granting itself another worker
-    ('people = ["alice", "bob"]', 'people = ["alice", "bob", "dave"]'),
-    ('integration_branch = "runner/integration"', 'integration_branch = "main"'),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        ('key-b = ["w2"]', 'key-b = ["w2", "w1"]'),  # a worker key granting itself another worker
+        ('people = ["alice", "bob"]', 'people = ["alice", "bob", "dave"]'),
+        ('integration_branch = "runner/integration"', 'integration_branch = "main"'),
+    ],
+)
 def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
     bare, clones = hosts
     changed = CONFIG.replace(*change).encode()
-    for pusher, reason in (("key-a", "only people edit the plan"), ("bob", "only [hooks] admins may change [hooks], [notify] or the branch names")):
+    for pusher, reason in (
+        ("key-a", "only people edit the plan"),
+        ("bob", "only [hooks] admins may change [hooks], [notify] or the branch names"),
+    ):
         before = tip(bare)
         with pytest.raises(PushRefused) as info:
             queue_of(clones, pusher).edit(lambda snap: {"runner.toml": changed}, "change runner.toml", pusher)
@@ -203,11 +250,20 @@ def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
 def test_a_worker_key_acts_only_as_its_own_worker_ids(hosts):
     bare, clones = hosts
     add_plan(clones)
-    refused_over_ssh(run(clones, "key-a", "claim", "t1", "--id", "w2"), "pusher 'key-a' may act as w1, not as worker 'w2'")
+    refused_over_ssh(
+        run(clones, "key-a", "claim", "t1", "--id", "w2"), "pusher 'key-a' may act as w1, not as worker 'w2'"
+    )
     assert run(clones, "key-a", "claim", "t1", "--id", "w1").returncode == 0
-    refused_over_ssh(run(clones, "key-b", "heartbeat", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'")
-    refused_over_ssh(run(clones, "key-b", "release", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'")
-    refused_over_ssh(run(clones, "carol", "claim", "a1", "--id", "w1"), "pusher 'carol' is neither a worker key in [hooks] identities nor a person")
+    refused_over_ssh(
+        run(clones, "key-b", "heartbeat", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'"
+    )
+    refused_over_ssh(
+        run(clones, "key-b", "release", "t1", "--id", "w1"), "pusher 'key-b' may act as w2, not as worker 'w1'"
+    )
+    refused_over_ssh(
+        run(clones, "carol", "claim", "a1", "--id", "w1"),
+        "pusher 'carol' is neither a worker key in [hooks] identities nor a person",
+    )
     stranger = queue_of(clones, "carol").store
     junk = stranger.make_commit([], {"junk.txt": b"x\n"}, "junk\n", author_for("carol"))
     outcome = stranger.publish([RefUpdate("refs/heads/runner/steps/t1", junk, FORCE)])
@@ -227,9 +283,13 @@ def test_a_worker_key_merges_only_through_the_event_that_records_the_merge(hosts
 
     sneaky = queue_of(clones, "key-a")
     sneaky.store.fetch(["runner/integration"])
-    work = sneaky.store.make_commit([merged], {"backdoor.txt": b"unreviewed\n"}, "merge my own work\n", author_for("w1"))
+    work = sneaky.store.make_commit(
+        [merged], {"backdoor.txt": b"unreviewed\n"}, "merge my own work\n", author_for("w1")
+    )
     outcome = sneaky.store.publish([RefUpdate("refs/heads/runner/integration", work, merged)])
-    assert isinstance(outcome, Refused) and "moves the integration branch only in the push whose queue event records" in str(outcome)
+    assert isinstance(
+        outcome, Refused
+    ) and "moves the integration branch only in the push whose queue event records" in str(outcome)
     assert tip(bare, "refs/heads/runner/integration") == merged
     person = queue_of(clones, "alice")  # people merge by hand
     person.store.fetch(["runner/integration"])
@@ -256,14 +316,28 @@ def test_a_worker_keys_record_and_next_claim_pass_in_one_push_over_ssh(hosts):
     bare, clones = hosts
     add_plan(clones)
     before = len(queue_moves(bare))
-    done = cli("worker", "--id", "w1", "--max-ticks", "3", "--interval", "0.2", cwd=clones["key-a"],
-               env={"RUNNER_FETCH_AT_LEAST_EVERY": "3600"})  # claims ahead however slow the machine's ticks are
+    done = cli(
+        "worker",
+        "--id",
+        "w1",
+        "--max-ticks",
+        "3",
+        "--interval",
+        "0.2",
+        cwd=clones["key-a"],
+        env={"RUNNER_FETCH_AT_LEAST_EVERY": "3600"},
+    )  # claims ahead however slow the machine's ticks are
     assert done.returncode == 0, done.stderr
     # a1, then f1 claimed in the push that recorded a1, r1 in the one that recorded f1; the last tick claims nothing ahead.
     assert queue_moves(bare)[before:] == ["claim a1", "claim f1", "claim r1", "complete r1"]
     steps = queue_of(clones, "bob").snapshot().plan.steps
     assert {step: steps[step].status for step in ("a1", "f1", "r1", "r2", "t1")} == {
-        "a1": "done", "f1": "done", "r1": "review", "r2": "ready", "t1": "ready"}
+        "a1": "done",
+        "f1": "done",
+        "r1": "review",
+        "r2": "ready",
+        "t1": "ready",
+    }
 
 
 def test_a_strangers_ref_that_would_block_runners_refs_is_refused_for_that_before_any_identity_check(hosts):

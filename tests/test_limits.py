@@ -13,9 +13,9 @@ import os
 import subprocess
 import sys
 
-from support.agentplan import KEYS, as_pusher, drain, served_plan, side_folder, statuses, stub_agents
+from support.agentplan import KEYS, as_pusher, drain, served_plan, side_folder, statuses
+from support.hooked import claim, forge, push_commit, record, refused
 from support.repos import ROOT, git, queue_history, wait_for
-from support.hooked import claim, forge, push_commit, queue, record, refused, remote, template
 
 PLAIN_STEP = """---
 step: 04-plain
@@ -42,17 +42,23 @@ title: Another agent step
 more notes
 ```
 """
-NOTICE = ('command = ["python3", "-c", "import sys; open(sys.argv[1], \'a\').write(sys.argv[2] + chr(10))", '
-          '"{file}", "{{event}} {{reason}}"]\nevents = ["paused", "halted", "needs-you"]')
+NOTICE = (
+    'command = ["python3", "-c", "import sys; open(sys.argv[1], \'a\').write(sys.argv[2] + chr(10))", '
+    '"{file}", "{{event}} {{reason}}"]\nevents = ["paused", "halted", "needs-you"]'
+)
 
 
 def tick(worker: str, tmp_path, env: dict) -> subprocess.CompletedProcess:
     clone = tmp_path / worker
     if not clone.exists():
         git(tmp_path, "clone", "-q", str(tmp_path / "remote.git"), str(clone))
-    return subprocess.run([sys.executable, "-m", "runner", "tick", "--id", worker, "--repo", str(clone)],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "RUNNER_PUSHER": KEYS[worker], **env})
+    return subprocess.run(
+        [sys.executable, "-m", "runner", "tick", "--id", worker, "--repo", str(clone)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RUNNER_PUSHER": KEYS[worker], **env},
+    )
 
 
 def listing(alice, tmp_path, *args: str, env: dict | None = None) -> dict:
@@ -61,16 +67,25 @@ def listing(alice, tmp_path, *args: str, env: dict | None = None) -> dict:
     return json.loads(done.stdout)
 
 
-def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spends_nothing(tmp_path, stub_agents):  # noqa: F811
+def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spends_nothing(tmp_path, stub_agents):
     notices = tmp_path / "notices.txt"
     calls = side_folder(tmp_path) / "calls.txt"
     (side_folder(tmp_path) / "limit").mkdir()
-    bare, alice = served_plan(tmp_path, "claude", keys={"notify": NOTICE.format(file=notices)},
-                              steps={"plans/steps/04-plain.md": PLAIN_STEP, "plans/steps/05-more.md": AGENT_STEP})
-    env = {**stub_agents, "RUNNER_NOTIFY": "1",  # the workers' hosts send [notify]'s notices
-           "STUB_AGENT_CALLS": str(calls), "STUB_AGENT_LIMIT": str(side_folder(tmp_path) / "limit"),
-           "STUB_AGENT_LIMIT_ROLE": "orient", "STUB_AGENT_LIMIT_TEXT": "Claude AI usage limit reached|{epoch}",
-           "STUB_AGENT_RESET_IN": "600"}
+    bare, alice = served_plan(
+        tmp_path,
+        "claude",
+        keys={"notify": NOTICE.format(file=notices)},
+        steps={"plans/steps/04-plain.md": PLAIN_STEP, "plans/steps/05-more.md": AGENT_STEP},
+    )
+    env = {
+        **stub_agents,
+        "RUNNER_NOTIFY": "1",  # the workers' hosts send [notify]'s notices
+        "STUB_AGENT_CALLS": str(calls),
+        "STUB_AGENT_LIMIT": str(side_folder(tmp_path) / "limit"),
+        "STUB_AGENT_LIMIT_ROLE": "orient",
+        "STUB_AGENT_LIMIT_TEXT": "Claude AI usage limit reached|{epoch}",
+        "STUB_AGENT_RESET_IN": "600",
+    }
 
     hit = tick("w1", tmp_path, env)  # w1 claims 01-count; its first claude run hits the account's limit
     assert hit.returncode == 0 and "SKIP" in hit.stdout, hit.stdout + hit.stderr
@@ -85,8 +100,13 @@ def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spen
     # Both workers, each on its own clone: only the step that spends no claude runs; no claude call starts.
     before = len(calls.read_text().splitlines())
     said = drain(bare, tmp_path, env)
-    assert statuses(alice, tmp_path) == {"01-count": "ready", "02-cli": "waiting", "03-tests": "waiting",
-                                         "04-plain": "done", "05-more": "ready"}, said
+    assert statuses(alice, tmp_path) == {
+        "01-count": "ready",
+        "02-cli": "waiting",
+        "03-tests": "waiting",
+        "04-plain": "done",
+        "05-more": "ready",
+    }, said
     assert len(calls.read_text().splitlines()) == before == 1, calls.read_text()
     ready = listing(alice, tmp_path, "ready")
     assert {row["step"] for row in ready["held_back"]} == {"05-more"}  # 01-count backs off until the reset too
@@ -97,8 +117,13 @@ def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spen
     # Past the reset (the clocks of both hosts move on), the steps run: nothing was failed or spent.
     said = drain(bare, tmp_path, {**env, "RUNNER_CLOCK_OFFSET": "700"})
     after = statuses(alice, tmp_path)
-    assert after == {"01-count": "done", "02-cli": "done", "03-tests": "review", "04-plain": "done",
-                     "05-more": "done"}, said
+    assert after == {
+        "01-count": "done",
+        "02-cli": "done",
+        "03-tests": "review",
+        "04-plain": "done",
+        "05-more": "done",
+    }, said
     history = [entry for entry in queue_history(bare) if "Event" in entry and "Step" in entry]
     assert not [e for e in history if e["Event"] in ("fail", "takeover")], history
     released = [e for e in history if e["Event"] == "release"]
@@ -112,7 +137,7 @@ def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spen
     assert [line for line in notices.read_text().splitlines() if line.startswith("paused")][0].count("claude")
 
 
-def test_a_step_over_its_budget_waits_for_a_person_and_goes_on_when_approved(tmp_path, stub_agents):  # noqa: F811
+def test_a_step_over_its_budget_waits_for_a_person_and_goes_on_when_approved(tmp_path, stub_agents):
     # one recorded Claude Code call costs $0.087125: orient and implement run, verify would cross $0.10
     bare, alice = served_plan(tmp_path, "claude", keys={"brakes": "step_budget_usd = 0.1"})
     said = drain(bare, tmp_path, stub_agents)
@@ -135,12 +160,11 @@ def test_a_step_over_its_budget_waits_for_a_person_and_goes_on_when_approved(tmp
     assert not [e for e in queue_history(bare) if e.get("Event") == "fail"]
 
 
-def test_a_plan_over_its_budget_halts_the_queue(tmp_path, stub_agents):  # noqa: F811
+def test_a_plan_over_its_budget_halts_the_queue(tmp_path, stub_agents):
     bare, alice = served_plan(tmp_path, "claude", keys={"brakes": "plan_budget_usd = 0.3"})
     said = drain(bare, tmp_path, stub_agents)
     status = listing(alice, tmp_path, "status")
-    assert status["halted"].startswith("budget_exceeded:plan $0.35 spent of its $0.30 budget"), (status["halted"],
-                                                                                                    said)
+    assert status["halted"].startswith("budget_exceeded:plan $0.35 spent of its $0.30 budget"), (status["halted"], said)
     count = next(s for s in status["steps"] if s["step"] == "01-count")
     assert count["status"] == "ready" and not count["failures"]
     history = queue_history(bare)
@@ -153,7 +177,7 @@ def test_a_plan_over_its_budget_halts_the_queue(tmp_path, stub_agents):  # noqa:
 # --- what the server hook lets through ---------------------------------------------------------
 
 
-def test_the_hook_replays_an_account_pause_and_refuses_a_forged_one(remote, queue):  # noqa: F811
+def test_the_hook_replays_an_account_pause_and_refuses_a_forged_one(remote, queue):
     from datetime import timedelta
 
     from runner.core.machine import Kind
@@ -161,28 +185,53 @@ def test_the_hook_replays_an_account_pause_and_refuses_a_forged_one(remote, queu
 
     until = utc_now() + timedelta(hours=2)
     claim(queue, "w1", "04-d")
-    refused(remote, lambda: forge(queue, "04-d", "release", account="claude", retry_at=until, reason="limit",
-                                  files={"plans/pauses/claude.json": b'{"until": "2099-01-01T00:00:00Z"}\n'}),
-            "plans/pauses/claude.json is not the account pause this release writes")
-    refused(remote, lambda: forge(queue, "04-d", "release", account="claude", retry_at=until, reason="limit"),
-            "plans/pauses/claude.json is not the account pause this release writes")
-    refused(remote, lambda: forge(queue, "04-d", "release", retry_at=until, reason="limit",
-                                  says={"account": "../claude"}), "names it ('../claude'")
-    refused(remote, lambda: forge(queue, "04-d", "fail", retry_at=until, reason="limit", says={"account": "claude"}),
-            "only a release gives a step back")
+    refused(
+        remote,
+        lambda: forge(
+            queue,
+            "04-d",
+            "release",
+            account="claude",
+            retry_at=until,
+            reason="limit",
+            files={"plans/pauses/claude.json": b'{"until": "2099-01-01T00:00:00Z"}\n'},
+        ),
+        "plans/pauses/claude.json is not the account pause this release writes",
+    )
+    refused(
+        remote,
+        lambda: forge(queue, "04-d", "release", account="claude", retry_at=until, reason="limit"),
+        "plans/pauses/claude.json is not the account pause this release writes",
+    )
+    refused(
+        remote,
+        lambda: forge(queue, "04-d", "release", retry_at=until, reason="limit", says={"account": "../claude"}),
+        "names it ('../claude'",
+    )
+    refused(
+        remote,
+        lambda: forge(queue, "04-d", "fail", retry_at=until, reason="limit", says={"account": "claude"}),
+        "only a release gives a step back",
+    )
     accepted_release = record(queue, Kind.RELEASE, "w1", "04-d", account="claude", retry_at=until, reason="limit")
     assert accepted_release.change.status == "ready"
     assert set(queue.snapshot(fetch=True).pauses(utc_now())) == {"claude"}
 
 
-def test_the_hook_refuses_bad_prices_and_budgets(remote, queue):  # noqa: F811
+def test_the_hook_refuses_bad_prices_and_budgets(remote, queue):
     from runner.core.config import DEFAULT_TOML
 
-    bad = DEFAULT_TOML.replace("step_budget_usd = \"none\"", "step_budget_usd = \"lots\"") + \
-        '\n[prices."claude-sonnet-4-5"]\ninput = -3\n'
-    said = refused(remote, lambda: push_commit(queue, {"runner.toml": bad.encode()}, "budgets\n", author="alice"),
-                   "runner.toml")
+    bad = (
+        DEFAULT_TOML.replace('step_budget_usd = "none"', 'step_budget_usd = "lots"')
+        + '\n[prices."claude-sonnet-4-5"]\ninput = -3\n'
+    )
+    said = refused(
+        remote, lambda: push_commit(queue, {"runner.toml": bad.encode()}, "budgets\n", author="alice"), "runner.toml"
+    )
     assert "step_budget_usd" in said or "prices" in said
-    step = b"---\nstep: 05-e\nrun: [\"true\"]\nbrakes: {step_budget_usd: -1}\n---\n"
-    refused(remote, lambda: push_commit(queue, {"plans/steps/05-e.md": step}, "add 05-e\n", author="alice"),
-            "step_budget_usd")
+    step = b'---\nstep: 05-e\nrun: ["true"]\nbrakes: {step_budget_usd: -1}\n---\n'
+    refused(
+        remote,
+        lambda: push_commit(queue, {"plans/steps/05-e.md": step}, "add 05-e\n", author="alice"),
+        "step_budget_usd",
+    )

@@ -11,14 +11,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.repos import ENV_PATH, git, runner, runner_json, wait_for
 from support.review import WORKER_ENV, review_remote, worker_clone
+
 from runner.core.codec import decode_beat, encode_beat
 from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES
 
 
-def waiting_step(release: Path, before: str = 'echo "line $((1))"; echo "on $((2)) stderr" >&2', after: str = 'echo "line $((3))"') -> list[str]:
+def waiting_step(
+    release: Path, before: str = 'echo "line $((1))"; echo "on $((2)) stderr" >&2', after: str = 'echo "line $((3))"'
+) -> list[str]:
     """A step that prints, then waits (in the step's own shell, never in the test) until the test releases it.
     (Its lines are written as arithmetic so that the log's `$ sh -c ...` line does not hold them.)"""
     return ["sh", "-c", f"{before}; while [ ! -e {release} ]; do sleep 0.05; done; {after}"]
@@ -34,8 +36,13 @@ def running(tmp_path, monkeypatch):
     def start(**prints):
         bare, laptop = review_remote(tmp_path, (("01-long", {"run": waiting_step(release, **prints)}),))
         host_a = worker_clone(bare, tmp_path / "host-a")
-        worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV_PATH, **WORKER_ENV["w1"]})
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**ENV_PATH, **WORKER_ENV["w1"]},
+        )
         made.update(bare=bare, laptop=laptop, worker=worker, release=release)
         wait_for(lambda: runner_json(laptop, "logs", "01-long")["output"])
         return made
@@ -50,8 +57,13 @@ def running(tmp_path, monkeypatch):
 
 
 def follow(laptop: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo",
-                             str(laptop)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "logs", "01-long", "--follow", "--every", "0.2", "--repo", str(laptop)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV_PATH,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +81,13 @@ def watched(tmp_path_factory):
         seen["early_first"] = early.stderr.readline()
         seen["early_waits"] = early.poll() is None  # no worker has claimed the step yet
         host_a = worker_clone(bare, tmp_path / "host-a")
-        worker = subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env={**ENV_PATH, **WORKER_ENV["w1"]})
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "runner", "tick", "--id", "w1", "--repo", str(host_a)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**ENV_PATH, **WORKER_ENV["w1"]},
+        )
         try:
             wait_for(lambda: runner_json(laptop, "logs", "01-long")["output"])
             seen["early_following"] = early.stderr.readline()  # it saw the claim: it follows the running attempt
@@ -100,8 +116,10 @@ def test_a_running_steps_output_reaches_another_clone_and_follow_prints_it_to_th
     as_json = watched["as_json"]
     assert as_json["running"] and as_json["worker"] == "w1" and as_json["output_bytes"] > 0
     # the run, and its command as a shell would read it (shlex.join): in the heartbeat, and in the log
-    assert as_json["run"].startswith("implement: sh -c 'echo \"line $((1))\"; ") and len(as_json["run"]) <= 200, as_json["run"]
-    assert "$ sh -c 'echo \"line $((1))\"; " in shown.stdout
+    assert as_json["run"].startswith('implement: sh -c \'echo "line $((1))"; ') and len(as_json["run"]) <= 200, as_json[
+        "run"
+    ]
+    assert '$ sh -c \'echo "line $((1))"; ' in shown.stdout
     assert watched["late_first"].startswith("-- 01-long attempt 1 on w1, running"), watched["late_first"]
     (out, err), code = watched["late"]
     assert code == 0, err
@@ -122,7 +140,9 @@ def test_a_finished_steps_log_is_the_tail_its_handoff_keeps(watched):
 
 def test_follow_waits_for_a_step_that_has_not_started_then_follows_it_to_the_end(watched):
     """`runner logs STEP --follow` on a step no worker has claimed yet waits for it (issue 46), on another clone."""
-    assert watched["early_first"].startswith("-- 01-long is ready, not started: waiting for it to start"), watched["early_first"]
+    assert watched["early_first"].startswith("-- 01-long is ready, not started: waiting for it to start"), watched[
+        "early_first"
+    ]
     assert watched["early_waits"]
     assert watched["early_following"].startswith("-- 01-long attempt 1 "), watched["early_following"]
     (out, err), code = watched["early"]
@@ -146,7 +166,9 @@ def test_a_heartbeat_carries_a_bounded_tail_and_terminal_escapes_reach_no_termin
 
 def test_a_heartbeat_message_stays_within_its_bound_whatever_the_output_is():
     for output in ("\x01" * 100_000, "😀" * 100_000, "é\n" * 100_000):
-        message = encode_beat("w1", {"state": "running", "step": "01-x", "attempt": 1, "run": "implement", "output": output})
+        message = encode_beat(
+            "w1", {"state": "running", "step": "01-x", "attempt": 1, "run": "implement", "output": output}
+        )
         assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
         carried = json.loads(message.split("\n\n", 1)[1])["output"]
         assert carried and output.endswith(carried)

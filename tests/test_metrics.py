@@ -9,9 +9,9 @@ import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-
 from support.repos import add_step, edit, git, runner, runner_json
 from support.review import start_board, stop
+
 from runner.core.config import DEFAULT_TOML
 
 
@@ -21,8 +21,11 @@ def configure(repo: Path) -> None:
 
 def samples(text: str) -> dict[tuple, float]:
     """(sample name, sorted labels) -> value, every family parsed by prometheus_client."""
-    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "worker"))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "worker"))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def plan(repo: Path) -> None:
@@ -79,7 +82,9 @@ def test_the_board_serves_the_queues_metrics(queue_repo):
     assert found[("runner_steps_stuck", ())] == 1
 
 
-def test_a_metrics_path_on_the_queue_branch_is_refused_so_no_pusher_can_make_workers_overwrite_a_file(queue_repo, tmp_path):
+def test_a_metrics_path_on_the_queue_branch_is_refused_so_no_pusher_can_make_workers_overwrite_a_file(
+    queue_repo, tmp_path
+):
     victim = tmp_path / "bashrc"
     victim.write_text("keep me\n")
     add_step(queue_repo, "01-a")
@@ -89,7 +94,9 @@ def test_a_metrics_path_on_the_queue_branch_is_refused_so_no_pusher_can_make_wor
     toml.write_text(toml.read_text().replace("[worker]\n", f"[worker]\nmetrics_file = {json.dumps(str(victim))}\n"))
     git(worktree, "commit", "-qam", "point every worker at a file")
     done = runner(queue_repo, "worker", "--id", "w1", "--once", "--interval", "0.2", check=False)
-    assert "metrics_file is a setting of each host now: `runner worker --metrics-file PATH`" in done.stdout + done.stderr
+    assert (
+        "metrics_file is a setting of each host now: `runner worker --metrics-file PATH`" in done.stdout + done.stderr
+    )
     assert victim.read_text() == "keep me\n"
     toml.write_text(toml.read_text().replace(json.dumps(str(victim)), '""'))
     git(worktree, "commit", "-qam", "empty, as runner init wrote it")

@@ -6,26 +6,28 @@ up or fails a tick."""
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import psutil
 import pytest
-
 from support.repos import add_step, edit, git, queue_history, runner, start_worker, step_file, tick, wait_for
 from support.review import WORKER_ENV, review_remote, worker_clone
+
 from runner.core.config import DEFAULT_TOML
 
 
-def configure(repo: Path, command: list[str] | None = None, urls: list[str] | None = None, timeout: str = "30s", extra: str = "") -> None:
+def configure(
+    repo: Path, command: list[str] | None = None, urls: list[str] | None = None, timeout: str = "30s", extra: str = ""
+) -> None:
     """[notify] on the queue, and this clone opted in to run it (its own git config says so)."""
     git(repo, "config", "runner.notify", "true")
     text = DEFAULT_TOML.replace("detect = true", "detect = false")
     text = text.replace("[notify]\ncommand = []", f"[notify]\ncommand = {json.dumps(command or [])}")
-    text = text.replace("urls = []", f"urls = {json.dumps(urls or [])}").replace('timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice')
+    text = text.replace("urls = []", f"urls = {json.dumps(urls or [])}").replace(
+        'timeout = "30s"  # a notice', f'timeout = "{timeout}"  # a notice'
+    )
     edit(repo, {"runner.toml": (text + extra).encode()}, "configure notices")
 
 
@@ -49,15 +51,28 @@ def test_each_event_is_notified_once_by_the_process_that_records_it(tmp_path, mo
     the drain once each, from the worker that recorded it, and of a halt from its person."""
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
     told = tmp_path / "told.txt"
-    steps = (("01-a", {}), ("02-b", {"depends_on": ["01-a"], "requires_approval": True}), ("03-c", {"max_attempts": 1, "run": ["false"]}),
-             ("04-d", {}), ("05-e", {"depends_on": ["04-d"]}))
-    bare, laptop = review_remote(tmp_path, steps, notify=appender(told), extra_toml='key-c = ["w3"]\n')  # in [hooks.identities]
+    steps = (
+        ("01-a", {}),
+        ("02-b", {"depends_on": ["01-a"], "requires_approval": True}),
+        ("03-c", {"max_attempts": 1, "run": ["false"]}),
+        ("04-d", {}),
+        ("05-e", {"depends_on": ["04-d"]}),
+    )
+    bare, laptop = review_remote(
+        tmp_path, steps, notify=appender(told), extra_toml='key-c = ["w3"]\n'
+    )  # in [hooks.identities]
     envs = {**WORKER_ENV, "w3": {"RUNNER_PUSHER": "key-c"}}
-    workers = [start_worker(worker_clone(bare, tmp_path / f"host-{w}"), w, "--once", "--notify", env=envs[w]) for w in ("w1", "w2", "w3")]
+    workers = [
+        start_worker(worker_clone(bare, tmp_path / f"host-{w}"), w, "--once", "--notify", env=envs[w])
+        for w in ("w1", "w2", "w3")
+    ]
     for proc in workers:
         assert proc.wait(timeout=300) == 0, proc.stderr.read()
     seen = lines(told, 3)
-    assert sorted((event, step) for event, step, _, _ in seen if event != "drained") == [("failed", "03-c"), ("needs-you", "02-b")]
+    assert sorted((event, step) for event, step, _, _ in seen if event != "drained") == [
+        ("failed", "03-c"),
+        ("needs-you", "02-b"),
+    ]
     assert [event for event, *_ in seen].count("drained") == 1
     recorders = {e["Step"]: e["Actor"] for e in queue_history(bare) if e.get("Event") in ("complete", "fail")}
     for event, step, actor, message in seen:
@@ -75,10 +90,17 @@ def test_a_worker_gone_while_holding_a_claim_is_notified_by_the_worker_that_take
     add_step(queue_repo, "01-held")
     runner(queue_repo, "claim", "01-held", "--id", "host-a", env={"RUNNER_HOST": "far-away"})
     assert tick(queue_repo, worker="host-b")["sentinel"] == "SKIP"  # the lease is still running
-    report = tick(queue_repo, worker="host-b", env={"RUNNER_MONOTONIC_OFFSET": str(2 * 3600)})  # two hours later, by host-b's clock
+    report = tick(
+        queue_repo, worker="host-b", env={"RUNNER_MONOTONIC_OFFSET": str(2 * 3600)}
+    )  # two hours later, by host-b's clock
     assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 2
     seen = lines(told, 2)
-    assert ["worker-gone", "01-held", "host-b", "host-a was gone while holding 01-held (attempt 1); host-b took it over"] in seen
+    assert [
+        "worker-gone",
+        "01-held",
+        "host-b",
+        "host-a was gone while holding 01-held (attempt 1); host-b took it over",
+    ] in seen
     assert [e for e, *_ in seen].count("worker-gone") == 1
 
 
@@ -118,7 +140,7 @@ def test_a_missing_notify_command_is_logged(queue_repo):
 class Hook(BaseHTTPRequestHandler):
     received: list = []
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         Hook.received.append((self.path, json.loads(body)))
         self.send_response(200)
@@ -145,7 +167,7 @@ def test_notification_urls_are_sent_with_apprise_and_may_stay_off_the_queue_bran
     add_step(queue_repo, "01-approve", title="Ship it", requires_approval=True)
     secret = f"json://127.0.0.1:{http_hook}/from-the-environment"
     assert tick(queue_repo, env={"RUNNER_TEST_NOTIFY_URLS": secret})["outcome"] == "review"
-    needs = lambda: [(path, body) for path, body in Hook.received if body["message"].startswith("01-approve needs you")]  # noqa: E731
+    needs = lambda: [(path, body) for path, body in Hook.received if body["message"].startswith("01-approve needs you")]
     wait_for(lambda: len(needs()) >= 2)
     assert sorted(path for path, _ in needs()) == ["/direct", "/from-the-environment"]
     assert needs()[0][1]["message"] == "01-approve needs you: its result waits for your approval"
@@ -158,4 +180,7 @@ def test_an_unknown_notify_event_is_refused_with_the_known_ones(queue_repo):
     bad = DEFAULT_TOML.replace('events = ["needs-you"', 'events = ["needs-me", "needs-you"')
     with pytest.raises(Exception) as refused:
         edit(queue_repo, {"runner.toml": bad.encode(), path: data})
-    assert "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, drained, worker-gone, paused, stuck)" in str(refused.value)
+    assert (
+        "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, drained, worker-gone, paused, stuck)"
+        in str(refused.value)
+    )

@@ -9,9 +9,8 @@ import select
 import signal
 import subprocess
 import sys
-import time
 
-from support.repos import add_step, ENV_PATH, make_repo, runner, runner_json, start_worker, statuses, tick, wait_for
+from support.repos import ENV_PATH, add_step, make_repo, runner, runner_json, start_worker, statuses, tick, wait_for
 
 
 def workers(repo) -> dict[str, dict]:
@@ -76,9 +75,15 @@ def test_status_watch_redraws_until_interrupted(queue_repo):
     # On a terminal (a pty), as a person watches it: Ctrl-C once a frame is drawn, however long start-up took.
     # (Sent as a terminal sends it: a shell's background job, CI started with `&`, inherits SIGINT ignored.)
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "status", "--watch", "--every", "0.2", "--repo", str(queue_repo)],
-                            stdin=follower, stdout=follower, stderr=subprocess.PIPE, text=True, env=ENV_PATH,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner", "status", "--watch", "--every", "0.2", "--repo", str(queue_repo)],
+        stdin=follower,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV_PATH,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     os.close(follower)
     shown = b""
     while b"last events" not in shown:
@@ -107,5 +112,7 @@ main()
 
 
 def test_ctrl_c_while_a_command_starts_prints_no_traceback(queue_repo):
-    done = subprocess.run([sys.executable, "-c", CTRL_C_WHILE_IMPORTING, str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_WHILE_IMPORTING, str(queue_repo)], capture_output=True, text=True, env=ENV_PATH
+    )
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr

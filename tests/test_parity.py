@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from support.repos import add_step, git, roles_toml, ROOT, runner, runner_json, set_config, statuses, tick
+from support.repos import ROOT, add_step, git, roles_toml, runner, runner_json, set_config, statuses, tick
 
 RUNNER = [sys.executable, "-m", "runner"]
 
@@ -36,12 +36,22 @@ def test_a_failing_qa_item_fails_the_gate_like_a_verification_item(queue_repo):
 
 
 def test_the_step_report_has_the_shape_people_know(queue_repo):
-    body = "#### Automated Verification:\n- [ ] exists: `test -f out.txt`\n#### Manual Verification:\n- [ ] reads well\n"
+    body = (
+        "#### Automated Verification:\n- [ ] exists: `test -f out.txt`\n#### Manual Verification:\n- [ ] reads well\n"
+    )
     add_step(queue_repo, "01-a", "Write the file", run=["sh", "-c", "echo hi > out.txt"], body=body)
     text = runner(queue_repo, "tick", "--id", "w1").stdout
-    for line in ("Status: completed", "Step: 01-a - Write the file", "Final frontmatter status: done", "Files changed: out.txt",
-                 "Automated Verification: 1/1 passed", "  - [x] exists: `test -f out.txt`", "Manual verification needed:",
-                 "  - [ ] reads well", "STEP_COMPLETE"):
+    for line in (
+        "Status: completed",
+        "Step: 01-a - Write the file",
+        "Final frontmatter status: done",
+        "Files changed: out.txt",
+        "Automated Verification: 1/1 passed",
+        "  - [x] exists: `test -f out.txt`",
+        "Manual verification needed:",
+        "  - [ ] reads well",
+        "STEP_COMPLETE",
+    ):
         assert line in text.splitlines(), (line, text)
 
 
@@ -62,7 +72,13 @@ def test_the_verifier_gets_the_tokens_and_its_hint_reaches_the_next_run(queue_re
         "print(json.dumps({'pass': good, 'score': 1.0 if good else 0.3, 'reasons': ['not fixed yet'], 'next_hint': 'write fixed'}))\n"
     )
     set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier), "{artifact}", "{step}"])
-    run = ["sh", "-c", 'case "$1" in *"write fixed"*) echo fixed > out.txt;; *) echo broken > out.txt;; esac; echo done', "sh", "{feedback}"]
+    run = [
+        "sh",
+        "-c",
+        'case "$1" in *"write fixed"*) echo fixed > out.txt;; *) echo broken > out.txt;; esac; echo done',
+        "sh",
+        "{feedback}",
+    ]
     add_step(queue_repo, "01-a", run=run)
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_COMPLETE", report
@@ -76,7 +92,16 @@ def test_orchestrate_runs_after_the_verifier_and_adds_a_step_through_the_cli(que
     seen = tmp_path / "orchestrate-saw"
     add_next = [*RUNNER, "add", "Follow up", "--id", "02-next", "--run", "true", "--by", "orchestrate"]
     # Writes what it was given, then adds a step with the runner command line, from the worktree.
-    orchestrate = ["sh", "-c", f'echo "$1|$2|$3" > {seen}; shift 3; exec "$@"', "sh", "{verdict}", "{current_task}", "{current_phase}", *add_next]
+    orchestrate = [
+        "sh",
+        "-c",
+        f'echo "$1|$2|$3" > {seen}; shift 3; exec "$@"',
+        "sh",
+        "{verdict}",
+        "{current_task}",
+        "{current_phase}",
+        *add_next,
+    ]
     verifier = ["sh", "-c", 'echo \'{"pass": true, "score": 0.8}\'']
     extra = roles_toml(orchestrate=orchestrate)
     set_config(queue_repo, detect=False, verifier=verifier, extra=extra)
@@ -89,7 +114,11 @@ def test_orchestrate_runs_after_the_verifier_and_adds_a_step_through_the_cli(que
 
 
 def test_notes_from_a_step_are_appended_to_the_plans_notes_in_its_record(queue_repo):
-    add_step(queue_repo, "01-a", run=["sh", "-c", 'echo "the API needs a token" > "$1"; echo "my report"', "sh", "{notes_file}"])
+    add_step(
+        queue_repo,
+        "01-a",
+        run=["sh", "-c", 'echo "the API needs a token" > "$1"; echo "my report"', "sh", "{notes_file}"],
+    )
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
     notes = git(queue_repo, "show", "runner/queue:plans/NOTES.md")
     assert "## From step 01-a (attempt 1)" in notes and "the API needs a token" in notes
@@ -113,14 +142,18 @@ def test_a_person_may_run_a_step_before_its_dependencies(queue_repo):
 
 
 def test_worker_pacing_and_the_default_timeout_come_from_runner_toml(queue_repo):
-    text = git(queue_repo, "show", "runner/queue:runner.toml").replace('default_timeout = "1h"', 'default_timeout = "1s"')
+    text = git(queue_repo, "show", "runner/queue:runner.toml").replace(
+        'default_timeout = "1h"', 'default_timeout = "1s"'
+    )
     from support.repos import edit
 
     edit(queue_repo, {"runner.toml": text.encode()})
     add_step(queue_repo, "01-slow", run=["sleep", "30"], max_attempts=1)
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_FAILED" and "timed out after 1s" in report["reason"]
-    text = text.replace('default_timeout = "1s"', 'default_timeout = "none"').replace('interval = "30s"', 'interval = "0.1s"')
+    text = text.replace('default_timeout = "1s"', 'default_timeout = "none"').replace(
+        'interval = "30s"', 'interval = "0.1s"'
+    )
     edit(queue_repo, {"runner.toml": text.encode()})
     add_step(queue_repo, "02-quick", run=["true"])
     # --once with no --interval: the daemon polls at [worker] interval (0.1 s), so an idle drain ends at once.
@@ -153,13 +186,18 @@ def test_a_formatter_is_detected_for_each_project_type_when_its_tool_is_present(
         monkeypatch.setenv("PATH", str(tools))
         assert detect_project_gates(project)["format"][0] == first, marker
         monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-        assert "no formatter installed" in detect_project_gates(project)["format"] or "prettier" in detect_project_gates(project)["format"], marker
+        assert (
+            "no formatter installed" in detect_project_gates(project)["format"]
+            or "prettier" in detect_project_gates(project)["format"]
+        ), marker
 
 
 def test_a_claim_imported_from_another_tool_is_stale_at_once_when_older_than_the_lease(queue_repo, tmp_path):
     folder = tmp_path / "steps"
     folder.mkdir()
-    (folder / "01-old.md").write_text("---\ntitle: old\nstatus: in_progress\nassignee: bob\nclaimed_at: 2020-01-01T00:00:00Z\nrun: [\"true\"]\n---\n")
+    (folder / "01-old.md").write_text(
+        '---\ntitle: old\nstatus: in_progress\nassignee: bob\nclaimed_at: 2020-01-01T00:00:00Z\nrun: ["true"]\n---\n'
+    )
     runner(queue_repo, "import", str(folder))
     show = runner_json(queue_repo, "show", "01-old")
     assert show["status"] == "claimed" and show["assignee"] == "bob"

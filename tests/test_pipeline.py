@@ -4,7 +4,22 @@ from __future__ import annotations
 
 import json
 
-from support.repos import add_step, git, handoff, roles_toml, runner, runner_json, set_config, start_worker, statuses, STUB, tick, wait_for, WRITE
+from support.repos import (
+    STUB,
+    WRITE,
+    add_step,
+    git,
+    handoff,
+    roles_toml,
+    runner,
+    runner_json,
+    set_config,
+    start_worker,
+    statuses,
+    tick,
+    wait_for,
+)
+
 from runner.core.config import Role
 from runner.worker.roles import critical_findings, deviation_reported, plateaued, review_due
 
@@ -53,7 +68,9 @@ def test_critical_review_sends_the_step_back_to_implement_with_findings(queue_re
 
 
 def test_critical_review_beyond_max_review_attempts_fails_the_attempt(queue_repo):
-    set_config(queue_repo, detect=False, max_attempts=1, extra=roles_toml(review=["sh", "-c", "echo 'CRITICAL: still broken'"]))
+    set_config(
+        queue_repo, detect=False, max_attempts=1, extra=roles_toml(review=["sh", "-c", "echo 'CRITICAL: still broken'"])
+    )
     add_step(queue_repo, "01-parser", run=WRITE)
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_FAILED" and "critical" in report["reason"]
@@ -93,7 +110,9 @@ def test_a_sweep_fault_holds_the_result_for_a_person_flagged_and_never_reported_
     assert [r["name"] for r in report["runs"]].count("implement") == 1  # never a reason to run the coder again
     assert git(queue_repo, "ls-tree", "--name-only", "runner/integration") == "README.md"  # nothing merged
     runner(queue_repo, "approve", "01-a", "--by", "alice")  # the person at the approval gate decides
-    assert statuses(queue_repo)["01-a"] == "done" and "out.txt" in git(queue_repo, "ls-tree", "--name-only", "runner/integration")
+    assert statuses(queue_repo)["01-a"] == "done" and "out.txt" in git(
+        queue_repo, "ls-tree", "--name-only", "runner/integration"
+    )
 
 
 def test_skip_review_is_recorded(queue_repo):
@@ -107,7 +126,9 @@ def test_skip_review_is_recorded(queue_repo):
 def test_unconfigured_roles_are_reported_as_not_configured(queue_repo):
     add_step(queue_repo, "01-a", run=WRITE)
     report = tick(queue_repo)
-    assert {r["name"]: r["detail"] for r in report["roles"]} == {n: "not configured" for n in ("orient", "verify", "orchestrate", "sweep", "review")}
+    assert {r["name"]: r["detail"] for r in report["roles"]} == {
+        n: "not configured" for n in ("orient", "verify", "orchestrate", "sweep", "review")
+    }
 
 
 def test_plateau_fails_the_step(queue_repo):
@@ -150,7 +171,10 @@ def test_parsers():
     assert deviation_reported("x\nDeviation: MAJOR - moved\n")
     assert deviation_reported('```json\n{"deviation": "major", "reason": "gone"}\n```') == "gone"
     assert deviation_reported("deviation: minor") is None
-    assert critical_findings("ok\nCRITICAL: a\n  \N{LARGE RED CIRCLE} b\nnote") == ["CRITICAL: a", "\N{LARGE RED CIRCLE} b"]
+    assert critical_findings("ok\nCRITICAL: a\n  \N{LARGE RED CIRCLE} b\nnote") == [
+        "CRITICAL: a",
+        "\N{LARGE RED CIRCLE} b",
+    ]
     role = Role(("x",), min_files=3, boundaries=("api/",))
     assert review_due(role, ["a", "b"]) is None
     assert review_due(role, ["a", "b", "c"])

@@ -8,22 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 from support.memory import memory_queue
+
 from runner.core.config import parse_config
 from runner.core.errors import BadInput
 from runner.core.machine import Kind
 from runner.core.model import Step
 from runner.core.stepfile import parse_step
-from runner.queue.merging import approve
 from runner.queue.change import ClaimLost
+from runner.queue.merging import approve
 from runner.queue.queue import Queue
+from runner.worker.attempt import ClaimLostDuringRun, State
 from runner.worker.executor import RunResult
 from runner.worker.gates import FAIL, NOT_RUN, PASS, GateResult
-from runner.worker.attempt import ClaimLostDuringRun, State
 from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder
-
 
 # --- the pipeline, with a scripted executor ---------------------------------------------------
 
@@ -101,7 +100,10 @@ def test_a_major_deviation_blocks_unless_approved_or_the_gate_is_off():
     deviating = {"orient": [ok("deviation: major: the module moved")], "implement": [ok()]}
     outcome = run_pipeline(state(ROLES.format("orient")), Script(roles=dict(deviating)))
     assert outcome.kind == Kind.BLOCK and outcome.review == "deviation"
-    assert run_pipeline(state(ROLES.format("orient"), meta="approved: true\n"), Script(roles=dict(deviating))).kind == Kind.COMPLETE
+    assert (
+        run_pipeline(state(ROLES.format("orient"), meta="approved: true\n"), Script(roles=dict(deviating))).kind
+        == Kind.COMPLETE
+    )
     gate_off = ROLES.format("orient") + "[pipeline]\ndeviation_gate = false\n"
     assert run_pipeline(state(gate_off), Script(roles=dict(deviating))).kind == Kind.COMPLETE
 
@@ -143,7 +145,9 @@ def test_verifier_faults_halt_or_fail_and_verdicts_loop_with_their_hint():
 
 def test_a_plateau_and_a_spent_budget_fail_for_good():
     verify = ROLES.format("verify") + "[brakes]\nscore_plateau_window = 2\nmax_fix_attempts = 9\n"
-    flat = run_pipeline(state(verify), Script(roles={"implement": [ok()], "verify": [ok('{"pass": false, "score": 0.5}')]}))
+    flat = run_pipeline(
+        state(verify), Script(roles={"implement": [ok()], "verify": [ok('{"pass": false, "score": 0.5}')]})
+    )
     assert flat.kind == Kind.FAIL and flat.permanent and flat.reason.startswith("plateau")
     spent = run_pipeline(state('[brakes]\nstep_budget = "10s"\n'), Script(roles={"implement": [ok()]}, seconds=11))
     assert spent.kind == Kind.FAIL and spent.permanent and spent.reason.startswith("budget")
@@ -168,7 +172,9 @@ def test_a_shutdown_gives_the_step_back_and_a_lost_claim_records_nothing():
 
 
 def test_an_orchestrate_fault_fails_the_attempt():
-    outcome = run_pipeline(state(ROLES.format("orchestrate")), Script(roles={"implement": [ok()], "orchestrate": [crashed()]}))
+    outcome = run_pipeline(
+        state(ROLES.format("orchestrate")), Script(roles={"implement": [ok()], "orchestrate": [crashed()]})
+    )
     assert outcome.kind == Kind.FAIL and "PIPELINE-FAULT: orchestrate did not run" in outcome.reason
 
 
@@ -176,7 +182,9 @@ def test_a_sweep_fault_holds_the_result_for_a_person_and_never_runs_implement_ag
     script = Script(roles={"implement": [ok()], "sweep": [crashed(2)]})
     st = state(ROLES.format("sweep"))
     outcome = run_pipeline(st, script)
-    assert outcome.kind == Kind.COMPLETE and outcome.hold.startswith("awaiting a person: PIPELINE-FAULT: edge-case sweep did not run (exit code 2)")
+    assert outcome.kind == Kind.COMPLETE and outcome.hold.startswith(
+        "awaiting a person: PIPELINE-FAULT: edge-case sweep did not run (exit code 2)"
+    )
     assert "not passed as swept" in outcome.hold and script.calls == ["implement", "sweep"]
     assert st.faults == ["PIPELINE-FAULT: edge-case sweep did not run (exit code 2)"]
 
@@ -185,18 +193,31 @@ def test_a_sweep_and_a_review_that_fault_are_both_flagged_and_the_review_still_l
     config = ROLES.format("sweep") + '[roles.review]\ncommand = ["review"]\nmin_files = 0\n'
     script = Script(roles={"implement": [ok()], "sweep": [crashed()], "review": [crashed(4)]})
     held = run_pipeline(state(config), script)
-    assert held.kind == Kind.COMPLETE and "edge-case sweep did not run" in held.hold and "independent review did not run (exit code 4), twice" in held.hold
+    assert (
+        held.kind == Kind.COMPLETE
+        and "edge-case sweep did not run" in held.hold
+        and "independent review did not run (exit code 4), twice" in held.hold
+    )
     assert script.calls == ["implement", "sweep", "review", "review"]
-    script = Script(roles={"implement": [ok()], "sweep": [crashed(), crashed()], "review": [ok("CRITICAL: broken"), ok("fine")]})
-    held = run_pipeline(state(config), script)  # critical findings still send it back; the fix is swept again, its fault holds once
+    script = Script(
+        roles={"implement": [ok()], "sweep": [crashed(), crashed()], "review": [ok("CRITICAL: broken"), ok("fine")]}
+    )
+    held = run_pipeline(
+        state(config), script
+    )  # critical findings still send it back; the fix is swept again, its fault holds once
     assert held.kind == Kind.COMPLETE and held.hold.count("not passed as swept") == 1
     assert script.calls == ["implement", "sweep", "review", "implement", "sweep", "review"]
 
 
 def test_a_sweep_runs_again_after_a_critical_review_and_its_new_findings_replace_the_old():
     config = ROLES.format("sweep") + '[roles.review]\ncommand = ["review"]\nmin_files = 0\n'
-    script = Script(roles={"implement": [ok()], "sweep": [crashed(), ok("edge: empty input")],
-                           "review": [ok("CRITICAL: broken"), ok("fine")]})
+    script = Script(
+        roles={
+            "implement": [ok()],
+            "sweep": [crashed(), ok("edge: empty input")],
+            "review": [ok("CRITICAL: broken"), ok("fine")],
+        }
+    )
     st = state(config)
     outcome = run_pipeline(st, script)  # the first sweep faulted; the sweep of the fix ran: nothing holds the result
     assert (outcome.kind, outcome.hold) == (Kind.COMPLETE, None), outcome
@@ -205,16 +226,26 @@ def test_a_sweep_runs_again_after_a_critical_review_and_its_new_findings_replace
 
 
 def test_the_coders_own_verdict_is_read_from_implements_last_line():
-    rejected = run_pipeline(state(), Script(roles={"implement": [ok("I will not do this.\nREJECTED: the step drops the users table")]}))
+    rejected = run_pipeline(
+        state(), Script(roles={"implement": [ok("I will not do this.\nREJECTED: the step drops the users table")]})
+    )
     assert (rejected.kind, rejected.permanent, rejected.rejected) == (Kind.FAIL, True, True)
     assert rejected.reason == "rejected by the coder: the step drops the users table"
     for line in ("CODER_FAILED", "FAILED: tests still red"):
         failed = run_pipeline(state(), Script(roles={"implement": [ok(f"tried\n{line}")]}))
-        assert (failed.kind, failed.permanent, failed.rejected) == (Kind.FAIL, False, False) and failed.reason.startswith("implement failed"), line
+        assert (failed.kind, failed.permanent, failed.rejected) == (
+            Kind.FAIL,
+            False,
+            False,
+        ) and failed.reason.startswith("implement failed"), line
     st = state()
     assert run_pipeline(st, Script(roles={"implement": [ok("done\nCODER_COMPLETE")]})).kind == Kind.COMPLETE
     assert st.runs[0].detail.endswith("CODER_COMPLETE")
-    for line in ("COMPLETE", "the tests FAILED: 2 of 9", "FAILED tests/test_a.py::test_b - AssertionError"):  # not the coder's verdict
+    for line in (
+        "COMPLETE",
+        "the tests FAILED: 2 of 9",
+        "FAILED tests/test_a.py::test_b - AssertionError",
+    ):  # not the coder's verdict
         assert run_pipeline(state(), Script(roles={"implement": [ok(f"report\n{line}")]})).kind == Kind.COMPLETE, line
 
 
@@ -222,11 +253,22 @@ FLOOR = '[brakes]\ncontext_floor = ["detect", "--loop-mode", "--json"]\n'
 
 
 def test_the_context_floor_halts_the_queue_before_any_agent_runs_when_the_model_is_below_it():
-    below = Script(roles={"context_floor": [ok('{"loop_mode_eligible": false, "context": 8192, "floor": 32768}')], "orient": [ok()], "implement": [ok()]})
+    below = Script(
+        roles={
+            "context_floor": [ok('{"loop_mode_eligible": false, "context": 8192, "floor": 32768}')],
+            "orient": [ok()],
+            "implement": [ok()],
+        }
+    )
     outcome = run_pipeline(state(FLOOR + ROLES.format("orient")), below)
-    assert outcome.kind == Kind.RELEASE and outcome.halt == "human_intervention:context_below_floor: context=8192, floor=32768"
+    assert (
+        outcome.kind == Kind.RELEASE
+        and outcome.halt == "human_intervention:context_below_floor: context=8192, floor=32768"
+    )
     assert below.calls == ["context_floor"]
-    above = Script(roles={"context_floor": [ok('probing...\n{"loop_mode_eligible": true, "context": 65536}')], "implement": [ok()]})
+    above = Script(
+        roles={"context_floor": [ok('probing...\n{"loop_mode_eligible": true, "context": 65536}')], "implement": [ok()]}
+    )
     st = state(FLOOR)
     assert run_pipeline(st, above).kind == Kind.COMPLETE and above.calls == ["context_floor", "implement"]
     assert [r.name for r in st.runs] == ["context_floor", "implement", "test"] and st.runs[0].result == PASS
@@ -237,7 +279,9 @@ def test_a_context_floor_detector_that_gives_no_answer_halts_too_and_says_why():
         script = Script(roles={"context_floor": [answer], "implement": [ok()]})
         st = state(FLOOR)
         outcome = run_pipeline(st, script)
-        assert outcome.kind == Kind.RELEASE and outcome.halt.startswith("human_intervention:context_below_floor: the detector gave no answer"), answer
+        assert outcome.kind == Kind.RELEASE and outcome.halt.startswith(
+            "human_intervention:context_below_floor: the detector gave no answer"
+        ), answer
         assert script.calls == ["context_floor"] and st.faults[0].startswith("PIPELINE-FAULT: context floor detector")
 
 
@@ -246,8 +290,18 @@ def test_a_qa_scenario_that_qa_could_not_judge_holds_the_result_and_a_failed_one
         def gates(self, state):
             verdict = self.gates_fail.pop(0) if self.gates_fail else "pass"
             if verdict == "fault":
-                return [GateResult("qa: walk it", NOT_RUN, "PIPELINE-FAULT: QA did not run (exit code 1)", section="qa", label="walk it")]
-            return [GateResult("qa: walk it", FAIL if verdict == "fail" else PASS, "verdict", section="qa", label="walk it")]
+                return [
+                    GateResult(
+                        "qa: walk it",
+                        NOT_RUN,
+                        "PIPELINE-FAULT: QA did not run (exit code 1)",
+                        section="qa",
+                        label="walk it",
+                    )
+                ]
+            return [
+                GateResult("qa: walk it", FAIL if verdict == "fail" else PASS, "verdict", section="qa", label="walk it")
+            ]
 
     held = QaScript(roles={"implement": [ok()]}, gates_fail=["fault"])
     st = state()
@@ -280,12 +334,26 @@ def record(queue: Queue, step_id: str, kind: Kind, result: str | None = None, wo
     step: Step = snap.plan.steps[step_id]
     st = State(step=step, attempt=attempt, config=snap.config)
     recorder = Recorder(queue, worker, f"{worker}.1", lambda s, a, status: {"state": "idle"})
-    return recorder.record(st, Outcome(kind, reason="x" if kind != Kind.COMPLETE else None), result, [], None, Path("/nonexistent"), 0.1, snap)
+    return recorder.record(
+        st,
+        Outcome(kind, reason="x" if kind != Kind.COMPLETE else None),
+        result,
+        [],
+        None,
+        Path("/nonexistent"),
+        0.1,
+        snap,
+    )
 
 
 def change(queue: Queue, worker: str = "w1") -> str:
     base = queue.store.tip("runner/integration")
-    return queue.store.make_commit([base], {"out.txt": worker.encode()}, "change\n", __import__("runner.queue.queue", fromlist=["author_for"]).author_for(worker))
+    return queue.store.make_commit(
+        [base],
+        {"out.txt": worker.encode()},
+        "change\n",
+        __import__("runner.queue.queue", fromlist=["author_for"]).author_for(worker),
+    )
 
 
 def test_a_record_moves_queue_integration_step_branch_and_heartbeat_in_one_publish(tmp_path):
@@ -320,15 +388,21 @@ def test_a_step_that_needs_approval_records_review_and_merges_nothing(tmp_path):
     assert sentinel == "STEP_BLOCKED" and published.change.status == "review"
     assert queue.store.tip("runner/integration") == integration
     approved = approve(queue, "01-a", "alice")
-    assert approved.change.status == "done" and queue.store.file_at(queue.store.tip("runner/integration"), "out.txt") == b"w1"
+    assert (
+        approved.change.status == "done"
+        and queue.store.file_at(queue.store.tip("runner/integration"), "out.txt") == b"w1"
+    )
 
 
-@pytest.mark.parametrize("kind,status,sentinel,outcome", [
-    (Kind.COMPLETE, "done", "STEP_COMPLETE", "done"),
-    (Kind.FAIL, "ready", "STEP_FAILED", "ready"),
-    (Kind.BLOCK, "review", "STEP_BLOCKED", "review"),
-    (Kind.RELEASE, "ready", "SKIP", "ready"),
-])
+@pytest.mark.parametrize(
+    "kind,status,sentinel,outcome",
+    [
+        (Kind.COMPLETE, "done", "STEP_COMPLETE", "done"),
+        (Kind.FAIL, "ready", "STEP_FAILED", "ready"),
+        (Kind.BLOCK, "review", "STEP_BLOCKED", "review"),
+        (Kind.RELEASE, "ready", "SKIP", "ready"),
+    ],
+)
 def test_the_handoff_says_the_status_the_machine_gave(tmp_path, kind, status, sentinel, outcome):
     from runner.worker.attempt import Outcome
 
@@ -339,7 +413,9 @@ def test_the_handoff_says_the_status_the_machine_gave(tmp_path, kind, status, se
     recorder = Recorder(queue, "w1", "w1.1", lambda s, a, st_: {})
     review = "deviation" if kind == Kind.BLOCK else None
     result = change(queue) if kind == Kind.COMPLETE else None
-    published, said = recorder.record(st, Outcome(kind, reason="why", review=review), result, [], None, Path("/nonexistent"), 0.1, snap)
+    published, said = recorder.record(
+        st, Outcome(kind, reason="why", review=review), result, [], None, Path("/nonexistent"), 0.1, snap
+    )
     handoff = queue.store.file_at(published.commit, "plans/handoffs/01-a.md").decode()
     assert published.change.status == status and said == sentinel
     assert f"outcome: {outcome}" in handoff and f"sentinel: {sentinel}" in handoff
@@ -356,4 +432,6 @@ def test_a_backoff_written_to_the_second_is_never_shorter_than_asked():
     config = parse_config('[leases]\nbackoff = "2s"\n')
     for _ in range(200):
         before = utc_now()
-        assert parse_time(format_time(retry_at(config, 1))) >= before + timedelta(seconds=1.6)  # 2 s less its 20 % jitter
+        assert parse_time(format_time(retry_at(config, 1))) >= before + timedelta(
+            seconds=1.6
+        )  # 2 s less its 20 % jitter

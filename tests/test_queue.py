@@ -10,9 +10,21 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from support.memory import fresh, memory_queue
-from support.repos import ENV_PATH, ROOT, add_step, edit, git, make_remote, make_repo, queue_history, runner, runner_json, set_config, step_file
+from support.repos import (
+    ENV_PATH,
+    ROOT,
+    add_step,
+    edit,
+    git,
+    make_remote,
+    make_repo,
+    queue_history,
+    runner,
+    runner_json,
+    set_config,
+    step_file,
+)
 
 PASS_TIME = {"RUNNER_MONOTONIC_OFFSET": "3600"}  # an observer an hour later, without sleeping
 
@@ -43,7 +55,13 @@ print("races_lost", queue.races_lost)
 
 def race(repos: list[Path], workers: int) -> list[str]:
     procs = [
-        subprocess.Popen([sys.executable, "-c", CLAIM_LOOP, str(repos[i % len(repos)]), f"w{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIM_LOOP, str(repos[i % len(repos)]), f"w{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        )
         for i in range(workers)
     ]
     claimed = []
@@ -116,8 +134,15 @@ def test_fresh_runner_claim_processes_racing_claim_every_step_exactly_once(tmp_p
     ids = [f"s{n:02d}" for n in range(12)]
     edit(repos[0], dict(step_file(step_id) for step_id in ids), "12 steps")
     outs = [tmp_path / f"w{n}.jsonl" for n in range(6)]
-    procs = [subprocess.Popen(["bash", "-c", FRESH_CLAIMS, "claims", sys.executable, f"w{n}", str(repos[n % len(repos)]), str(out)],
-                              stderr=subprocess.PIPE, text=True, env=ENV_PATH) for n, out in enumerate(outs)]
+    procs = [
+        subprocess.Popen(
+            ["bash", "-c", FRESH_CLAIMS, "claims", sys.executable, f"w{n}", str(repos[n % len(repos)]), str(out)],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV_PATH,
+        )
+        for n, out in enumerate(outs)
+    ]
     for proc in procs:
         assert proc.wait(timeout=300) == 0, proc.stderr.read()
     lines = [json.loads(line) for out in outs if out.exists() for line in out.read_text().splitlines()]
@@ -133,8 +158,8 @@ def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can
     """Against a writer faster than a claim's fetch, build and push, every push would lose:
     the claim only fetches until the branch slows down, then wins at once."""
     from runner.queue import backoff
-    from runner.queue.leases import holder_info, new_incarnation
     from runner.queue.change import LostRace
+    from runner.queue.leases import holder_info, new_incarnation
     from runner.queue.queue import Queue
     from runner.store.git import GitStore
 
@@ -168,7 +193,21 @@ def test_a_claim_that_lost_a_race_waits_while_the_queue_moves_faster_than_it_can
 def test_cli_tour(queue_repo):
     repo = queue_repo
     runner(repo, "add", "Set up the DB", "--id", "01-db", "--run", '["make", "db"]')
-    runner(repo, "add", "API layer", "--id", "02-api", "--depends-on", "01-db", "--priority", "5", "--tag", "linux", "--run", "make api")
+    runner(
+        repo,
+        "add",
+        "API layer",
+        "--id",
+        "02-api",
+        "--depends-on",
+        "01-db",
+        "--priority",
+        "5",
+        "--tag",
+        "linux",
+        "--run",
+        "make api",
+    )
     status = runner_json(repo, "status")
     assert {s["step"]: s["status"] for s in status["steps"]} == {"01-db": "ready", "02-api": "waiting"}
     assert [s["step"] for s in runner_json(repo, "ready")["steps"]] == ["01-db"]
@@ -208,7 +247,13 @@ def test_a_git_dir_in_the_environment_never_turns_runner_to_another_repository(t
     git(tmp_path, "init", "-q", "-b", "main", str(other))
     git(other, "commit", "-q", "--allow-empty", "-m", "other")
     before = git(other, "for-each-ref"), git(other, "count-objects")
-    runner(clone, "claim", "--id", "w1", env={"GIT_DIR": str(other / ".git"), "GIT_INDEX_FILE": str(other / ".git" / "index")})
+    runner(
+        clone,
+        "claim",
+        "--id",
+        "w1",
+        env={"GIT_DIR": str(other / ".git"), "GIT_INDEX_FILE": str(other / ".git" / "index")},
+    )
     assert queue_history(bare)[-1]["Event"] == "claim"
     assert (git(other, "for-each-ref"), git(other, "count-objects")) == before
 
@@ -224,7 +269,16 @@ def test_claim_commit_changes_only_managed_lines_and_main_checkout_is_untouched(
     removed = [l for l in diff.splitlines() if l.startswith("-") and not l.startswith("---")]
     added = [l[1:].split(":")[0] for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++")]
     assert removed == []
-    assert set(added) <= {"status", "assignee", "claimed_at", "lease", "attempt", "holder", "last_updated", "last_updated_by"}
+    assert set(added) <= {
+        "status",
+        "assignee",
+        "claimed_at",
+        "lease",
+        "attempt",
+        "holder",
+        "last_updated",
+        "last_updated_by",
+    }
     message = git(queue_repo, "log", "-1", "--format=%B", "runner/queue")
     assert message.startswith("claim 01-db (attempt 1) by host-a -> claimed")
     assert "Runner-Event: claim\nRunner-Step: 01-db\nRunner-Actor: host-a\nRunner-Attempt: 1" in message
@@ -256,7 +310,12 @@ def test_live_heartbeats_keep_a_claim_and_silence_loses_it(queue_repo):
     queue.claim("host-a", "host-a.1", {"host": "elsewhere", "pid": 1})
     for hour in range(1, 5):  # each observation an hour after the last, with a beat in between
         queue.beat("host-a", {"step": "01-db", "attempt": 1, "incarnation": "host-a.1"})
-        assert runner(queue_repo, "claim", "--id", "host-b", check=False, env={"RUNNER_MONOTONIC_OFFSET": str(hour * 3600)}).returncode == 3
+        assert (
+            runner(
+                queue_repo, "claim", "--id", "host-b", check=False, env={"RUNNER_MONOTONIC_OFFSET": str(hour * 3600)}
+            ).returncode
+            == 3
+        )
     taken = runner_json(queue_repo, "claim", "--id", "host-b", env={"RUNNER_MONOTONIC_OFFSET": str(5 * 3600)})
     assert taken["event"] == "takeover"
 
@@ -273,7 +332,11 @@ open_queue(sys.argv[1]).claim("host-a", incarnation, holder_info())
 def test_dead_holder_on_this_host_is_taken_over_at_once_and_restart_is_a_new_incarnation(queue_repo):
     add_step(queue_repo, "01-db")
     # A worker process claims with its pid and start time, then dies.
-    subprocess.run([sys.executable, "-c", CLAIM_AND_EXIT, str(queue_repo)], check=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(
+        [sys.executable, "-c", CLAIM_AND_EXIT, str(queue_repo)],
+        check=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     again = runner_json(queue_repo, "claim", "--id", "host-a")  # same id, new incarnation
     assert again["event"] == "takeover" and again["attempt"] == 2
     show = runner_json(queue_repo, "show", "01-db")
@@ -305,13 +368,21 @@ BAD_FILES = {
 
 def test_bad_input_is_listed_never_claimed_and_the_rest_still_runs(queue_repo):
     files = {f"plans/steps/{name}": data for name, data in BAD_FILES.items()}
-    files["plans/steps/good.md"] = b"---\ntitle: fine\nrun: [\"true\"]\n---\n"
+    files["plans/steps/good.md"] = b'---\ntitle: fine\nrun: ["true"]\n---\n'
     edit(queue_repo, files, "a plan with problems")
     result = runner(queue_repo, "validate", check=False)
     assert result.returncode == 2
     for name in BAD_FILES:
         assert name in result.stderr, name
-    for reason in ("bad YAML", "does not match the file name", "not UTF-8", "dependency cycle", "unknown dependency", "1 MiB", "duplicate step id"):
+    for reason in (
+        "bad YAML",
+        "does not match the file name",
+        "not UTF-8",
+        "dependency cycle",
+        "unknown dependency",
+        "1 MiB",
+        "duplicate step id",
+    ):
         assert reason in result.stderr, reason
     status = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
     assert status["bad-yaml"]["status"] == "invalid" and status["bad-yaml"]["problems"]
@@ -332,13 +403,20 @@ def test_import_plan_authoring_layout(queue_repo, tmp_path):
     plans = tmp_path / "plans"
     (plans / "steps").mkdir(parents=True)
     (plans / "NOTES.md").write_text("notes\n")
-    (plans / "steps" / "01-setup.md").write_text("---\nstep: 01-setup\ntitle: Setup\nstatus: pending\nrun: [make]\n---\nbody\n")
-    (plans / "steps" / "02-model.md").write_text("---\nstep: 02-model\ntitle: Model\ndepends_on: [01-setup]\nstatus: ready\nrun: [make]\n---\n")
+    (plans / "steps" / "01-setup.md").write_text(
+        "---\nstep: 01-setup\ntitle: Setup\nstatus: pending\nrun: [make]\n---\nbody\n"
+    )
+    (plans / "steps" / "02-model.md").write_text(
+        "---\nstep: 02-model\ntitle: Model\ndepends_on: [01-setup]\nstatus: ready\nrun: [make]\n---\n"
+    )
     runner(queue_repo, "import", str(plans / "steps"))
     status = {s["step"]: s["status"] for s in runner_json(queue_repo, "status")["steps"]}
     assert status == {"01-setup": "ready", "02-model": "waiting"}
     assert git(queue_repo, "show", "runner/queue:plans/NOTES.md") == "notes"
-    assert git(queue_repo, "show", "runner/queue:plans/steps/02-model.md") == (plans / "steps" / "02-model.md").read_text().strip()
+    assert (
+        git(queue_repo, "show", "runner/queue:plans/steps/02-model.md")
+        == (plans / "steps" / "02-model.md").read_text().strip()
+    )
 
 
 def test_import_dag_layout(queue_repo, tmp_path):
@@ -346,7 +424,9 @@ def test_import_dag_layout(queue_repo, tmp_path):
     dag.mkdir()
     (dag / "root.md").write_text("# the plan\n")
     (dag / "step-1.md").write_text("---\nid: step-1\nname: First\ndepends_on: []\nrun: [make]\n---\nDo it.\n")
-    (dag / "step-2.md").write_text("---\nid: step-2\nname: Second\ndepends_on: [step-1]\nstatus: in_progress\nassignee: bob\nrun: [make]\n---\n")
+    (dag / "step-2.md").write_text(
+        "---\nid: step-2\nname: Second\ndepends_on: [step-1]\nstatus: in_progress\nassignee: bob\nrun: [make]\n---\n"
+    )
     runner(queue_repo, "import", str(dag))
     rows = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
     assert rows["step-1"]["title"] == "First" and rows["step-1"]["status"] == "ready"
@@ -382,9 +462,19 @@ def test_doctor_names_what_is_wrong(repo, queue_repo):
 
 
 def test_version_and_help_answer_outside_a_repository(repo):
-    out = subprocess.run([sys.executable, "-m", "runner", "--version"], capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    out = subprocess.run(
+        [sys.executable, "-m", "runner", "--version"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert out.stdout.startswith("runner ")
-    helptext = subprocess.run([sys.executable, "-m", "runner", "--help"], capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}).stdout
+    helptext = subprocess.run(
+        [sys.executable, "-m", "runner", "--help"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    ).stdout
     for command in ("init", "claim", "tick", "worker", "install-schedule"):
         assert command in helptext
 
@@ -399,7 +489,10 @@ def test_incremental_snapshots_agree_with_a_full_rebuild(tmp_path):
     def views():
         full = fresh(queue).snapshot().plan
         warm = queue.snapshot().plan
-        return ({s: warm.derived_status(warm.find(s)) for s in "abc"}, {s: full.derived_status(full.find(s)) for s in "abc"})
+        return (
+            {s: warm.derived_status(warm.find(s)) for s in "abc"},
+            {s: full.derived_status(full.find(s)) for s in "abc"},
+        )
 
     queue.claim("w", "w.1", {})
     queue.event("a", Kind.COMPLETE, "w", incarnation="w.1")
@@ -450,8 +543,13 @@ def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_i
     from runner.queue.queue import open_queue
 
     body = "Long instructions.\n" * 600  # ~11 KB a step, like real step files
-    edit(queue_repo, {f"plans/steps/s{n:03d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\nnotes: {{owner: team-{n}}}\n---\n{body}".encode()
-                      for n in range(200)})
+    edit(
+        queue_repo,
+        {
+            f"plans/steps/s{n:03d}.md": f'---\ntitle: s{n}\nrun: ["true"]\nnotes: {{owner: team-{n}}}\n---\n{body}'.encode()
+            for n in range(200)
+        },
+    )
     cache = queue_repo / ".git" / "runner" / "parsed-steps.jsonl"
     open_queue(queue_repo).snapshot()  # imports what a snapshot needs (not counted below) and writes the cache
     for source in ("read from the parse cache on disk", "parsed now"):
@@ -480,8 +578,13 @@ def test_a_held_step_costs_a_few_hundred_bytes_with_no_dict_or_list_of_its_own(q
     from runner.queue.queue import open_queue
 
     steps = 2000
-    edit(queue_repo, {f"plans/steps/s{n:04d}.md": f"---\ntitle: s{n}\nrun: [\"make\", \"check\"]\ntags: [web]\ndepends_on: []\n---\n".encode()
-                      for n in range(steps)})
+    edit(
+        queue_repo,
+        {
+            f"plans/steps/s{n:04d}.md": f'---\ntitle: s{n}\nrun: ["make", "check"]\ntags: [web]\ndepends_on: []\n---\n'.encode()
+            for n in range(steps)
+        },
+    )
     open_queue(queue_repo).snapshot()  # imports what a snapshot needs (not counted below)
     (queue_repo / ".git" / "runner" / "parsed-steps.jsonl").unlink()
     tracemalloc.start()
@@ -498,7 +601,12 @@ def test_a_held_step_costs_a_few_hundred_bytes_with_no_dict_or_list_of_its_own(q
     assert owned == []
     assert a.get("run") == ["make", "check"] and a.tags == ["web"] and a.depends_on == [] and a.title == "s1"
     a.get("run").append("x")  # a caller's list is its own
-    assert b.get("run") == ["make", "check"] and a.index == {"title": "s1", "run": ["make", "check"], "tags": ["web"], "depends_on": []}
+    assert b.get("run") == ["make", "check"] and a.index == {
+        "title": "s1",
+        "run": ["make", "check"],
+        "tags": ["web"],
+        "depends_on": [],
+    }
     assert queue.reader._steps[a._blob] is a
 
 
@@ -508,14 +616,22 @@ def test_a_step_read_whole_again_soon_is_not_parsed_again_and_only_a_few_are_kep
     from runner.core import treefiles as stepfiles
     from runner.queue.queue import open_queue
 
-    edit(queue_repo, {f"plans/steps/s{n}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\nnotes: n{n}\n---\nbody {n}\n".encode() for n in range(8)})
+    edit(
+        queue_repo,
+        {
+            f"plans/steps/s{n}.md": f'---\ntitle: s{n}\nrun: ["true"]\nnotes: n{n}\n---\nbody {n}\n'.encode()
+            for n in range(8)
+        },
+    )
     parsed = []
     real = stepfiles.parse_step
     monkeypatch.setattr(stepfiles, "parse_step", lambda path, data: parsed.append(path) or real(path, data))
     plan = open_queue(queue_repo).snapshot().plan
     parsed.clear()
     first = plan.steps["s0"].full()
-    assert plan.steps["s0"].full() is first and plan.steps["s0"].get("notes") == "n0" and parsed == ["plans/steps/s0.md"]
+    assert (
+        plan.steps["s0"].full() is first and plan.steps["s0"].get("notes") == "n0" and parsed == ["plans/steps/s0.md"]
+    )
     for n in range(1, 8):
         assert plan.steps[f"s{n}"].text.endswith(f"body {n}\n")
     assert plan.steps["s0"].full() is not first and len(parsed) == 9  # pushed out by newer reads, parsed again
@@ -524,7 +640,7 @@ def test_a_step_read_whole_again_soon_is_not_parsed_again_and_only_a_few_are_kep
 def test_two_step_files_with_the_same_bytes_are_two_steps_each_at_its_path(tmp_path):
     """The reader keys what it parsed by blob: one blob at two paths must still be two steps
     (on the in-memory store, whose blob ids are git's)."""
-    same = b"---\ntitle: twin\nrun: [\"true\"]\n---\n"
+    same = b'---\ntitle: twin\nrun: ["true"]\n---\n'
     queue = memory_queue(tmp_path)
     fresh(queue).edit(lambda snap: {"plans/steps/a.md": same, "plans/steps/b.md": same}, "twins", "tester")
     for _ in range(2):  # parsed now, then from what the reader and the parse cache kept
@@ -540,7 +656,13 @@ def test_the_reader_forgets_parsed_versions_no_longer_on_the_branch(tmp_path, mo
 
     monkeypatch.setattr(snapshot, "STALE_PARSES", 4)
     queue = memory_queue(tmp_path)
-    fresh(queue).edit(lambda snap: {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(12)}, "plan", "tester")
+    fresh(queue).edit(
+        lambda snap: {
+            f"plans/steps/s{n:02d}.md": f'---\ntitle: s{n}\nrun: ["true"]\n---\n'.encode() for n in range(12)
+        },
+        "plan",
+        "tester",
+    )
     for n in range(10):  # every claim and every completion leaves an old version behind
         queue.claim("w", f"w.{n}", {})
         queue.event(f"s{n:02d}", Kind.COMPLETE, "w", incarnation=f"w.{n}")
@@ -584,28 +706,72 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
         return git(repo, "rev-parse", "HEAD^{tree}").strip()
 
     def stored(command: list[str], data: bytes) -> str:
-        return subprocess.run(["git", *command], cwd=repo, input=data, capture_output=True, check=True).stdout.decode().strip()
+        return (
+            subprocess.run(["git", *command], cwd=repo, input=data, capture_output=True, check=True)
+            .stdout.decode()
+            .strip()
+        )
 
     folder_of_x = stored(["mktree"], f"100644 blob {stored(['hash-object', '-w', '--stdin'], b'x')}\tx\n".encode())
     same = {f"big/{n:02d}/f{m}.md": f"{n} {m}".encode() for n in range(12) for m in range(3)}
-    one = commit({**same, "a/b/c.md": b"c", "a/b/d.md": b"d", "gone/x": b"x", "f2d": b"file", "d2f/x": b"x", "blob2link": b"t",
-                  "link2blob": "t", "run.sh": b"#!", "chmod": b"m", "moved.md": b"m", "a-b": b"1", "a.b": b"1"},
-                 {"sub": "1" * 40, "sub2blob": "2" * 40, "sub2dir": folder_of_x})  # a gitlink and then a folder: one id, two types
-    two = commit({**same, "big/05/f1.md": b"changed", "a/b/c.md": b"c2", "a/b/new.md": b"n", "f2d/x": b"x", "d2f": b"file",
-                  "blob2link": "t", "link2blob": b"t", "run.sh": b"#!v2", "chmod.sh": b"m", "elsewhere/moved.md": b"m", "a/b.md": b"2",
-                  "a-b": b"2", "sub2blob": b"b", "sub2dir/x": b"x"},
-                 {"sub": "3" * 40})
+    one = commit(
+        {
+            **same,
+            "a/b/c.md": b"c",
+            "a/b/d.md": b"d",
+            "gone/x": b"x",
+            "f2d": b"file",
+            "d2f/x": b"x",
+            "blob2link": b"t",
+            "link2blob": "t",
+            "run.sh": b"#!",
+            "chmod": b"m",
+            "moved.md": b"m",
+            "a-b": b"1",
+            "a.b": b"1",
+        },
+        {"sub": "1" * 40, "sub2blob": "2" * 40, "sub2dir": folder_of_x},
+    )  # a gitlink and then a folder: one id, two types
+    two = commit(
+        {
+            **same,
+            "big/05/f1.md": b"changed",
+            "a/b/c.md": b"c2",
+            "a/b/new.md": b"n",
+            "f2d/x": b"x",
+            "d2f": b"file",
+            "blob2link": "t",
+            "link2blob": b"t",
+            "run.sh": b"#!v2",
+            "chmod.sh": b"m",
+            "elsewhere/moved.md": b"m",
+            "a/b.md": b"2",
+            "a-b": b"2",
+            "sub2blob": b"b",
+            "sub2dir/x": b"x",
+        },
+        {"sub": "3" * 40},
+    )
     store = gitstore.GitStore(repo, remote=None)
-    reference = [(d.status_char(), d.new_file.path or d.old_file.path, None if d.status_char() == "D" else str(d.new_file.id),
-                  d.new_file.mode == pygit2.GIT_FILEMODE_LINK)
-                 for d in store.repo[one].diff_to_tree(store.repo[two]).deltas]
+    reference = [
+        (
+            d.status_char(),
+            d.new_file.path or d.old_file.path,
+            None if d.status_char() == "D" else str(d.new_file.id),
+            d.new_file.mode == pygit2.GIT_FILEMODE_LINK,
+        )
+        for d in store.repo[one].diff_to_tree(store.repo[two]).deltas
+    ]
     ours = [(c.kind, c.path, c.oid, c.link) for c in store.diff_trees(one, two)]
     assert sorted(ours) == sorted(reference)
     assert [c.path for c in store.diff_trees(one, two)] == sorted(c.path for c in store.diff_trees(one, two))
     assert {k for k, *_ in ours} == {"A", "D", "M"} and len(ours) > 20
     assert store.diff_trees(one, one) == [] and sorted((c.kind, c.path) for c in store.diff_trees(two, one)) == sorted(
-        ({"A": "D", "D": "A"}.get(k, k), p) for k, p, *_ in reference)
-    empty = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # a root commit's parent tree in the hook: not stored, known to git
+        ({"A": "D", "D": "A"}.get(k, k), p) for k, p, *_ in reference
+    )
+    empty = (
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # a root commit's parent tree in the hook: not stored, known to git
+    )
     from_nothing = {("A", d.new_file.path) for d in store.repo[empty].diff_to_tree(store.repo[one]).deltas}
     assert {(c.kind, c.path) for c in store.diff_trees(empty, one)} == from_nothing and len(from_nothing) > 40
 
@@ -623,7 +789,11 @@ def test_a_worktree_half_registered_by_a_killed_worker_is_forgotten_by_the_next(
     git(repo, "commit", "-q", "--allow-empty", "-m", "c")
     commit = git(repo, "rev-parse", "HEAD")
     admin = repo / ".git" / "worktrees"
-    killed = subprocess.Popen([sys.executable, "-c", f"""
+    killed = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import os, signal
 from pathlib import Path
 from runner.store import git as gitstore, worktrees
@@ -631,7 +801,10 @@ store = gitstore.GitStore({str(repo)!r}, remote=None)
 with worktrees._worktree_lock(store):
     worktrees.Path.write_text = lambda self, text, *a, **k: os.kill(os.getpid(), signal.SIGKILL) if self.name == "gitdir" else Path.open(self, "w").write(text)
     worktrees._register(Path({str(admin)!r}), Path({str(tmp_path / "wt" / "dead")!r}), {commit!r})
-"""], cwd=str(Path(__file__).resolve().parents[1]))
+""",
+        ],
+        cwd=str(Path(__file__).resolve().parents[1]),
+    )
     assert killed.wait(timeout=60) == -signal.SIGKILL
     assert (admin / "dead" / "locked").exists() and not (admin / "dead" / "gitdir").exists()
     git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "wt" / "kept"), commit)
@@ -675,9 +848,13 @@ def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, monkey
 
     def made_by(path: Path) -> dict:
         files = sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.is_file() and f.name != ".git")
-        return {"files": files, "docs": (path / "docs.md").read_text() if (path / "docs.md").exists() else None,
-                "status": git(path, "status", "--porcelain", "--ignored"), "head": git(path, "rev-parse", "HEAD"),
-                "detached": git(path, "symbolic-ref", "-q", "HEAD", check=False) == ""}
+        return {
+            "files": files,
+            "docs": (path / "docs.md").read_text() if (path / "docs.md").exists() else None,
+            "status": git(path, "status", "--porcelain", "--ignored"),
+            "head": git(path, "rev-parse", "HEAD"),
+            "detached": git(path, "symbolic-ref", "-q", "HEAD", check=False) == "",
+        }
 
     ours, theirs = tmp_path / "wt" / "ours", tmp_path / "wt" / "theirs"
     with monkeypatch.context() as env:  # a worker started from a git hook: the main worktree must stay as it is
@@ -695,7 +872,9 @@ def test_an_attempts_worktree_is_the_one_git_worktree_add_makes(tmp_path, monkey
     store.remove_worktree(ours)
     assert not ours.exists() and str(ours.resolve()) not in git(repo, "worktree", "list", "--porcelain")
     store.add_worktree(ours, commit)  # the same path again: a fresh worktree, under a new name if the old one lingers
-    assert made_by(ours)["status"] == made_by(theirs)["status"] and isinstance(store.repo.lookup_worktree(ours.name), pygit2.Worktree)
+    assert made_by(ours)["status"] == made_by(theirs)["status"] and isinstance(
+        store.repo.lookup_worktree(ours.name), pygit2.Worktree
+    )
 
 
 def test_looking_refs_and_files_up_again_and_again_keeps_no_memory(queue_repo):
@@ -754,7 +933,7 @@ def test_heartbeats_are_listed_from_loose_and_packed_refs_alike(tmp_path):
 
     def listed(repo: Path, prefix: str) -> dict[str, str]:
         lines = git(repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix).splitlines()
-        return {name[len(prefix):]: oid for name, oid in (line.split() for line in lines)}
+        return {name[len(prefix) :]: oid for name, oid in (line.split() for line in lines)}
 
     assert GitStore(bare, remote=None).heartbeats() == listed(bare, "refs/runner/heartbeats/")
     view = GitStore(clone).heartbeats()
@@ -768,12 +947,15 @@ def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path
     folder = tmp_path / "steps"
     folder.mkdir()
     for n in range(FANOUT_FROM):
-        (folder / f"s{n:04d}.md").write_text(f"---\ntitle: step {n}\nrun: [\"true\"]\n---\n")
+        (folder / f"s{n:04d}.md").write_text(f'---\ntitle: step {n}\nrun: ["true"]\n---\n')
     runner(queue_repo, "import", str(folder))
     path = new_step_path("s0000", fanned=True)
     assert path.count("/") == 3 and git(queue_repo, "cat-file", "-t", f"runner/queue:{path}") == "blob"
     folders = git(queue_repo, "ls-tree", "-d", "--name-only", "runner/queue:plans/steps/").splitlines()
-    largest = max(len(git(queue_repo, "ls-tree", "--name-only", f"runner/queue:plans/steps/{name}").splitlines()) for name in folders)
+    largest = max(
+        len(git(queue_repo, "ls-tree", "--name-only", f"runner/queue:plans/steps/{name}").splitlines())
+        for name in folders
+    )
     assert largest < 16  # no tree a claim rewrites grows with the plan
     runner(queue_repo, "tick", "--id", "w1")
     done = runner_json(queue_repo, "status")["steps"]
@@ -785,39 +967,78 @@ def test_a_large_plan_is_fanned_out_and_so_are_its_handoffs(queue_repo, tmp_path
 def test_runner_claim_runs_without_the_command_line_framework_or_pygit2_and_says_what_the_full_command_says(queue_repo):
     for step_id in ("01-a", "02-b"):
         add_step(queue_repo, step_id)
-    probe = ("import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
-             "try:\n    runpy.run_module('runner', run_name='__main__')\n"
-             "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)")
-    quick = subprocess.run([sys.executable, "-c", probe, "claim", "--id", "w1", "--repo", str(queue_repo)],
-                           capture_output=True, text=True, env={**ENV_PATH})
+    probe = (
+        "import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('runner', run_name='__main__')\n"
+        "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)"
+    )
+    quick = subprocess.run(
+        [sys.executable, "-c", probe, "claim", "--id", "w1", "--repo", str(queue_repo)],
+        capture_output=True,
+        text=True,
+        env={**ENV_PATH},
+    )
     assert quick.returncode == 0 and quick.stdout.startswith("claim 01-a (attempt 1) -> claimed  ["), quick
-    assert quick.stderr.strip().splitlines()[-1] == "[]"  # neither typer nor rich was imported, nor pygit2 (git's commands read and write)
+    assert (
+        quick.stderr.strip().splitlines()[-1] == "[]"
+    )  # neither typer nor rich was imported, nor pygit2 (git's commands read and write)
     full = runner(queue_repo, "claim", "--id", "w1", "--by", "alice")  # --by: an option only the full command takes
     assert full.stdout.startswith("claim 02-b (attempt 1) -> claimed  [")
-    for args, code, said in ((["--id", "w1"], 3, "error: nothing ready (2 claimed)"), (["03-c", "--id", "w1"], 2, "error: no step '03-c' (see `runner status`)")):
-        quick_no = subprocess.run([sys.executable, "-m", "runner", "claim", *args, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
+    for args, code, said in (
+        (["--id", "w1"], 3, "error: nothing ready (2 claimed)"),
+        (["03-c", "--id", "w1"], 2, "error: no step '03-c' (see `runner status`)"),
+    ):
+        quick_no = subprocess.run(
+            [sys.executable, "-m", "runner", "claim", *args, "--repo", str(queue_repo)],
+            capture_output=True,
+            text=True,
+            env=ENV_PATH,
+        )
         full_no = runner(queue_repo, "claim", *args, "--by", "alice", check=False)
-        assert (quick_no.returncode, quick_no.stderr.strip()) == (full_no.returncode, full_no.stderr.strip()) == (code, said)
+        assert (
+            (quick_no.returncode, quick_no.stderr.strip())
+            == (full_no.returncode, full_no.stderr.strip())
+            == (code, said)
+        )
 
 
-def test_heartbeat_and_complete_run_without_the_command_line_framework_or_pygit2_and_say_what_the_full_command_says(queue_repo):
+def test_heartbeat_and_complete_run_without_the_command_line_framework_or_pygit2_and_say_what_the_full_command_says(
+    queue_repo,
+):
     for step_id in ("01-a", "02-b"):
         add_step(queue_repo, step_id)
         runner(queue_repo, "claim", step_id, "--id", "w1")
-    probe = ("import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
-             "try:\n    runpy.run_module('runner', run_name='__main__')\n"
-             "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)")
+    probe = (
+        "import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('runner', run_name='__main__')\n"
+        "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)"
+    )
     full_cli = "import sys; from runner.cli import main; main(sys.argv[1:])"
 
     def both(*args: str) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
         """`runner ARGS` for 01-a through the shortcut, and for 02-b (or the same step, when told) through typer."""
-        quick = subprocess.run([sys.executable, "-c", probe, *args, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
+        quick = subprocess.run(
+            [sys.executable, "-c", probe, *args, "--repo", str(queue_repo)],
+            capture_output=True,
+            text=True,
+            env=ENV_PATH,
+        )
         other = [arg.replace("01-a", "02-b") for arg in args] if "01-a" in args else list(args)
-        full = subprocess.run([sys.executable, "-c", full_cli, *other, "--repo", str(queue_repo)], capture_output=True, text=True, env=ENV_PATH)
-        assert quick.stderr.strip().splitlines()[-1] == "[]", quick.stderr  # neither typer, rich nor pygit2 was imported
+        full = subprocess.run(
+            [sys.executable, "-c", full_cli, *other, "--repo", str(queue_repo)],
+            capture_output=True,
+            text=True,
+            env=ENV_PATH,
+        )
+        assert quick.stderr.strip().splitlines()[-1] == "[]", (
+            quick.stderr
+        )  # neither typer, rich nor pygit2 was imported
         return quick, full
 
-    for command, said in (("heartbeat", "heartbeat 01-a (attempt 1) by w1"), ("complete", "complete 01-a (attempt 1) -> done  [")):
+    for command, said in (
+        ("heartbeat", "heartbeat 01-a (attempt 1) by w1"),
+        ("complete", "complete 01-a (attempt 1) -> done  ["),
+    ):
         quick, full = both(command, "01-a", "--id", "w1")
         assert quick.returncode == full.returncode == 0 and quick.stdout.startswith(said), quick
         assert full.stdout.startswith(said.replace("01-a", "02-b"))
@@ -825,4 +1046,7 @@ def test_heartbeat_and_complete_run_without_the_command_line_framework_or_pygit2
     assert quick.returncode == full.returncode == 2 and "cannot renew 01-a" in quick.stderr
     for args, code in ((["complete", "03-c", "--id", "w1"], 2), (["heartbeat", "03-c", "--id", "w1"], 2)):
         quick, full = both(*args)
-        assert (quick.returncode, quick.stderr.strip().splitlines()[:-1]) == (full.returncode, full.stderr.strip().splitlines()) and quick.returncode == code
+        assert (quick.returncode, quick.stderr.strip().splitlines()[:-1]) == (
+            full.returncode,
+            full.stderr.strip().splitlines(),
+        ) and quick.returncode == code

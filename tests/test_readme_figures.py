@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import anyio
-
 from support.repos import ROOT
 
 README = (ROOT / "README.md").read_text()
 FIGURE = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s?(ms|x|%|characters)(?!\w)")
-PERFORMANCE = README[README.index("## Performance"):README.index("## The code")]
+PERFORMANCE = README[README.index("## Performance") : README.index("## The code")]
 
 
 def results(name: str) -> dict:
@@ -29,7 +27,9 @@ def quick_run() -> dict:
 
 def full_run() -> dict:
     """The last full run, which the peer rows come from (named by its commit)."""
-    commit = re.search(r"the peer rows?\s+(?:is|are)\s+the\s+last\s+full\s+run's,\s+commit\s+(\w+)", PERFORMANCE).group(1)
+    commit = re.search(r"the peer rows?\s+(?:is|are)\s+the\s+last\s+full\s+run's,\s+commit\s+(\w+)", PERFORMANCE).group(
+        1
+    )
     found = [results(str(p.relative_to(ROOT))) for p in sorted((ROOT / "bench" / "results").glob("*.json"))]
     runs = [r for r in found if not r["quick"] and r["machine"]["runner"].get("commit", "").startswith(commit)]
     assert runs, f"no full run of commit {commit} in bench/results"
@@ -60,7 +60,7 @@ def rendered(number: str, unit: str, value: float) -> bool:
     """`number` is `value` rounded to the digits the README shows."""
     decimals = len(number.split(".")[1]) if "." in number else 0
     scale = {"ms": 1000, "%": 100}.get(unit, 1)
-    return abs(value * scale - float(number.replace(",", ""))) <= 0.5 * 10 ** -decimals + 1e-9
+    return abs(value * scale - float(number.replace(",", ""))) <= 0.5 * 10**-decimals + 1e-9
 
 
 def test_the_performance_table_is_the_bench_rows_it_names_with_their_goals():
@@ -69,8 +69,12 @@ def test_the_performance_table_is_the_bench_rows_it_names_with_their_goals():
         row = figure(name)
         first = re.match(r"(\d[\d,]*(?:\.\d+)?)\s?(ms|x|%)?", measured)
         assert first and rendered(first.group(1), first.group(2) or "", row["value"]), (name, measured, row["value"])
-        for number, unit in FIGURE.findall(measured[first.end():]):  # the rest: from the row's own detail
-            assert f"{number} {unit}" in row["detail"] or f"{number}{unit}" in row["detail"], (name, number, row["detail"])
+        for number, unit in FIGURE.findall(measured[first.end() :]):  # the rest: from the row's own detail
+            assert f"{number} {unit}" in row["detail"] or f"{number}{unit}" in row["detail"], (
+                name,
+                number,
+                row["detail"],
+            )
         if goal:
             sign, number, unit = re.match(r"([<>]=?)\s*([\d.,]+)\s?(ms|s|x|%)?", goal).groups()
             assert row["goal"] == [sign, in_bench_units(number, unit or "")], (name, goal, row["goal"])
@@ -103,8 +107,9 @@ def mcp_context_size() -> int:
 
     app = build(None, None)  # the tools' functions are never called here
     tools = anyio.run(app.list_tools)
-    return len(app.instructions or "") + sum(len(t.name) + len(t.description or "") + len(json.dumps(t.input_schema))
-                                             for t in tools)
+    return len(app.instructions or "") + sum(
+        len(t.name) + len(t.description or "") + len(json.dumps(t.input_schema)) for t in tools
+    )
 
 
 def test_the_mcp_descriptions_size_is_the_servers_own():
@@ -115,16 +120,20 @@ def test_the_mcp_descriptions_size_is_the_servers_own():
 def test_every_figure_the_readme_quotes_is_accounted_for():
     """Outside the Tests section: the performance table, the prose about it (its rows' values),
     the tour's ready time and the MCP size; nothing else."""
-    tests = README[README.index("## Tests"):README.index("## Performance")]
-    checked = {(m.group(1), m.group(2)) for _, goal, measured in rows() for cell in (goal, measured)
-               for m in FIGURE.finditer(cell)}
+    tests = README[README.index("## Tests") : README.index("## Performance")]
+    checked = {
+        (m.group(1), m.group(2))
+        for _, goal, measured in rows()
+        for cell in (goal, measured)
+        for m in FIGURE.finditer(cell)
+    }
     values = {FIGURE.match(measured).groups() for _, _, measured in rows() if FIGURE.match(measured)}
     ready = re.search(r"\((\d+) (ms) on an unchanged local queue", README).groups()
-    mcp = (re.search(r"about ([\d,]+) (characters) of tool descriptions", README).groups())
+    mcp = re.search(r"about ([\d,]+) (characters) of tool descriptions", README).groups()
     unaccounted = []
     text = README.replace(tests, "")
     for match in FIGURE.finditer(text):
         quoted = (match.group(1), match.group(2))
         if quoted not in checked | values | {ready, mcp}:
-            unaccounted.append(f"{match.group(0)!r} near {text[max(0, match.start() - 60):match.end()]!r}")
+            unaccounted.append(f"{match.group(0)!r} near {text[max(0, match.start() - 60) : match.end()]!r}")
     assert unaccounted == []

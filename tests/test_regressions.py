@@ -9,15 +9,15 @@ import subprocess
 import sys
 
 import pytest
-
-from support.repos import add_step, edit, git, ROOT, runner, runner_json, set_config, tick
-
+from support.repos import ROOT, add_step, edit, git, runner, runner_json, set_config, tick
 
 # --- issue 12: one schema, refused before any worker sees it ---------------------------------
 
 
 def test_a_bad_config_value_is_refused_by_validate_and_never_committed(queue_repo):
-    text = git(queue_repo, "show", "runner/queue:runner.toml").replace("max_fix_attempts = 2", 'max_fix_attempts = "two"')
+    text = git(queue_repo, "show", "runner/queue:runner.toml").replace(
+        "max_fix_attempts = 2", 'max_fix_attempts = "two"'
+    )
     from runner.core.errors import BadInput
 
     with pytest.raises(BadInput) as refused:
@@ -25,12 +25,18 @@ def test_a_bad_config_value_is_refused_by_validate_and_never_committed(queue_rep
     assert "max_fix_attempts: must be a whole number" in str(refused.value)
     # Pushed anyway (with plain git): validate and doctor say so, a tick claims nothing.
     tree = git(queue_repo, "rev-parse", "runner/queue^{tree}")
-    blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=queue_repo, input=text, capture_output=True, text=True).stdout.strip()
+    blob = subprocess.run(
+        ["git", "hash-object", "-w", "--stdin"], cwd=queue_repo, input=text, capture_output=True, text=True
+    ).stdout.strip()
     index = queue_repo / ".git" / "tmp-index"
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
     subprocess.run(["git", "read-tree", tree], cwd=queue_repo, env=env, check=True)
-    subprocess.run(["git", "update-index", "--cacheinfo", f"100644,{blob},runner.toml"], cwd=queue_repo, env=env, check=True)
-    new_tree = subprocess.run(["git", "write-tree"], cwd=queue_repo, env=env, capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        ["git", "update-index", "--cacheinfo", f"100644,{blob},runner.toml"], cwd=queue_repo, env=env, check=True
+    )
+    new_tree = subprocess.run(
+        ["git", "write-tree"], cwd=queue_repo, env=env, capture_output=True, text=True
+    ).stdout.strip()
     commit = git(queue_repo, "commit-tree", new_tree, "-p", "runner/queue", "-m", "typo by hand")
     git(queue_repo, "update-ref", "refs/heads/runner/queue", commit)
     add_step_result = runner(queue_repo, "validate", check=False)
@@ -51,9 +57,14 @@ def test_validate_path_checks_a_folder_on_disk(queue_repo, tmp_path):
 
 
 def test_a_step_runner_cannot_read_is_invalid_and_status_still_answers(queue_repo):
-    edit(queue_repo, {"plans/steps/01-a.md": b"---\ntitle: a\nrun: [make]\nnot_before: soon\n---\n",
-                      "plans/steps/02-b.md": b"---\ntitle: b\nrun: [make]\nattempt: -1\n---\n",
-                      "plans/steps/03-c.md": b"---\n{step: 03-c, priority: 100, run: [\"true\"]}\n---\n"})
+    edit(
+        queue_repo,
+        {
+            "plans/steps/01-a.md": b"---\ntitle: a\nrun: [make]\nnot_before: soon\n---\n",
+            "plans/steps/02-b.md": b"---\ntitle: b\nrun: [make]\nattempt: -1\n---\n",
+            "plans/steps/03-c.md": b'---\n{step: 03-c, priority: 100, run: ["true"]}\n---\n',
+        },
+    )
     rows = {s["step"]: s for s in runner_json(queue_repo, "status")["steps"]}
     assert rows["01-a"]["status"] == rows["02-b"]["status"] == rows["03-c"]["status"] == "invalid"
     assert "not_before must be a time" in rows["01-a"]["problems"][0]
@@ -76,9 +87,11 @@ def test_a_parse_cache_written_under_other_rules_is_not_trusted(queue_repo):
 
 
 def test_a_step_with_a_yaml_date_does_not_keep_the_others_out_of_the_parse_cache(queue_repo):
-    steps = {f"plans/steps/s{n:02d}.md": f"---\ntitle: s{n}\nrun: [\"true\"]\n---\n".encode() for n in range(30)}
-    steps["plans/steps/s00.md"] = b"---\ntitle: s0\nrun: [\"true\"]\ndue: 2026-12-01\n---\n"
-    steps["plans/steps/s01.md"] = b"---\ntitle: s1\nrun: [\"true\"]\nrequired_outputs: [/etc/passwd]\nsince: 2026-12-01\n---\n"  # invalid
+    steps = {f"plans/steps/s{n:02d}.md": f'---\ntitle: s{n}\nrun: ["true"]\n---\n'.encode() for n in range(30)}
+    steps["plans/steps/s00.md"] = b'---\ntitle: s0\nrun: ["true"]\ndue: 2026-12-01\n---\n'
+    steps["plans/steps/s01.md"] = (
+        b'---\ntitle: s1\nrun: ["true"]\nrequired_outputs: [/etc/passwd]\nsince: 2026-12-01\n---\n'  # invalid
+    )
     edit(queue_repo, steps)
     assert runner_json(queue_repo, "status")["steps"][1]["status"] == "invalid"
     lines = (queue_repo / ".git" / "runner" / "parsed-steps.jsonl").read_text().splitlines()
@@ -120,8 +133,12 @@ def test_a_merged_step_branch_is_deleted_by_default_and_kept_when_asked(queue_re
     assert git(queue_repo, "rev-parse", "--verify", "-q", "runner/steps/01-a", check=False) == ""
     assert git(queue_repo, "show", "runner/integration:a.txt") == "a"  # the merge keeps the record
     tick(queue_repo)
-    assert git(queue_repo, "rev-parse", "--verify", "-q", "runner/steps/02-b", check=False)  # a failed step's branch stays
-    text = git(queue_repo, "show", "runner/queue:runner.toml").replace("prune_merged_step_branches = true", "prune_merged_step_branches = false")
+    assert git(
+        queue_repo, "rev-parse", "--verify", "-q", "runner/steps/02-b", check=False
+    )  # a failed step's branch stays
+    text = git(queue_repo, "show", "runner/queue:runner.toml").replace(
+        "prune_merged_step_branches = true", "prune_merged_step_branches = false"
+    )
     edit(queue_repo, {"runner.toml": text.encode()}, "keep merged step branches")
     add_step(queue_repo, "03-c", run=["sh", "-c", "echo c > c.txt"])
     assert tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
@@ -134,8 +151,13 @@ def test_install_hooks_on_a_server_repository_owned_by_another_user(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to give the repository to another user")
     subprocess.run(["chown", "-R", "nobody", str(bare)], check=True)
-    done = subprocess.run([sys.executable, "-m", "runner", "install-hooks", "--server", str(bare)], cwd=tmp_path,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "runner", "install-hooks", "--server", str(bare)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr
     assert (bare / "hooks" / "pre-receive").exists()
 
@@ -158,7 +180,9 @@ def test_a_name_with_a_line_break_never_reaches_a_commit(queue_repo):
 def test_ids_that_are_not_safe_ref_names_are_refused(queue_repo, bad):
     assert runner(queue_repo, "tick", "--id", bad, check=False).returncode == 2
     assert runner(queue_repo, "add", "x", "--id", bad.lower(), "--run", "true", check=False).returncode == 2
-    assert runner(queue_repo, "install-schedule", "--id", bad, "--os", "systemd", "--dry-run", check=False).returncode == 2
+    assert (
+        runner(queue_repo, "install-schedule", "--id", bad, "--os", "systemd", "--dry-run", check=False).returncode == 2
+    )
 
 
 def test_import_reads_regular_files_inside_the_folder_only(queue_repo, tmp_path):

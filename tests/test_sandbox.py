@@ -11,11 +11,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from support.repos import edit, git, runner, step_file
+
 from runner.core.config import DEFAULT_TOML
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)"
+)
 
 PROBE = r"""
 report=report.txt
@@ -58,10 +60,18 @@ def test_a_sandboxed_step_writes_only_its_worktree_and_its_change_is_merged(queu
     mark = os.urandom(4).hex()
     cache = tmp_path / "cache"
     cache.mkdir()
-    script = PROBE.format(clone=queue_repo, beside=tmp_path, home=home, other=other, state=state, mark=mark, cache=cache)
-    edit(queue_repo, {"runner.toml": sandboxed_toml(env_pass='["PASSED_ON"]', sandbox_home='["~/.agent"]',
-                                                    sandbox_write=f'["{cache}"]').encode(),
-                      **dict([step_file("01-probe", run=["sh", "-c", script])])})
+    script = PROBE.format(
+        clone=queue_repo, beside=tmp_path, home=home, other=other, state=state, mark=mark, cache=cache
+    )
+    edit(
+        queue_repo,
+        {
+            "runner.toml": sandboxed_toml(
+                env_pass='["PASSED_ON"]', sandbox_home='["~/.agent"]', sandbox_write=f'["{cache}"]'
+            ).encode(),
+            **dict([step_file("01-probe", run=["sh", "-c", script])]),
+        },
+    )
     env = {"HOME": str(home), "DEPLOY_TOKEN": "t" * 20, "PASSED_ON": "yes"}
     done = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json", env=env).stdout.splitlines()[-1])
     assert done["sentinel"] == "STEP_COMPLETE", done
@@ -69,11 +79,21 @@ def test_a_sandboxed_step_writes_only_its_worktree_and_its_change_is_merged(queu
     assert git(queue_repo, "show", "runner/integration:made.txt") == "made"
     said = dict(line.split(": ") for line in report.splitlines())
     # Its writes outside the worktree land in empty folders of its own (the clone's, $HOME, /tmp) or fail.
-    assert said == {"write the clone": "yes", "write beside the clone": "yes", "write /var/tmp": "no",
-                    "write home": "yes", "read ssh": "no",
-                    "read another worktree": "no", "read the worker state": "no", "see the agent login": "yes",
-                    "write tmp": "yes", "see DEPLOY_TOKEN": "no", "see PASSED_ON": "yes", "see RUNNER_STEP": "yes",
-                    "write the shared cache": "yes"}, report
+    assert said == {
+        "write the clone": "yes",
+        "write beside the clone": "yes",
+        "write /var/tmp": "no",
+        "write home": "yes",
+        "read ssh": "no",
+        "read another worktree": "no",
+        "read the worker state": "no",
+        "see the agent login": "yes",
+        "write tmp": "yes",
+        "see DEPLOY_TOKEN": "no",
+        "see PASSED_ON": "yes",
+        "see RUNNER_STEP": "yes",
+        "write the shared cache": "yes",
+    }, report
     # What it wrote outside its worktree went into the sandbox's own empty folders, and is gone.
     assert not (queue_repo / "outside.txt").exists() and not (tmp_path / "outside.txt").exists()
     assert (home / ".profile").read_text() == "# mine\n" and (cache / "made.txt").read_text() == "x\n"
@@ -81,8 +101,13 @@ def test_a_sandboxed_step_writes_only_its_worktree_and_its_change_is_merged(queu
 
 
 def test_a_step_cut_off_the_network_cannot_reach_it(queue_repo: Path):
-    edit(queue_repo, {"runner.toml": sandboxed_toml().replace("network = true", "network = false").encode(),
-                      **dict([step_file("01-net", run=["sh", "-c", "cut -d: -f1 /proc/net/dev | tail -n +3 > nets.txt"])])})
+    edit(
+        queue_repo,
+        {
+            "runner.toml": sandboxed_toml().replace("network = true", "network = false").encode(),
+            **dict([step_file("01-net", run=["sh", "-c", "cut -d: -f1 /proc/net/dev | tail -n +3 > nets.txt"])]),
+        },
+    )
     done = json.loads(runner(queue_repo, "tick", "--id", "w1", "--json").stdout.splitlines()[-1])
     assert done["sentinel"] == "STEP_COMPLETE", done
     assert git(queue_repo, "show", "runner/integration:nets.txt").split() == ["lo"]
@@ -116,10 +141,16 @@ def test_a_role_may_leave_the_sandbox_or_enter_it_on_its_own():
     from runner.core.config import parse_config
     from runner.worker.sandbox import configured, mode
 
-    config = parse_config('[worker]\nsandbox = "bwrap"\n[roles.verify]\ncommand = ["v"]\nsandbox = "none"\n'
-                          '[roles.review]\ncommand = ["r"]\n')
-    assert (mode(config, None), mode(config, "implement"), mode(config, "review"), mode(config, "verify")) == \
-        ("bwrap", "bwrap", "bwrap", "none")
+    config = parse_config(
+        '[worker]\nsandbox = "bwrap"\n[roles.verify]\ncommand = ["v"]\nsandbox = "none"\n'
+        '[roles.review]\ncommand = ["r"]\n'
+    )
+    assert (mode(config, None), mode(config, "implement"), mode(config, "review"), mode(config, "verify")) == (
+        "bwrap",
+        "bwrap",
+        "bwrap",
+        "none",
+    )
     alone = parse_config('[roles.review]\ncommand = ["r"]\nsandbox = "bwrap"\n')
     assert configured(alone) and mode(alone, "review") == "bwrap" and mode(alone, None) == "none"
 
@@ -130,15 +161,20 @@ def test_a_sandboxed_steps_process_tree_dies_with_its_worker(queue_repo: Path):
     import sys
 
     import psutil
-
     from support.repos import ENV_PATH, wait_for
 
     mark = str(30000 + os.getpid() % 20000)
     marks = {mark, str(int(mark) + 1), str(int(mark) + 2)}
     script = f"sleep {mark} & setsid sleep {int(mark) + 1} & echo started > started.txt; sleep {int(mark) + 2}"
-    edit(queue_repo, {"runner.toml": sandboxed_toml().encode(), **dict([step_file("01-long", run=["sh", "-c", script])])})
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--repo", str(queue_repo)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV_PATH)
+    edit(
+        queue_repo, {"runner.toml": sandboxed_toml().encode(), **dict([step_file("01-long", run=["sh", "-c", script])])}
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", "w1", "--repo", str(queue_repo)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV_PATH,
+    )
 
     def sleepers() -> list:
         found = []

@@ -16,9 +16,9 @@ import json
 import os
 import plistlib
 import shutil
-import tempfile
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,11 +43,16 @@ TASK_NS = {"t": "http://schemas.microsoft.com/windows/2004/02/mit/task"}
 
 # Values a shell, an XML parser or a unit-file parser would all misread.
 HOSTILE_DIR = "sp ace %h $HOME & <x> ;#`! 'q\" ü"
-HOSTILE_ENV_VALUE = "it's \"$HOME\" & <b>%h</b> ; `x`"
+HOSTILE_ENV_VALUE = 'it\'s "$HOME" & <b>%h</b> ; `x`'
 HOSTILE_TAG = "gpu&<x>'$HOME\"%h;`ü"
 
 FIXED = {"worker_id": "host-a", "python": "/opt/venv/bin/python", "repo": "/srv/work/repo", "home": "/home/alice"}
-FIXED_WINDOWS = {"worker_id": "host-a", "python": "C:\\Python311\\python.exe", "repo": "C:\\work\\repo", "home": "C:\\Users\\alice"}
+FIXED_WINDOWS = {
+    "worker_id": "host-a",
+    "python": "C:\\Python311\\python.exe",
+    "repo": "C:\\work\\repo",
+    "home": "C:\\Users\\alice",
+}
 # Paths on another computer, in its own path rules, for --output.
 ELSEWHERE = {
     "systemd": ["--python", "/opt/venv/bin/python", "--target-repo", "/srv/work/repo"],
@@ -111,7 +116,10 @@ class Cli:
     def invoke(self, args: list[str], env: dict[str, str] | None = None) -> Result:
         done = subprocess.run(
             [sys.executable, "-c", CLI_DRIVER, *args],
-            capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         )
         return Result(done.returncode, done.stdout, done.stderr)
 
@@ -129,7 +137,14 @@ def task_schema():
 
 def here(**options) -> schedules.Target:
     """A schedule for this computer, as install-schedule builds it."""
-    options = {"scheduler": "systemd", "worker_id": "host-a", "target_repo": None, "python": None, "files_only": False, **options}
+    options = {
+        "scheduler": "systemd",
+        "worker_id": "host-a",
+        "target_repo": None,
+        "python": None,
+        "files_only": False,
+        **options,
+    }
     return choose_target(**options)
 
 
@@ -179,7 +194,10 @@ def test_allowed_worker_ids(worker_id: str) -> None:
     assert build_spec(worker_id=worker_id, scheduler="systemd", repo="/r", python="/p").worker_id == worker_id
 
 
-@pytest.mark.parametrize("worker_id", ["", "a b", "a/b", "a$b", "a%b", "a\nb", "é", "x" * 65, "a:b", "a@b", "...", ".a", "-a", "a..b", "a.lock"])
+@pytest.mark.parametrize(
+    "worker_id",
+    ["", "a b", "a/b", "a$b", "a%b", "a\nb", "é", "x" * 65, "a:b", "a@b", "...", ".a", "-a", "a..b", "a.lock"],
+)
 def test_other_worker_ids_are_refused_by_the_shared_rule(worker_id: str) -> None:
     with pytest.raises(BadInput, match="worker id"):
         build_spec(worker_id=worker_id, scheduler="systemd", repo="/r", python="/p")
@@ -196,7 +214,9 @@ def test_interpreter_is_the_running_one_not_resolved(tmp_path: Path) -> None:
 
 def test_repository_path_is_made_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert build_spec(worker_id="w", scheduler="systemd", repo="sub/../repo", python="/p").repo == str(tmp_path / "repo")
+    assert build_spec(worker_id="w", scheduler="systemd", repo="sub/../repo", python="/p").repo == str(
+        tmp_path / "repo"
+    )
     assert build_spec(worker_id="w", scheduler="systemd", python="/p").repo == str(tmp_path)
 
 
@@ -209,7 +229,16 @@ def test_newlines_and_control_characters_in_paths_are_refused(scheduler: str, fi
         build_spec(scheduler=scheduler, **values)
 
 
-@pytest.mark.parametrize(("option", "value"), [("tags", ["gpu\nExecStartPre=/bin/evil"]), ("tags", [""]), ("tags", ["two words"]), ("remote", "-x"), ("queue_branch", "a\tb")])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("tags", ["gpu\nExecStartPre=/bin/evil"]),
+        ("tags", [""]),
+        ("tags", ["two words"]),
+        ("remote", "-x"),
+        ("queue_branch", "a\tb"),
+    ],
+)
 def test_tags_remote_and_branch_must_be_one_word(option: str, value) -> None:
     with pytest.raises(BadInput, match="one word|start with '-'"):
         build_spec(scheduler="systemd", **{option: value}, **FIXED)
@@ -239,23 +268,61 @@ def test_grace_belongs_to_the_daemon_and_sets_the_stop_timeouts() -> None:
 
 
 def test_the_worker_command_line_carries_every_option_in_order() -> None:
-    options = dict(FIXED, tags=["gpu", "big", "gpu"], grace=45, interval=20, remote="upstream", queue_branch="team/queue")
+    options = dict(
+        FIXED, tags=["gpu", "big", "gpu"], grace=45, interval=20, remote="upstream", queue_branch="team/queue"
+    )
     daemon = build_spec(scheduler="systemd", **options)
     assert schedules.worker_argv(daemon) == [
-        "/opt/venv/bin/python", "-m", "runner", "worker", "--id", "host-a", "--tag", "gpu", "--tag", "big",
-        "--interval", "20", "--grace", "45", "--remote", "upstream", "--queue-branch", "team/queue", "--repo", "/srv/work/repo",
+        "/opt/venv/bin/python",
+        "-m",
+        "runner",
+        "worker",
+        "--id",
+        "host-a",
+        "--tag",
+        "gpu",
+        "--tag",
+        "big",
+        "--interval",
+        "20",
+        "--grace",
+        "45",
+        "--remote",
+        "upstream",
+        "--queue-branch",
+        "team/queue",
+        "--repo",
+        "/srv/work/repo",
     ]
     tick = build_spec(scheduler="systemd", mode="tick", **dict(options, grace=None))
     assert schedules.worker_argv(tick) == [
-        "/opt/venv/bin/python", "-m", "runner", "tick", "--id", "host-a", "--tag", "gpu", "--tag", "big",
-        "--remote", "upstream", "--queue-branch", "team/queue", "--repo", "/srv/work/repo",
+        "/opt/venv/bin/python",
+        "-m",
+        "runner",
+        "tick",
+        "--id",
+        "host-a",
+        "--tag",
+        "gpu",
+        "--tag",
+        "big",
+        "--remote",
+        "upstream",
+        "--queue-branch",
+        "team/queue",
+        "--repo",
+        "/srv/work/repo",
     ]
-    assert build_spec(scheduler="systemd", queue_branch="runner/queue", **FIXED).queue_branch is None  # the default goes unsaid
+    assert (
+        build_spec(scheduler="systemd", queue_branch="runner/queue", **FIXED).queue_branch is None
+    )  # the default goes unsaid
 
 
 def test_every_problem_is_reported_at_once() -> None:
     with pytest.raises(BadInput) as caught:
-        build_spec(worker_id="bad id", scheduler="systemd", mode="sometimes", python="relative/python", repo="/r", tags=["a b"])
+        build_spec(
+            worker_id="bad id", scheduler="systemd", mode="sometimes", python="relative/python", repo="/r", tags=["a b"]
+        )
     assert len(caught.value.problems) == 4
 
 
@@ -266,7 +333,10 @@ def golden_cases():
     env_file = str(GOLDEN / "host-a.env")
     daemon_options = {"tags": ["gpu"], "interval": 15, "grace": 120, "remote": "origin", "queue_branch": "team/queue"}
     return [
-        ("systemd/daemon", dict(FIXED, scheduler="systemd", mode="daemon", env_file="/etc/runner/host-a.env", **daemon_options)),
+        (
+            "systemd/daemon",
+            dict(FIXED, scheduler="systemd", mode="daemon", env_file="/etc/runner/host-a.env", **daemon_options),
+        ),
         ("systemd/tick", dict(FIXED, scheduler="systemd", mode="tick", interval=120, tags=["gpu"])),
         ("launchd/daemon", dict(FIXED, scheduler="launchd", mode="daemon", env_file=env_file, **daemon_options)),
         ("launchd/tick", dict(FIXED, scheduler="launchd", mode="tick", interval=600, tags=["gpu"])),
@@ -292,8 +362,12 @@ def test_rendered_files_match_golden(name: str, options: dict) -> None:
 
 # --- --tag gpu in every format, checked by each format's validator ---------------------
 
-needs_systemd_analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
-needs_xmllint = pytest.mark.skipif(shutil.which("xmllint") is None, reason="xmllint not installed (apt-get install libxml2-utils)")
+needs_systemd_analyze = pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed"
+)
+needs_xmllint = pytest.mark.skipif(
+    shutil.which("xmllint") is None, reason="xmllint not installed (apt-get install libxml2-utils)"
+)
 
 
 def systemd_verify(unit_dir: Path, units: list[str], tmp_path: Path) -> str:
@@ -316,50 +390,82 @@ def xmllint_plist(path: Path) -> tuple[int, str]:
     done = subprocess.run(
         ["xmllint", "--nonet", "--noout", "--valid", str(path)],
         env={**os.environ, "XML_CATALOG_FILES": str(SCHEMAS / "plist-catalog.xml")},
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     return done.returncode, done.stdout + done.stderr
 
 
 LOADS = {  # what loads a file written with --output, on the computer it is for
-    "systemd": ["copy the files in {out} into ~/.config/systemd/user (keeping their folders), then run:",
-                "  systemctl --user daemon-reload", "  systemctl --user enable --now runner-worker@host-a.service"],
-    "launchd": ["copy the files in {out} into ~/Library/LaunchAgents (keeping their folders), then run:",
-                "  launchctl enable gui/$(id -u)/runner.worker.host-a",
-                "  launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/runner.worker.host-a.plist"],
-    "schtasks": ["run, in the folder that holds the file:",
-                 "  schtasks /Create /XML runner-worker-host-a.xml /TN runner\\worker-host-a /F"],
+    "systemd": [
+        "copy the files in {out} into ~/.config/systemd/user (keeping their folders), then run:",
+        "  systemctl --user daemon-reload",
+        "  systemctl --user enable --now runner-worker@host-a.service",
+    ],
+    "launchd": [
+        "copy the files in {out} into ~/Library/LaunchAgents (keeping their folders), then run:",
+        "  launchctl enable gui/$(id -u)/runner.worker.host-a",
+        "  launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/runner.worker.host-a.plist",
+    ],
+    "schtasks": [
+        "run, in the folder that holds the file:",
+        "  schtasks /Create /XML runner-worker-host-a.xml /TN runner\\worker-host-a /F",
+    ],
 }
 
 
 @pytest.mark.parametrize("scheduler", schedules.NAMES)
 def test_output_says_the_command_that_loads_the_written_file_on_its_os(scheduler: str, tmp_path: Path, cli) -> None:
     out = tmp_path / "out"
-    result = cli.invoke(["install-schedule", "--os", scheduler, "--id", "host-a", "--output", str(out), *ELSEWHERE[scheduler]])
+    result = cli.invoke(
+        ["install-schedule", "--os", scheduler, "--id", "host-a", "--output", str(out), *ELSEWHERE[scheduler]]
+    )
     assert result.exit_code == 0, result.output
     said = result.output.splitlines()
     first, *commands = [line.format(out=out) for line in LOADS[scheduler]]
     at = said.index(f"to load it on the computer it is for, {first}")
-    assert said[at + 1:at + 1 + len(commands)] == commands
+    assert said[at + 1 : at + 1 + len(commands)] == commands
 
 
 @pytest.mark.parametrize("scheduler", schedules.NAMES)
 @pytest.mark.parametrize("mode", schedules.MODES)
-def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(scheduler: str, mode: str, repo: Path, tmp_path: Path, cli, request) -> None:
+def test_install_schedule_tag_gpu_renders_the_tag_in_every_format(
+    scheduler: str, mode: str, repo: Path, tmp_path: Path, cli, request
+) -> None:
     out = tmp_path / "out"
     where = ["--repo", str(repo)] if NATIVE and scheduler == NATIVE.name else ELSEWHERE[scheduler]
-    result = cli.invoke(["install-schedule", "--os", scheduler, "--id", "host-a", "--mode", mode, "--tag", "gpu", "--output", str(out), *where])
+    result = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            scheduler,
+            "--id",
+            "host-a",
+            "--mode",
+            mode,
+            "--tag",
+            "gpu",
+            "--output",
+            str(out),
+            *where,
+        ]
+    )
     assert result.exit_code == 0, result.output
     (path,) = [out / p for p in files_in(out) if "host-a" in p and not p.endswith("timer.d/runner.conf")]
     content = path.read_bytes()
     if scheduler == "systemd":
         assert f" {mode if mode == 'tick' else 'worker'} --id host-a --tag gpu --repo " in exec_start(content.decode())
         if shutil.which("systemd-analyze"):
-            units = ["runner-worker@host-a.service"] if mode == "daemon" else ["runner-tick@host-a.timer", "runner-tick@host-a.service"]
+            units = (
+                ["runner-worker@host-a.service"]
+                if mode == "daemon"
+                else ["runner-tick@host-a.timer", "runner-tick@host-a.service"]
+            )
             assert systemd_verify(out, units, tmp_path) == ""
     elif scheduler == "launchd":
         arguments = plistlib.loads(content)["ProgramArguments"]
-        assert arguments[arguments.index("--id"):arguments.index("--repo")] == ["--id", "host-a", "--tag", "gpu"]
+        assert arguments[arguments.index("--id") : arguments.index("--repo")] == ["--id", "host-a", "--tag", "gpu"]
         if shutil.which("xmllint"):
             assert xmllint_plist(path) == (0, "")
     else:
@@ -380,12 +486,21 @@ def test_systemd_units_pass_systemd_analyze_with_hostile_values(mode: str, tmp_p
     env_file.parent.mkdir(parents=True, exist_ok=True)
     env_file.write_text(f"TOKEN='{HOSTILE_ENV_VALUE}'\n")
     spec = build_spec(
-        worker_id="a.b_c-9", scheduler="systemd", mode=mode, python=python, tags=[HOSTILE_TAG],
-        repo=str(tmp_path / HOSTILE_DIR / "repo"), env_file=env_file,
+        worker_id="a.b_c-9",
+        scheduler="systemd",
+        mode=mode,
+        python=python,
+        tags=[HOSTILE_TAG],
+        repo=str(tmp_path / HOSTILE_DIR / "repo"),
+        env_file=env_file,
     )
     unit_dir = tmp_path / "units"
     write_rendered(render(spec), unit_dir)
-    units = ["runner-worker@a.b_c-9.service"] if mode == "daemon" else ["runner-tick@a.b_c-9.timer", "runner-tick@a.b_c-9.service"]
+    units = (
+        ["runner-worker@a.b_c-9.service"]
+        if mode == "daemon"
+        else ["runner-tick@a.b_c-9.timer", "runner-tick@a.b_c-9.service"]
+    )
     assert systemd_verify(unit_dir, units, tmp_path) == ""
 
 
@@ -410,10 +525,16 @@ def test_systemd_daemon_and_timer_settings() -> None:
     for line in ("Type=exec", "Restart=on-failure", "KillMode=mixed"):
         assert line in service_section
     assert "WantedBy=default.target" in service and "multi-user.target" not in service
-    tick = {f.relpath: f.content.decode() for f in render(build_spec(scheduler="systemd", mode="tick", interval=600, **FIXED))}
+    tick = {
+        f.relpath: f.content.decode()
+        for f in render(build_spec(scheduler="systemd", mode="tick", interval=600, **FIXED))
+    }
     timer = tick["runner-tick@.timer"] + tick["runner-tick@host-a.timer.d/runner.conf"]
     assert "AccuracySec=1s" in timer and "RandomizedDelaySec=60s" in timer and "OnUnitActiveSec=600s" in timer
-    assert exec_start(tick["runner-tick@host-a.service.d/runner.conf"]) == "/opt/venv/bin/python -m runner tick --id host-a --repo /srv/work/repo"
+    assert (
+        exec_start(tick["runner-tick@host-a.service.d/runner.conf"])
+        == "/opt/venv/bin/python -m runner tick --id host-a --repo /srv/work/repo"
+    )
 
 
 @pytest.mark.parametrize(
@@ -459,15 +580,16 @@ PLIST_TYPES = {
 def hostile_launchd_spec(tmp_path: Path, mode: str):
     env_file = tmp_path / HOSTILE_DIR / "worker.env"
     env_file.parent.mkdir(parents=True, exist_ok=True)
-    env_file.write_text(
-        "# comment\n"
-        f"TOKEN='{HOSTILE_ENV_VALUE}'\n"
-        'export QUOTED="a \\"b\\" & <c>"\n'
-        "BARE=x<y>&z\n"
-    )
+    env_file.write_text(f'# comment\nTOKEN=\'{HOSTILE_ENV_VALUE}\'\nexport QUOTED="a \\"b\\" & <c>"\nBARE=x<y>&z\n')
     return build_spec(
-        worker_id="a.b_c-9", scheduler="launchd", mode=mode, python=f"/Users/al ice/{HOSTILE_DIR}/bin/python",
-        repo=f"/Users/al ice/{HOSTILE_DIR}/repo", env_file=env_file, home="/Users/al ice", tags=[HOSTILE_TAG],
+        worker_id="a.b_c-9",
+        scheduler="launchd",
+        mode=mode,
+        python=f"/Users/al ice/{HOSTILE_DIR}/bin/python",
+        repo=f"/Users/al ice/{HOSTILE_DIR}/repo",
+        env_file=env_file,
+        home="/Users/al ice",
+        tags=[HOSTILE_TAG],
         interval=90 if mode == "tick" else None,
     )
 
@@ -483,7 +605,16 @@ def test_launchd_plist_keys_and_types(mode: str, tmp_path: Path) -> None:
         assert type(value) is PLIST_TYPES[key], f"{key} is {type(value).__name__}"  # bool is not an int here
     assert agent["Label"] == file.relpath.removesuffix(".plist")
     assert agent["ProgramArguments"] == [
-        spec.python, "-m", "runner", "worker" if mode == "daemon" else "tick", "--id", "a.b_c-9", "--tag", HOSTILE_TAG, "--repo", spec.repo,
+        spec.python,
+        "-m",
+        "runner",
+        "worker" if mode == "daemon" else "tick",
+        "--id",
+        "a.b_c-9",
+        "--tag",
+        HOSTILE_TAG,
+        "--repo",
+        spec.repo,
     ]
     assert agent["RunAtLoad"] is True
     assert agent["ExitTimeOut"] > 30  # longer than the worker's SIGTERM grace
@@ -536,8 +667,13 @@ def test_launchd_env_file_with_a_bad_line_is_refused(tmp_path: Path) -> None:
 def hostile_schtasks_spec(mode: str, interval: int | None = None):
     # The tag without %: Task Scheduler would expand it (refused, see below).
     return build_spec(
-        worker_id="a.b_c-9", scheduler="schtasks", mode=mode, interval=interval, tags=[HOSTILE_TAG.replace("%", "")],
-        python="C:\\Program Files\\Py & <thon>\\python.exe", repo="C:\\Users\\A 'B' & <C>\\repo ;x",
+        worker_id="a.b_c-9",
+        scheduler="schtasks",
+        mode=mode,
+        interval=interval,
+        tags=[HOSTILE_TAG.replace("%", "")],
+        python="C:\\Program Files\\Py & <thon>\\python.exe",
+        repo="C:\\Users\\A 'B' & <C>\\repo ;x",
     )
 
 
@@ -559,7 +695,7 @@ def test_task_xml_is_valid_utf16_with_bom(mode: str, interval: int | None, tmp_p
     arguments = task.findtext("t:Actions/t:Exec/t:Arguments", namespaces=TASK_NS)
     log = "%LOCALAPPDATA%\\runner\\logs\\" + f"runner-{'worker' if mode == 'daemon' else 'tick'}-a.b_c-9.log"
     assert arguments == subprocess.list2cmdline(schedules.worker_argv(spec, log)[1:])
-    assert '"C:\\Users\\A \'B\' & <C>\\repo ;x"' in arguments
+    assert "\"C:\\Users\\A 'B' & <C>\\repo ;x\"" in arguments
     repetition = task.findtext("t:Triggers/t:TimeTrigger/t:Repetition/t:Interval", namespaces=TASK_NS)
     if mode == "daemon":
         assert settings.findtext("t:ExecutionTimeLimit", namespaces=TASK_NS) == "PT0S"
@@ -576,12 +712,28 @@ def test_task_schema_is_live(task_schema) -> None:
 
 
 def test_task_interval_under_a_minute_is_a_clear_error(cli) -> None:
-    result = cli.invoke(["install-schedule", "--os", "schtasks", "--id", "w", "--mode", "tick", "--interval", "59", "--dry-run", *ELSEWHERE["schtasks"]])
+    result = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            "schtasks",
+            "--id",
+            "w",
+            "--mode",
+            "tick",
+            "--interval",
+            "59",
+            "--dry-run",
+            *ELSEWHERE["schtasks"],
+        ]
+    )
     assert result.exit_code == 2
     assert "at most once a minute" in result.stderr and "--interval 60" in result.stderr
 
 
-@pytest.mark.parametrize(("field", "value"), [("repo", "C:\\%USERPROFILE%\\repo"), ("python", "C:\\%PY%\\python.exe"), ("tags", ["%GPU%"])])
+@pytest.mark.parametrize(
+    ("field", "value"), [("repo", "C:\\%USERPROFILE%\\repo"), ("python", "C:\\%PY%\\python.exe"), ("tags", ["%GPU%"])]
+)
 def test_task_refuses_percent_it_would_expand(field: str, value) -> None:
     with pytest.raises(BadInput, match="would expand"):
         build_spec(scheduler="schtasks", **dict(FIXED_WINDOWS, **{field: value}))
@@ -592,7 +744,9 @@ def test_task_refuses_env_file() -> None:
         build_spec(scheduler="schtasks", env_file="C:\\runner.env", **FIXED_WINDOWS)
 
 
-@pytest.mark.parametrize(("seconds", "duration"), [(60, "PT1M"), (90, "PT1M30S"), (3600, "PT1H"), (86400, "P1D"), (90061, "P1DT1H1M1S")])
+@pytest.mark.parametrize(
+    ("seconds", "duration"), [(60, "PT1M"), (90, "PT1M30S"), (3600, "PT1H"), (86400, "P1D"), (90061, "P1DT1H1M1S")]
+)
 def test_iso_duration(seconds: int, duration: str) -> None:
     assert iso_duration(seconds) == duration
 
@@ -634,16 +788,34 @@ def test_a_remote_tracking_queue_branch_is_a_clone_of_the_queue(tmp_path: Path) 
         here(repo=clone, queue_branch="team/queue", remote="none")  # local only: no local branch
 
 
-def test_queue_branch_comes_from_the_environment_like_other_commands(repo: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_queue_branch_comes_from_the_environment_like_other_commands(
+    repo: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RUNNER_QUEUE_BRANCH", "team/queue")
     result = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--dry-run"])
     assert result.exit_code == 2 and "holds no queue branch team/queue" in result.stderr
 
 
 def test_local_problems_and_option_problems_are_reported_together(tmp_path: Path, cli) -> None:
-    result = cli.invoke(["install-schedule", "--os", "systemd", "--id", "a b", "--mode", "tick", "--grace", "5", "--repo", str(tmp_path / "nowhere")])
+    result = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            "systemd",
+            "--id",
+            "a b",
+            "--mode",
+            "tick",
+            "--grace",
+            "5",
+            "--repo",
+            str(tmp_path / "nowhere"),
+        ]
+    )
     assert result.exit_code == 2
-    assert "worker id 'a b'" in result.stderr and "--grace applies" in result.stderr and "does not exist" in result.stderr
+    assert (
+        "worker id 'a b'" in result.stderr and "--grace applies" in result.stderr and "does not exist" in result.stderr
+    )
 
 
 # --- another computer: its own interpreter and paths ----------------------------------------
@@ -651,7 +823,9 @@ def test_local_problems_and_option_problems_are_reported_together(tmp_path: Path
 OTHER_POSIX = next((s for s in ("launchd", "systemd") if not NATIVE or s != NATIVE.name), "launchd")
 
 
-def test_output_for_another_os_without_python_or_target_repo_says_what_it_assumed(tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_output_for_another_os_without_python_or_target_repo_says_what_it_assumed(
+    tmp_path: Path, cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)  # not a repository: nothing of this computer's is checked for another one
     out = tmp_path / "out"
     result = cli.invoke(["install-schedule", "--os", OTHER_POSIX, "--id", "host-a", "--output", str(out)])
@@ -660,8 +834,12 @@ def test_output_for_another_os_without_python_or_target_repo_says_what_it_assume
     assert f"assumed --target-repo {tmp_path}" in result.stderr
     if OTHER_POSIX == "launchd":
         assert "assumed the home folder on the target Mac" in result.stderr
-    given = cli.invoke(["install-schedule", "--os", OTHER_POSIX, "--id", "host-a", "--output", str(out), *ELSEWHERE[OTHER_POSIX]])
-    assert given.exit_code == 0 and "assumed --python" not in given.stderr and "assumed --target-repo" not in given.stderr
+    given = cli.invoke(
+        ["install-schedule", "--os", OTHER_POSIX, "--id", "host-a", "--output", str(out), *ELSEWHERE[OTHER_POSIX]]
+    )
+    assert (
+        given.exit_code == 0 and "assumed --python" not in given.stderr and "assumed --target-repo" not in given.stderr
+    )
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Windows files are this computer's own")
@@ -674,7 +852,9 @@ def test_windows_files_from_elsewhere_need_python_and_target_repo(tmp_path: Path
 
 def test_launchd_home_on_another_computer_follows_the_target_repo(tmp_path: Path, cli) -> None:
     out = tmp_path / "out"
-    result = cli.invoke(["install-schedule", "--os", "launchd", "--id", "m", "--output", str(out), *ELSEWHERE["launchd"]])
+    result = cli.invoke(
+        ["install-schedule", "--os", "launchd", "--id", "m", "--output", str(out), *ELSEWHERE["launchd"]]
+    )
     assert result.exit_code == 0, result.output
     agent = plistlib.loads((out / "runner.worker.m.plist").read_bytes())
     assert agent["StandardOutPath"] == "/Users/alice/Library/Logs/runner/runner.worker.m.log"
@@ -690,7 +870,18 @@ def test_target_repo_goes_with_output(repo: Path, cli) -> None:
 
 @pytest.mark.parametrize("scheduler", [s for s in schedules.NAMES if not NATIVE or s != NATIVE.name])
 def test_another_os_only_gets_files(scheduler: str, isolated_home: Path, tmp_path: Path, cli) -> None:
-    args = ["install-schedule", "--os", scheduler, "--id", "host-a", "--mode", "tick", "--interval", "300", *ELSEWHERE[scheduler]]
+    args = [
+        "install-schedule",
+        "--os",
+        scheduler,
+        "--id",
+        "host-a",
+        "--mode",
+        "tick",
+        "--interval",
+        "300",
+        *ELSEWHERE[scheduler],
+    ]
     refused = cli.invoke(args)
     assert refused.exit_code == 2 and "--output DIR" in refused.stderr
     out = tmp_path / "out"
@@ -698,7 +889,12 @@ def test_another_os_only_gets_files(scheduler: str, isolated_home: Path, tmp_pat
     assert written.exit_code == 0, written.output
     expected = {
         "launchd": ["runner.tick.host-a.plist"],
-        "systemd": ["runner-tick@.service", "runner-tick@.timer", "runner-tick@host-a.service.d/runner.conf", "runner-tick@host-a.timer.d/runner.conf"],
+        "systemd": [
+            "runner-tick@.service",
+            "runner-tick@.timer",
+            "runner-tick@host-a.service.d/runner.conf",
+            "runner-tick@host-a.timer.d/runner.conf",
+        ],
         "schtasks": ["runner-tick-host-a.xml"],
     }
     assert files_in(out) == sorted(expected[scheduler])
@@ -731,7 +927,10 @@ def test_install_and_uninstall_round_trip(isolated_home: Path, repo: Path, tmp_p
         "runner-worker@.service",
         "runner-worker@host-a.service.d/runner.conf",
     ]
-    assert [c.argv[2:] for c in first.to_run] == [["daemon-reload"], ["enable", "--now", "runner-worker@host-a.service"]]
+    assert [c.argv[2:] for c in first.to_run] == [
+        ["daemon-reload"],
+        ["enable", "--now", "runner-worker@host-a.service"],
+    ]
     assert first.ran == []
     dropin = (units / "runner-worker@host-a.service.d" / "runner.conf").read_text()
     assert f"--tag gpu --repo {repo}" in dropin and f"EnvironmentFile={env_file}" in dropin
@@ -804,7 +1003,21 @@ def test_status_notices_drift(isolated_home: Path, repo: Path, cli) -> None:
 
 @linux_only
 def test_cli_install_then_uninstall(isolated_home: Path, repo: Path, cli) -> None:
-    result = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--mode", "tick", "--interval", "90", "--repo", str(repo)])
+    result = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            "systemd",
+            "--id",
+            "host-a",
+            "--mode",
+            "tick",
+            "--interval",
+            "90",
+            "--repo",
+            str(repo),
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert "wrote " in result.stdout and "systemctl --user enable --now runner-tick@host-a.timer" in result.stdout
     for warning in schedules.get("systemd").warnings():
@@ -844,9 +1057,14 @@ def test_dry_run_touches_nothing(isolated_home: Path, repo: Path, cli) -> None:
         result = cli.invoke(["install-schedule", "--os", scheduler, "--id", "host-a", "--dry-run", *where])
         assert result.exit_code == 0, result.output
         assert "--- would write " in result.stdout and "would run:" in result.stdout
-    systemd = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--dry-run", "--repo", str(repo)]).stdout
+    systemd = cli.invoke(
+        ["install-schedule", "--os", "systemd", "--id", "host-a", "--dry-run", "--repo", str(repo)]
+    ).stdout
     assert "ExecStart=" in systemd and "  systemctl --user enable --now runner-worker@host-a.service" in systemd
-    assert "schtasks /Create /XML" in cli.invoke(["install-schedule", "--os", "schtasks", "--id", "w", "--dry-run", *ELSEWHERE["schtasks"]]).stdout
+    assert (
+        "schtasks /Create /XML"
+        in cli.invoke(["install-schedule", "--os", "schtasks", "--id", "w", "--dry-run", *ELSEWHERE["schtasks"]]).stdout
+    )
     assert files_in(isolated_home) == []
     uninstall = cli.invoke(["uninstall-schedule", "--os", "systemd", "--id", "host-a", "--dry-run"])
     assert uninstall.exit_code == 0 and files_in(isolated_home) == []
@@ -876,21 +1094,42 @@ def test_cli_bad_input_exits_2_with_a_reason(args: list[str], message: str, repo
 def test_help_names_every_worker_option(cli) -> None:
     result = cli.invoke(["install-schedule", "--help"], env={"COLUMNS": "200", "TERM": "dumb"})
     assert result.exit_code == 0
-    for option in ("--tag", "--interval", "--grace", "--remote", "--queue-branch", "--repo", "--target-repo", "--python", "--output"):
+    for option in (
+        "--tag",
+        "--interval",
+        "--grace",
+        "--remote",
+        "--queue-branch",
+        "--repo",
+        "--target-repo",
+        "--python",
+        "--output",
+    ):
         assert option in result.stdout
 
 
 def test_cli_module_imports_no_schedule_machinery() -> None:
     code = "import sys, runner.commands.schedule; print(sorted(m for m in ('runner.schedules', 'plistlib', 'xml.sax.saxutils') if m in sys.modules))"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert done.stdout.strip() == "[]", done.stderr
 
 
 def test_templates_live_in_the_top_level_folders_with_one_syntax() -> None:
     from runner.resources import PLACEHOLDER_RE
 
-    names = sorted(f"{os_dir}/{f.name}" for os_dir in ("systemd", "launchd", "schtasks") for f in (ROOT / os_dir).iterdir())
-    assert "launchd/worker.plist" in names and "schtasks/tick.xml" in names and "systemd/runner-worker@.service" in names
+    names = sorted(
+        f"{os_dir}/{f.name}" for os_dir in ("systemd", "launchd", "schtasks") for f in (ROOT / os_dir).iterdir()
+    )
+    assert (
+        "launchd/worker.plist" in names and "schtasks/tick.xml" in names and "systemd/runner-worker@.service" in names
+    )
     for name in names:
         text = (ROOT / name).read_text(encoding="utf-8")
         if not name.endswith(".md"):
@@ -920,7 +1159,11 @@ def user_manager(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
     log_path = tmp_path / "user-manager.log"
     script = 'mount -t tmpfs tmpfs /run/systemd && mkdir /run/systemd/system && exec "$0" --user'
     with open(log_path, "wb") as log:
-        manager = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, binary], stdout=log, stderr=subprocess.STDOUT)
+        manager = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, binary],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def systemctl(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         return subprocess.run(["systemctl", "--user", *args], capture_output=True, text=True, timeout=timeout)
@@ -947,7 +1190,19 @@ def user_manager(isolated_home: Path, tmp_path: Path, monkeypatch: pytest.Monkey
 
 @linux_only
 def test_real_user_manager_enable_then_status_is_healthy(user_manager, isolated_home: Path, repo: Path, cli) -> None:
-    args = ["install-schedule", "--os", "systemd", "--id", "host-a", "--mode", "tick", "--interval", "3600", "--repo", str(repo)]
+    args = [
+        "install-schedule",
+        "--os",
+        "systemd",
+        "--id",
+        "host-a",
+        "--mode",
+        "tick",
+        "--interval",
+        "3600",
+        "--repo",
+        str(repo),
+    ]
     installed = cli.invoke([*args, "--tag", "gpu"])
     assert installed.exit_code == 0, installed.output
     assert "ran systemctl --user enable --now runner-tick@host-a.timer" in installed.stdout
@@ -955,7 +1210,13 @@ def test_real_user_manager_enable_then_status_is_healthy(user_manager, isolated_
 
     result = cli.invoke(["schedule-status", "--os", "systemd", "--id", "host-a", "--json"])
     report = json.loads(result.stdout)
-    assert (report["installed"], report["enabled"], report["running"], report["failing"], report["drifted"]) == (True, True, True, False, False)
+    assert (report["installed"], report["enabled"], report["running"], report["failing"], report["drifted"]) == (
+        True,
+        True,
+        True,
+        False,
+        False,
+    )
     assert result.exit_code == 0 and report["healthy"] and report["os_asked"]
 
     changed = cli.invoke([*args, "--tag", "big"])  # new settings reach the running timer
@@ -970,20 +1231,38 @@ def test_real_user_manager_enable_then_status_is_healthy(user_manager, isolated_
 
 @linux_only
 def test_real_user_manager_unit_present_but_not_enabled_is_not_healthy(user_manager, repo: Path, cli) -> None:
-    installed = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--no-activate"])
+    installed = cli.invoke(
+        ["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--no-activate"]
+    )
     assert installed.exit_code == 0 and "run these yourself" in installed.stdout
     user_manager("daemon-reload")  # loaded, still not enabled
     result = cli.invoke(["schedule-status", "--os", "systemd", "--id", "host-a", "--json"])
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and not report["healthy"]
     assert report["os_asked"] and report["installed"] and report["enabled"] is False and report["running"] is False
-    assert any("not enabled: run systemctl --user enable --now runner-worker@host-a.service" in p for p in report["problems"])
+    assert any(
+        "not enabled: run systemctl --user enable --now runner-worker@host-a.service" in p for p in report["problems"]
+    )
 
 
 @linux_only
 def test_real_user_manager_reports_a_failed_tick_as_failing(user_manager, repo: Path, cli) -> None:
     # An "interpreter" that exits 1, so the tick fails for real under the manager.
-    args = ["install-schedule", "--os", "systemd", "--id", "host-a", "--mode", "tick", "--interval", "3600", "--repo", str(repo), "--python", "/bin/false"]
+    args = [
+        "install-schedule",
+        "--os",
+        "systemd",
+        "--id",
+        "host-a",
+        "--mode",
+        "tick",
+        "--interval",
+        "3600",
+        "--repo",
+        str(repo),
+        "--python",
+        "/bin/false",
+    ]
     assert cli.invoke(args).exit_code == 0
     assert user_manager("start", "runner-tick@host-a.service").returncode != 0  # a oneshot: returns when the tick ended
     result = cli.invoke(["schedule-status", "--os", "systemd", "--id", "host-a", "--json"])
@@ -997,7 +1276,10 @@ def test_real_user_manager_refusing_to_enable_exits_1(user_manager, repo: Path, 
     user_manager("mask", "runner-worker@host-a.service")  # an operator masked the unit
     result = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo)])
     assert result.exit_code == 1
-    assert "`systemctl --user enable --now runner-worker@host-a.service` failed" in result.stderr and "masked" in result.stderr
+    assert (
+        "`systemctl --user enable --now runner-worker@host-a.service` failed" in result.stderr
+        and "masked" in result.stderr
+    )
     user_manager("unmask", "runner-worker@host-a.service")
     assert cli.invoke(["uninstall-schedule", "--os", "systemd", "--id", "host-a"]).exit_code == 0
 
@@ -1006,8 +1288,14 @@ def test_a_scheduled_worker_sends_the_queues_notices_only_when_installed_with_no
     """Attack 1 (issue 48): [notify] comes from the queue, so a host runs it only when it opted in; a schedule opts
     its worker in with --notify, and only then."""
     assert "--notify" not in schedules.worker_argv(build_spec(scheduler="systemd", **FIXED))
-    assert schedules.worker_argv(build_spec(scheduler="systemd", notify=True, **FIXED))[-3:] == ["--notify", "--repo", "/srv/work/repo"]
-    shown = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--notify", "--dry-run"])
+    assert schedules.worker_argv(build_spec(scheduler="systemd", notify=True, **FIXED))[-3:] == [
+        "--notify",
+        "--repo",
+        "/srv/work/repo",
+    ]
+    shown = cli.invoke(
+        ["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--notify", "--dry-run"]
+    )
     assert shown.exit_code == 0 and f"--notify --repo {repo}" in shown.stdout, shown.stderr
 
 
@@ -1016,9 +1304,37 @@ def test_a_scheduled_worker_writes_metrics_only_where_its_host_says_so(repo: Pat
     file on every worker): install-schedule passes --metrics-file to the daemon, absolute, and refuses it for a tick."""
     argv = schedules.worker_argv(build_spec(scheduler="systemd", metrics_file="/var/lib/prom/runner.prom", **FIXED))
     assert argv[-4:] == ["--metrics-file", "/var/lib/prom/runner.prom", "--repo", "/srv/work/repo"]
-    shown = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--metrics-file",
-                        "runner.prom", "--dry-run"])
-    assert shown.exit_code == 0 and f"--metrics-file {Path.cwd() / 'runner.prom'} --repo {repo}" in shown.stdout, shown.stderr
-    refused = cli.invoke(["install-schedule", "--os", "systemd", "--id", "host-a", "--repo", str(repo), "--mode", "tick",
-                          "--metrics-file", "/x.prom", "--dry-run"])
+    shown = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            "systemd",
+            "--id",
+            "host-a",
+            "--repo",
+            str(repo),
+            "--metrics-file",
+            "runner.prom",
+            "--dry-run",
+        ]
+    )
+    assert shown.exit_code == 0 and f"--metrics-file {Path.cwd() / 'runner.prom'} --repo {repo}" in shown.stdout, (
+        shown.stderr
+    )
+    refused = cli.invoke(
+        [
+            "install-schedule",
+            "--os",
+            "systemd",
+            "--id",
+            "host-a",
+            "--repo",
+            str(repo),
+            "--mode",
+            "tick",
+            "--metrics-file",
+            "/x.prom",
+            "--dry-run",
+        ]
+    )
     assert refused.exit_code == 2 and "--metrics-file applies to --mode daemon" in refused.stderr

@@ -47,8 +47,9 @@ def fake_tokens() -> dict[str, str]:
         "Slack Token": "xoxb-" + rand(11, string.digits) + "-" + rand(24, lower),
         "Stripe Access Key": "sk_live_" + rand(24),
         "JSON Web Token": b64({"alg": "HS256", "typ": "JWT"}) + "." + b64({"sub": rand(8)}) + "." + rand(43),
-        "Private Key": "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(rand(64) for _ in range(4))
-                       + "\n-----END RSA PRIVATE KEY-----",
+        "Private Key": "-----BEGIN RSA PRIVATE KEY-----\n"
+        + "\n".join(rand(64) for _ in range(4))
+        + "\n-----END RSA PRIVATE KEY-----",
         "Basic Auth Credentials": "https://deploy:" + rand(16) + "@git.example.com/repo.git",
     }
 
@@ -72,12 +73,28 @@ def test_every_token_shape_the_issue_names_is_redacted_whole(kind):
 
 
 def test_secret_variables_are_the_named_and_the_secret_looking_ones_of_eight_characters_or_more():
-    environ = {"DEPLOY_TOKEN": "d" * 12, "MY_API_KEY": "a" * 10, "SIGNING_KEY": "s" * 9, "DB_PASSWORD": "p" * 8,
-               "CLIENT_SECRET": "c" * 20, "OWN_NAME": "o" * 10, "PATH": "/usr/bin:/bin", "SHORT_TOKEN": "1234567",
-               "TOKENIZERS_PARALLELISM": "false", "DATABASE_URL": "postgres://app:" + "w" * 11 + "@db/app"}
+    environ = {
+        "DEPLOY_TOKEN": "d" * 12,
+        "MY_API_KEY": "a" * 10,
+        "SIGNING_KEY": "s" * 9,
+        "DB_PASSWORD": "p" * 8,
+        "CLIENT_SECRET": "c" * 20,
+        "OWN_NAME": "o" * 10,
+        "PATH": "/usr/bin:/bin",
+        "SHORT_TOKEN": "1234567",
+        "TOKENIZERS_PARALLELISM": "false",
+        "DATABASE_URL": "postgres://app:" + "w" * 11 + "@db/app",
+    }
     found = secret_values(environ, ["OWN_NAME"])
-    assert found == {"d" * 12: "DEPLOY_TOKEN", "a" * 10: "MY_API_KEY", "s" * 9: "SIGNING_KEY", "p" * 8: "DB_PASSWORD",
-                     "c" * 20: "CLIENT_SECRET", "o" * 10: "OWN_NAME", "w" * 11: "DATABASE_URL"}
+    assert found == {
+        "d" * 12: "DEPLOY_TOKEN",
+        "a" * 10: "MY_API_KEY",
+        "s" * 9: "SIGNING_KEY",
+        "p" * 8: "DB_PASSWORD",
+        "c" * 20: "CLIENT_SECRET",
+        "o" * 10: "OWN_NAME",
+        "w" * 11: "DATABASE_URL",
+    }
 
 
 def test_a_secret_value_is_redacted_raw_and_in_the_encodings_output_uses():
@@ -85,8 +102,13 @@ def test_a_secret_value_is_redacted_raw_and_in_the_encodings_output_uses():
     scrub = scrubber({"DEPLOY_TOKEN": value}).scrub
     from urllib.parse import quote
 
-    for printed in (value, json.dumps(value)[1:-1], quote(value, safe=""), base64.b64encode(value.encode()).decode(),
-                    base64.b64encode(b"user:" + value.encode()).decode()):
+    for printed in (
+        value,
+        json.dumps(value)[1:-1],
+        quote(value, safe=""),
+        base64.b64encode(value.encode()).decode(),
+        base64.b64encode(b"user:" + value.encode()).decode(),
+    ):
         said = scrub(f"x {printed} y")
         assert "[redacted: DEPLOY_TOKEN]" in said, printed
         assert value not in said
@@ -112,7 +134,7 @@ def test_a_text_clipped_in_the_middle_of_a_secret_keeps_no_piece_of_it():
         for shift in range(-40, 41, 7):  # the cut falls inside the secret at its either end
             text = "a " * (1000 + shift) + secret + " " + "b" * 3000
             said = scrub(clip(text, 4096))
-            assert not any(secret[i:i + 6] in said for i in range(len(secret) - 6)), (shift, said)
+            assert not any(secret[i : i + 6] in said for i in range(len(secret) - 6)), (shift, said)
         assert cut
 
 
@@ -135,21 +157,25 @@ def test_the_process_scrubber_follows_the_environment_and_the_secrets_table(monk
 
 # --- push protection in the server hook --------------------------------------------------------
 
-from support.hooked import accepted, claim, push_commit, queue, refused, remote, template
-from runner.core.codec import encode_beat  # noqa: E402
-from runner.core.layout import EMPTY_TREE, handoff_path, heartbeat_ref  # noqa: E402
-from runner.core.machine import Event, Kind  # noqa: E402
-from runner.core.model import utc_now  # noqa: E402
-from runner.queue.leases import author_for  # noqa: E402
-from runner.store import RefUpdate  # noqa: E402
+from support.hooked import accepted, claim, push_commit, refused
 
-STEP = "---\nstep: 09-new\ntitle: New\nrun: [\"true\"]\n---\nDeploy with {} please.\n"
+from runner.core.codec import encode_beat
+from runner.core.layout import EMPTY_TREE, handoff_path, heartbeat_ref
+from runner.core.machine import Event, Kind
+from runner.core.model import utc_now
+from runner.queue.leases import author_for
+from runner.store import RefUpdate
+
+STEP = '---\nstep: 09-new\ntitle: New\nrun: ["true"]\n---\nDeploy with {} please.\n'
 
 
 def test_the_hook_refuses_a_token_in_a_step_file_and_says_where(remote, queue):
     token = fake_tokens()["GitHub Token"]
-    said = refused(remote, lambda: push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"),
-                   "plans/steps/09-new.md line 6 holds a GitHub Token (push protection)")
+    said = refused(
+        remote,
+        lambda: push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"),
+        "plans/steps/09-new.md line 6 holds a GitHub Token (push protection)",
+    )
     assert token not in said
     accepted(push_commit(queue, {"plans/steps/09-new.md": STEP.format("[redacted: GitHub Token]").encode()}, "add 09"))
 
@@ -165,6 +191,7 @@ def test_the_hook_refuses_a_token_in_a_handoff(remote, queue):
             path = handoff_path(snap.plan.find("04-d").path)
             change.files[path] = f"# Handoff\n\nthe log said {token}\n".encode()  # a client without the scrubber
             return change
+
         return queue.publish(build, "w1")
 
     said = refused(remote, fail_with_handoff, "plans/handoffs/04-d.md line 3 holds a Slack Token")
@@ -173,9 +200,13 @@ def test_the_hook_refuses_a_token_in_a_handoff(remote, queue):
 
 def test_the_hook_refuses_a_token_in_a_commit_message(remote, queue):
     token = fake_tokens()["Anthropic Key"]
-    said = refused(remote, lambda: push_commit(queue, {"plans/steps/09-new.md": STEP.format("x").encode()},
-                                               f"add 09\n\nthe key is {token}\n"),
-                   "its message, line 3, holds a Anthropic Key")
+    said = refused(
+        remote,
+        lambda: push_commit(
+            queue, {"plans/steps/09-new.md": STEP.format("x").encode()}, f"add 09\n\nthe key is {token}\n"
+        ),
+        "its message, line 3, holds a Anthropic Key",
+    )
     assert token not in said
 
 
@@ -183,10 +214,14 @@ def test_the_hook_refuses_a_token_in_a_heartbeat(remote, queue):
     token = fake_tokens()["AWS Access Key"]
     previous = queue.store.heartbeat("w1")
     beat = encode_beat("w1", {"state": "running", "output": f"uploading with {token}\n", "output_bytes": 30})
-    commit = queue.store.make_commit([previous] if previous else [], {}, beat, author_for("w1"),
-                                     base_tree=EMPTY_TREE)
-    said = refused(remote, lambda: queue.store.publish([RefUpdate(heartbeat_ref("w1"), commit, previous)]),
-                   "refs/runner/heartbeats/w1", "holds a AWS Access Key", ref=heartbeat_ref("w1"))
+    commit = queue.store.make_commit([previous] if previous else [], {}, beat, author_for("w1"), base_tree=EMPTY_TREE)
+    said = refused(
+        remote,
+        lambda: queue.store.publish([RefUpdate(heartbeat_ref("w1"), commit, previous)]),
+        "refs/runner/heartbeats/w1",
+        "holds a AWS Access Key",
+        ref=heartbeat_ref("w1"),
+    )
     assert token not in said
 
 
@@ -194,15 +229,18 @@ def test_the_allow_list_lets_a_known_false_positive_through(remote, queue):
     token = fake_tokens()["Google API Key"]
     toml = queue.store.file_at(queue.snapshot().tip, "runner.toml").decode()
     toml = toml.replace("allow = []", f'allow = ["{token}"]')
-    refused(remote, lambda: push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"),
-            "holds a Google API Key")
+    refused(
+        remote,
+        lambda: push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"),
+        "holds a Google API Key",
+    )
     accepted(push_commit(queue, {"runner.toml": toml.encode()}, "a documented example key"))
     accepted(push_commit(queue, {"plans/steps/09-new.md": STEP.format(token).encode()}, "add 09"))
 
 
 # --- the whole pipeline over a real remote: nothing leaks ------------------------------------
 
-LEAKY = '''
+LEAKY = """
 import json, os, sys, time
 role, args = sys.argv[1], sys.argv[2:]
 secret, token = os.environ["DEPLOY_TOKEN"], os.environ["LEAK_SHAPE"]
@@ -228,7 +266,7 @@ if role == "crash":
 if role == "env-file":
     with open(".env", "w") as handle:
         handle.write(f"# the deploy\\nGITHUB_TOKEN={token}\\n")
-'''
+"""
 
 
 def leaky_remote(tmp_path: Path, monkeypatch, steps, extra: str = "") -> tuple[Path, Path, Path]:
@@ -244,7 +282,9 @@ def leaky_remote(tmp_path: Path, monkeypatch, steps, extra: str = "") -> tuple[P
     def command(role: str, *more: str) -> str:
         return json.dumps([sys.executable, str(stub), role, *more])
 
-    roles = "".join(f"\n[roles.{role}]\ncommand = {command(role)}\n" for role in ("orient", "verify", "sweep", "orchestrate"))
+    roles = "".join(
+        f"\n[roles.{role}]\ncommand = {command(role)}\n" for role in ("orient", "verify", "sweep", "orchestrate")
+    )
     roles += f"\n[roles.review]\ncommand = {command('review')}\nmin_files = 0\n"
     notify = [sys.executable, "-c", f"import sys; open({str(notices)!r}, 'a').write(sys.argv[1] + '\\n')", "{message}"]
     bare, laptop = review_remote(tmp_path, steps, notify=notify, extra_toml=roles + extra)
@@ -252,8 +292,9 @@ def leaky_remote(tmp_path: Path, monkeypatch, steps, extra: str = "") -> tuple[P
 
 
 def every_object(bare: Path) -> bytes:
-    return subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=bare, capture_output=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch"], cwd=bare, capture_output=True, check=True
+    ).stdout
 
 
 @pytest.fixture(scope="module")
@@ -269,13 +310,25 @@ def leaked(tmp_path_factory) -> dict:
     secret, token = rand(24), fake_tokens()["GitHub Token"]
     release = tmp_path / "release"
     stub = tmp_path / "leaky.py"
-    check = "#### Automated Verification:\n- [ ] leaks too: `{} {} gate`\n".format(sys.executable, stub)
+    check = f"#### Automated Verification:\n- [ ] leaks too: `{sys.executable} {stub} gate`\n"
     steps = (
-        ("01-all", {"run": [sys.executable, str(stub), "implement", "{notes_file}", str(release)], "body": check,
-                    "max_attempts": 1}),
-        ("02-fails", {"run": [sys.executable, str(stub), "implement", "{notes_file}", "-"], "max_attempts": 1,
-                      "roles": {"verify": {"command": [sys.executable, str(stub), "verify-fail"]}},
-                      "brakes": {"max_fix_attempts": 0}}),
+        (
+            "01-all",
+            {
+                "run": [sys.executable, str(stub), "implement", "{notes_file}", str(release)],
+                "body": check,
+                "max_attempts": 1,
+            },
+        ),
+        (
+            "02-fails",
+            {
+                "run": [sys.executable, str(stub), "implement", "{notes_file}", "-"],
+                "max_attempts": 1,
+                "roles": {"verify": {"command": [sys.executable, str(stub), "verify-fail"]}},
+                "brakes": {"max_fix_attempts": 0},
+            },
+        ),
         ("03-crashes", {"run": [sys.executable, str(stub), "crash"], "max_attempts": 1}),
         ("04-env", {"run": [sys.executable, str(stub), "env-file"]}),
     )
@@ -283,13 +336,33 @@ def leaked(tmp_path_factory) -> dict:
         bare, laptop, _ = leaky_remote(tmp_path, monkeypatch, steps)
         host = worker_clone(bare, tmp_path / "host-a")
         env = {**ENV_PATH, "RUNNER_PUSHER": "key-a", "RUNNER_NOTIFY": "1", "DEPLOY_TOKEN": secret, "LEAK_SHAPE": token}
-        worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--once", "--interval", "0.2",
-                                   "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                  env=env)
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "worker",
+                "--id",
+                "w1",
+                "--once",
+                "--interval",
+                "0.2",
+                "--repo",
+                str(host),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         try:
             # The running step's output reaches alice's clone on a heartbeat, scrubbed.
-            live = wait_for(lambda: (lambda seen: (seen.get("output") or "").count("[redacted") >= 2 and seen)(
-                runner_json(laptop, "logs", "01-all")), every=1)
+            live = wait_for(
+                lambda: (lambda seen: (seen.get("output") or "").count("[redacted") >= 2 and seen)(
+                    runner_json(laptop, "logs", "01-all")
+                ),
+                every=1,
+            )
             release.write_text("go")
             out, err = worker.communicate(timeout=300)
         finally:
@@ -297,16 +370,41 @@ def leaked(tmp_path_factory) -> dict:
             if worker.poll() is None:
                 worker.kill()
         shown = {step: runner_json(laptop, "show", step) for step in STEPS}
-        printed = [done.stdout + done.stderr for done in (runner(laptop, *command) for command in
-                   (["status"], ["status", "--json"], ["log"], ["log", "--json"], *[[what, step, *more]
-                   for step in STEPS for what in ("show", "log", "logs") for more in ([], ["--json"])]))]
+        printed = [
+            done.stdout + done.stderr
+            for done in (
+                runner(laptop, *command)
+                for command in (
+                    ["status"],
+                    ["status", "--json"],
+                    ["log"],
+                    ["log", "--json"],
+                    *[
+                        [what, step, *more]
+                        for step in STEPS
+                        for what in ("show", "log", "logs")
+                        for more in ([], ["--json"])
+                    ],
+                )
+            )
+        ]
         notices = wait_for(lambda: (tmp_path / "notices.txt").exists() and (tmp_path / "notices.txt").read_text())
         branches = subprocess.run(["git", "branch", "--list"], cwd=bare, capture_output=True, text=True).stdout
-        step_file = subprocess.run(["git", "show", f"runner/queue:{shown['04-env']['path']}"], cwd=bare,
-                                   capture_output=True, text=True).stdout
-    return {"secret": secret, "token": token, "live": live, "worker": (worker.returncode, out + err), "shown": shown,
-            "objects": every_object(bare), "printed": printed, "notices": notices, "branches": branches,
-            "step_file": step_file}
+        step_file = subprocess.run(
+            ["git", "show", f"runner/queue:{shown['04-env']['path']}"], cwd=bare, capture_output=True, text=True
+        ).stdout
+    return {
+        "secret": secret,
+        "token": token,
+        "live": live,
+        "worker": (worker.returncode, out + err),
+        "shown": shown,
+        "objects": every_object(bare),
+        "printed": printed,
+        "notices": notices,
+        "branches": branches,
+        "step_file": step_file,
+    }
 
 
 STEPS = ("01-all", "02-fails", "03-crashes", "04-env")
@@ -326,9 +424,12 @@ def test_nothing_a_step_and_its_roles_print_reaches_the_remote_or_another_clone(
         assert not [text for text in leaked["printed"] if piece in text]
         assert piece not in leaked["notices"]
     # ...and what was said was kept, redacted: the verdict, the fault, the notes, the handoff.
-    assert "[redacted: DEPLOY_TOKEN]".encode() in objects and b"[redacted: GitHub Token]" in objects
+    assert b"[redacted: DEPLOY_TOKEN]" in objects and b"[redacted: GitHub Token]" in objects
     fault = shown["03-crashes"]["last_error"]
-    assert "exit code 1: " in fault and "Error: could not deploy with [redacted: DEPLOY_TOKEN] / [redacted: GitHub Token]" in fault
+    assert (
+        "exit code 1: " in fault
+        and "Error: could not deploy with [redacted: DEPLOY_TOKEN] / [redacted: GitHub Token]" in fault
+    )
     assert "verify-fail saw DEPLOY_TOKEN=[redacted: DEPLOY_TOKEN]" in shown["02-fails"]["last_error"]
 
 
@@ -358,7 +459,7 @@ def test_a_heartbeats_tail_that_starts_inside_a_secret_carries_no_piece_of_it(tm
             log.write_text("no line break at all " * 10 + secret + "b" * rest)  # one long line
             output = LiveOutput(log).facts()["output"]
             assert output.startswith("[redacted: cut]") and output.endswith("b" * 100), output[:80]
-            assert not any(secret[i:i + 6] in output for i in range(len(secret) - 6))
+            assert not any(secret[i : i + 6] in output for i in range(len(secret) - 6))
     log = tmp_path / "lines.log"
     log.write_text("x" * 200 + token + "\n" + "a line\n" * (MAX_LOG_TAIL_BYTES // 7))
     assert LiveOutput(log).facts()["output"].startswith("a line\n")  # a tail starts at a line when it can

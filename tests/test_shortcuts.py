@@ -23,8 +23,14 @@ print(json.dumps({"answered": answered, "loaded": loaded}), file=sys.stderr)
 
 def shortcut(repo: Path, *args: str, cwd: Path | None = None) -> tuple[bool, str, list[str]]:
     """Ask the shortcut alone, in a fresh process: (answered, what it printed, heavy modules it loaded)."""
-    proc = subprocess.run([sys.executable, "-c", SHORTCUT, *args, "--repo", str(repo)], capture_output=True, text=True, timeout=60,
-                          cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-c", SHORTCUT, *args, "--repo", str(repo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     return report["answered"], proc.stdout, report["loaded"]
@@ -58,11 +64,15 @@ def test_a_ready_step_with_tags_is_answered_by_the_full_command_which_knows_the_
 
 def test_status_of_an_unchanged_local_queue_is_the_full_commands_invalid_steps_included(queue_repo):
     plan(queue_repo)
-    edit(queue_repo, {
-        "plans/steps/e.md": b"---\ntitle: E\npriority: high\n---\n",  # invalid, with an index
-        "plans/steps/f.md": b"---\ntimeout: banana\n---\n",  # invalid, no key of the index
-        "plans/steps/g.md": b"---\n: [\n---\n",  # frontmatter that does not parse
-    }, "add invalid steps")
+    edit(
+        queue_repo,
+        {
+            "plans/steps/e.md": b"---\ntitle: E\npriority: high\n---\n",  # invalid, with an index
+            "plans/steps/f.md": b"---\ntimeout: banana\n---\n",  # invalid, no key of the index
+            "plans/steps/g.md": b"---\n: [\n---\n",  # frontmatter that does not parse
+        },
+        "add invalid steps",
+    )
     runner(queue_repo, "claim", "--id", "w1")  # a is claimed: an assignee, an attempt, an age
     for args in (["--json"], [], ["--all"]):
         full = runner(queue_repo, "status", *args).stdout
@@ -70,8 +80,19 @@ def test_status_of_an_unchanged_local_queue_is_the_full_commands_invalid_steps_i
         assert answered and quick == full and loaded == [], args
     rows = {row["step"]: row for row in json.loads(runner(queue_repo, "status", "--json").stdout)["steps"]}
     assert {step: row["status"] for step, row in rows.items()} == {
-        "a": "claimed", "b": "waiting", "c": "ready", "d": "ready", "e": "invalid", "f": "invalid", "g": "invalid"}
-    assert (rows["e"]["stored_status"], rows["f"]["stored_status"], rows["g"]["stored_status"]) == ("ready", "ready", None)
+        "a": "claimed",
+        "b": "waiting",
+        "c": "ready",
+        "d": "ready",
+        "e": "invalid",
+        "f": "invalid",
+        "g": "invalid",
+    }
+    assert (rows["e"]["stored_status"], rows["f"]["stored_status"], rows["g"]["stored_status"]) == (
+        "ready",
+        "ready",
+        None,
+    )
     assert all(rows[step]["problems"] for step in "efg")
 
 
@@ -121,7 +142,9 @@ def test_a_clone_fetches_first_and_answers_from_the_index_only_while_the_fetched
     runner(theirs, "claim", "--id", "w2")  # the remote moves: `a` is claimed on another clone
     assert shortcut(mine, "ready", "--json")[0] is False  # the fetch brought a tip the index was not read at
     moved = runner(mine, "ready", "--json").stdout
-    assert [row["step"] for row in json.loads(moved)["steps"]] == []  # a claimed, b waits on it, c is an agent's, d backs off
+    assert [
+        row["step"] for row in json.loads(moved)["steps"]
+    ] == []  # a claimed, b waits on it, c is an agent's, d backs off
     answered, quick, _ = shortcut(mine, "ready", "--json")
     assert answered and quick == moved
     assert shortcut(mine, "ready", "--remote", "origin")[0] is False  # a named remote: the full command
@@ -140,7 +163,9 @@ def help_run(cache: Path, *args: str, columns: int = 100) -> tuple[str, bool]:
     """`runner ARGS` in a fresh process with `cache` as XDG_CACHE_HOME: (its output, whether it
     imported typer, i.e. rendered the help itself)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CACHE_HOME": str(cache), "COLUMNS": str(columns)}
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "runner", *args], capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "runner", *args], capture_output=True, text=True, timeout=60, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout, any(line.split("|")[-1].strip() == "typer" for line in proc.stderr.splitlines())
 

@@ -12,20 +12,36 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
-
 from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, set_config, statuses, wait_for
 
 
 def waiting_step(folder: Path) -> list[str]:
     """A step that says it started, then waits for the test's word (a file)."""
-    return ["sh", "-c", f'touch {folder}/started-$RUNNER_STEP; while [ ! -e {folder}/go ]; do sleep 0.05; done']
+    return ["sh", "-c", f"touch {folder}/started-$RUNNER_STEP; while [ ! -e {folder}/go ]; do sleep 0.05; done"]
 
 
 def start_slots(repo: Path, worker: str, slots: int, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "runner", "worker", "--id", worker, "--slots", str(slots), "--interval", "0.2",
-         "--repo", str(repo), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "worker",
+            "--id",
+            worker,
+            "--slots",
+            str(slots),
+            "--interval",
+            "0.2",
+            "--repo",
+            str(repo),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV_PATH,
+    )
 
 
 def started(folder: Path) -> set[str]:

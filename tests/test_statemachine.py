@@ -1,13 +1,25 @@
 """The state machine: one test per row of the table in docs/protocol.md, the refused
 transitions, and a walk over every (status, event) pair."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from runner.core.machine import KINDS, TABLE, Context, Event, Kind, Status, TransitionError, apply, holds, needs_person, transition
+from runner.core.machine import (
+    KINDS,
+    TABLE,
+    Context,
+    Event,
+    Kind,
+    Status,
+    TransitionError,
+    apply,
+    holds,
+    needs_person,
+    transition,
+)
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 
 
 def ev(kind: str, actor: str = "host-a", **fields) -> Event:
@@ -15,11 +27,19 @@ def ev(kind: str, actor: str = "host-a", **fields) -> Event:
 
 
 def claimed(attempt=1, assignee="host-a", **extra):
-    return {"status": "claimed", "assignee": assignee, "attempt": attempt, "holder": {"incarnation": "host-a.1"}, **extra}
+    return {
+        "status": "claimed",
+        "assignee": assignee,
+        "attempt": attempt,
+        "holder": {"incarnation": "host-a.1"},
+        **extra,
+    }
 
 
 def test_claim_sets_assignee_attempt_lease_and_holder():
-    updates = transition({"status": "ready"}, ev("claim", attempt=1, incarnation="host-a.1", holder={"host": "h", "pid": 1}, lease="10m"))
+    updates = transition(
+        {"status": "ready"}, ev("claim", attempt=1, incarnation="host-a.1", holder={"host": "h", "pid": 1}, lease="10m")
+    )
     assert updates["status"] == "claimed" and updates["assignee"] == "host-a" and updates["attempt"] == 1
     assert updates["lease"] == "10m"
     assert updates["holder"] == {"host": "h", "pid": 1, "incarnation": "host-a.1"}
@@ -51,7 +71,9 @@ def test_second_claim_of_a_claimed_step_is_refused():
 
 
 def test_takeover_gives_a_new_attempt_and_counts_the_lost_holder_as_a_failure():
-    updates = transition(claimed(attempt=1), ev("takeover", "host-b", attempt=2, replaces=1, incarnation="host-b.9", lease="1h"))
+    updates = transition(
+        claimed(attempt=1), ev("takeover", "host-b", attempt=2, replaces=1, incarnation="host-b.9", lease="1h")
+    )
     assert updates["status"] == "claimed" and updates["assignee"] == "host-b" and updates["attempt"] == 2
     assert updates["failures"] == 1 and "lost its holder" in updates["last_error"]
 
@@ -80,7 +102,12 @@ def test_retryable_failure_returns_to_ready_and_counts_one_failure():
 
 def test_failures_not_attempts_spend_the_budget():
     # Attempt 5 after two releases and two takeovers-by-its-own-worker: only failures count.
-    assert transition(claimed(attempt=5, failures=1), ev("fail", attempt=5, reason="boom"), Context(max_attempts=3))["status"] == "ready"
+    assert (
+        transition(claimed(attempt=5, failures=1), ev("fail", attempt=5, reason="boom"), Context(max_attempts=3))[
+            "status"
+        ]
+        == "ready"
+    )
     spent = transition(claimed(attempt=5, failures=2), ev("fail", attempt=5, reason="boom"), Context(max_attempts=3))
     assert spent["status"] == "failed" and "attempts spent" in spent["last_error"]
 
@@ -98,8 +125,12 @@ def test_success_is_done_with_its_merge_or_review_when_a_person_must_look():
     assert updates["status"] == "review" and updates["review"] == "result"
     plan_wide = ev("complete", attempt=1, result={"commit": "c1"})
     assert needs_person(claimed(), plan_wide, Context(requires_approval=True))
-    assert not needs_person(claimed(requires_approval=False), plan_wide, Context(requires_approval=True))  # the step's own value wins
-    held = transition(claimed(), ev("complete", attempt=1, hold=True, reason="review did not run", result={"commit": "c1"}))
+    assert not needs_person(
+        claimed(requires_approval=False), plan_wide, Context(requires_approval=True)
+    )  # the step's own value wins
+    held = transition(
+        claimed(), ev("complete", attempt=1, hold=True, reason="review did not run", result={"commit": "c1"})
+    )
     assert held["status"] == "review" and held["last_error"] == "review did not run"
 
 
@@ -127,7 +158,9 @@ def test_a_deviation_is_decided_by_a_person_for_one_attempt():
     approved = transition(review, ev("approve", "alice"))
     assert approved["status"] == "ready" and approved["approved"] is True
     guided = transition(review, ev("reject", "alice", reason="use the new module path"))
-    assert guided["status"] == "ready" and guided["approved"] is True and "use the new module path" in guided["last_error"]
+    assert (
+        guided["status"] == "ready" and guided["approved"] is True and "use the new module path" in guided["last_error"]
+    )
     assert transition(review, ev("reject", "alice", reason="no", permanent=True))["status"] == "failed"
     # The approval is spent by the attempt that used it.
     after = transition(claimed(approved=True), ev("fail", attempt=1, reason="x"))
@@ -136,7 +169,12 @@ def test_a_deviation_is_decided_by_a_person_for_one_attempt():
 
 def test_retry_gives_a_fresh_budget_and_keeps_the_attempt_number():
     updates = transition({"status": "failed", "attempt": 3, "failures": 3, "not_before": "x"}, ev("retry", "alice"))
-    assert updates["status"] == "ready" and updates["not_before"] is None and updates["failures"] == 0 and "attempt" not in updates
+    assert (
+        updates["status"] == "ready"
+        and updates["not_before"] is None
+        and updates["failures"] == 0
+        and "attempt" not in updates
+    )
 
 
 def test_holder_events_are_fenced():
@@ -161,16 +199,28 @@ def test_every_status_and_event_pair_is_allowed_exactly_as_the_table_says():
         Status.FAILED: {"status": "failed", "attempt": 1},
     }
     fields = {
-        Kind.CLAIM: {"attempt": 2}, Kind.TAKEOVER: {"attempt": 2, "replaces": 1, "actor": "host-b"},
-        Kind.RELEASE: {"attempt": 1}, Kind.FAIL: {"attempt": 1, "reason": "x"},
-        Kind.COMPLETE: {"attempt": 1, "result": {"commit": "c2", "merge": "m2"}}, Kind.BLOCK: {"attempt": 1, "review": "blocked"},
-        Kind.APPROVE: {"actor": "alice", "result": {"merge": "m1"}}, Kind.REJECT: {"actor": "alice", "reason": "no"},
-        Kind.RETRY: {"actor": "alice"}, Kind.ABORT: {"actor": "alice"},
+        Kind.CLAIM: {"attempt": 2},
+        Kind.TAKEOVER: {"attempt": 2, "replaces": 1, "actor": "host-b"},
+        Kind.RELEASE: {"attempt": 1},
+        Kind.FAIL: {"attempt": 1, "reason": "x"},
+        Kind.COMPLETE: {"attempt": 1, "result": {"commit": "c2", "merge": "m2"}},
+        Kind.BLOCK: {"attempt": 1, "review": "blocked"},
+        Kind.APPROVE: {"actor": "alice", "result": {"merge": "m1"}},
+        Kind.REJECT: {"actor": "alice", "reason": "no"},
+        Kind.RETRY: {"actor": "alice"},
+        Kind.ABORT: {"actor": "alice"},
     }
     for status, meta in metas.items():
         for kind in (k for k in Kind if KINDS[k].step):
             extra = dict(fields[kind])
-            event = Event(kind, extra.pop("actor", "host-a"), NOW, step="01-a", incarnation="host-a.1" if KINDS[kind].holder else None, **extra)
+            event = Event(
+                kind,
+                extra.pop("actor", "host-a"),
+                NOW,
+                step="01-a",
+                incarnation="host-a.1" if KINDS[kind].holder else None,
+                **extra,
+            )
             allowed = TABLE.get((status, kind))
             if allowed is None:
                 with pytest.raises(TransitionError):
@@ -192,20 +242,27 @@ def test_the_file_an_event_writes_does_not_depend_on_the_order_of_its_tables():
     from runner.core.events import write_step_event
     from runner.core.model import Step
 
-    text = "---\nstep: 01-a\nstatus: claimed\nassignee: host-a\nattempt: 1\nholder: {incarnation: host-a.1}\n---\nbody\n"
+    text = (
+        "---\nstep: 01-a\nstatus: claimed\nassignee: host-a\nattempt: 1\nholder: {incarnation: host-a.1}\n---\nbody\n"
+    )
     step = Step("01-a", "plans/steps/01-a.md", claimed(), text)
     verdict = {"pass": True, "score": 1.0, "reasons": ["ok"], "next_hint": ""}
-    worker = ev("complete", attempt=1, incarnation="host-a.1", result={"merge": "abc", "branch": "b"},
-                metrics={"scores": [1.0], "spent": 2.5, "last_verdict": verdict})
+    worker = ev(
+        "complete",
+        attempt=1,
+        incarnation="host-a.1",
+        result={"merge": "abc", "branch": "b"},
+        metrics={"scores": [1.0], "spent": 2.5, "last_verdict": verdict},
+    )
     written = write_step_event(step, worker, Context())
     replayed = write_step_event(step, decode(encode(worker, written.status)).event, Context())
     assert replayed.text == written.text
-    assert "last_verdict: {next_hint: \"\", pass: true, reasons: [ok], score: 1.0}" in written.text
+    assert 'last_verdict: {next_hint: "", pass: true, reasons: [ok], score: 1.0}' in written.text
 
 
 def test_claimable_asks_every_tag_of_the_step_and_the_end_of_its_back_off():
-    from runner.core.plan import claimable, lacking_tags
     from runner.core.model import Step
+    from runner.core.plan import claimable, lacking_tags
 
     def step(**meta):
         return Step("01-a", "plans/steps/01-a.md", {"status": "ready", **meta}, "")

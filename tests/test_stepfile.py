@@ -104,12 +104,16 @@ def test_no_frontmatter_and_wrong_types():
 
 
 def step(name, deps=(), status="ready"):
-    return parse_step(f"plans/steps/{name}.md", f"---\nstep: {name}\ndepends_on: {list(deps)}\nstatus: {status}\n---\n".encode())
+    return parse_step(
+        f"plans/steps/{name}.md", f"---\nstep: {name}\ndepends_on: {list(deps)}\nstatus: {status}\n---\n".encode()
+    )
 
 
 def test_plan_reports_unknown_cyclic_and_duplicate_and_the_rest_goes_on():
     duplicate = parse_step("plans/steps/sub/a.md", b"---\nstep: a\n---\n")
-    plan = Plan.build([step("a"), duplicate, step("b", ["c"]), step("c", ["b"]), step("d", ["nope"]), step("e"), step("f", ["e"])])
+    plan = Plan.build(
+        [step("a"), duplicate, step("b", ["c"]), step("c", ["b"]), step("d", ["nope"]), step("e"), step("f", ["e"])]
+    )
     problems = "\n".join(plan.problems)
     assert "duplicate step id 'a'" in problems
     assert "dependency cycle: b -> c -> b" in problems
@@ -136,7 +140,9 @@ def test_a_plan_updated_by_many_transitions_finds_each_status_as_one_built_anew(
     steps = {f"s{n:03d}": step(f"s{n:03d}") for n in range(300)}
     plan = Plan.build(list(steps.values()))
     for _ in range(600):
-        changed = [step(name, status=chooser.choice(statuses)) for name in chooser.sample(sorted(steps), chooser.randint(1, 3))]
+        changed = [
+            step(name, status=chooser.choice(statuses)) for name in chooser.sample(sorted(steps), chooser.randint(1, 3))
+        ]
         steps.update((s.id, s) for s in changed)
         plan = plan.updated(changed, None)
         for status in statuses:  # each read teaches the plan where its first step of that status is
@@ -148,16 +154,44 @@ def test_a_plan_updated_by_many_transitions_finds_each_status_as_one_built_anew(
 
 
 def test_status_counts_agree_with_each_steps_derived_status():
-    plan = Plan.build([step("a", status="failed"), step("b", ["a"]), step("c", ["b"]), step("d"), step("e", ["d"]),
-                       step("f", ["g"]), step("g", status="done"), step("h", status="review")])
+    plan = Plan.build(
+        [
+            step("a", status="failed"),
+            step("b", ["a"]),
+            step("c", ["b"]),
+            step("d"),
+            step("e", ["d"]),
+            step("f", ["g"]),
+            step("g", status="done"),
+            step("h", status="review"),
+        ]
+    )
     expected: dict[str, int] = {}
     for each in plan.steps.values():
         expected[plan.derived_status(each)] = expected.get(plan.derived_status(each), 0) + 1
-    assert plan.status_counts() == expected == {"failed": 1, "blocked": 2, "ready": 2, "waiting": 1, "done": 1, "review": 1}
+    assert (
+        plan.status_counts()
+        == expected
+        == {"failed": 1, "blocked": 2, "ready": 2, "waiting": 1, "done": 1, "review": 1}
+    )
 
 
 def test_text_that_yaml_would_read_as_a_number_or_a_date_is_quoted_and_reads_back_as_text():
-    texts = ["0x1f", "0b101", "0o17", "1_000", "2024-1-5", "2024-01-05", ".inf", "-.NaN", "1e3", "+12", "Yes", "OFF", "~"]
+    texts = [
+        "0x1f",
+        "0b101",
+        "0o17",
+        "1_000",
+        "2024-1-5",
+        "2024-01-05",
+        ".inf",
+        "-.NaN",
+        "1e3",
+        "+12",
+        "Yes",
+        "OFF",
+        "~",
+    ]
     for text in texts:
         updated = set_fields(STEP, {"last_error": text})
         assert parse_step("plans/steps/03-add-parser.md", updated.encode()).meta["last_error"] == text, updated

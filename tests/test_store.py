@@ -14,13 +14,28 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from runner.store import ABSENT, FORCE, Author, Change, Conflict, FileEntry, Lost, Merged, RefUpdate, Store, StoreError, Won, Workspace
+from runner.store import (
+    ABSENT,
+    FORCE,
+    Author,
+    Change,
+    Conflict,
+    FileEntry,
+    Lost,
+    Merged,
+    RefUpdate,
+    Store,
+    StoreError,
+    Won,
+    Workspace,
+)
 from runner.store.choice import open_store
 from runner.store.memory import MemoryStore
 
@@ -67,8 +82,13 @@ def git_home(tmp: Path, one_shot: bool = False) -> Home:
     repo.mkdir()
     git(repo, "init", "-q")
     kind = "plumbing" if one_shot else "git"
-    return Home(kind, open_store(repo, remote=None, one_shot=one_shot), lambda: open_store(repo, remote=None, one_shot=one_shot),
-                git_stage(repo), tmp)
+    return Home(
+        kind,
+        open_store(repo, remote=None, one_shot=one_shot),
+        lambda: open_store(repo, remote=None, one_shot=one_shot),
+        git_stage(repo),
+        tmp,
+    )
 
 
 def git_remote_home(tmp: Path, one_shot: bool = False) -> Home:
@@ -77,16 +97,30 @@ def git_remote_home(tmp: Path, one_shot: bool = False) -> Home:
     for name in ("mine", "theirs"):
         git(tmp, "clone", "-q", str(bare), str(tmp / name))
     kind = "plumbing-remote" if one_shot else "git-remote"
-    return Home(kind, open_store(tmp / "mine", one_shot=one_shot), lambda: open_store(tmp / "theirs", one_shot=one_shot),
-                git_stage(tmp / "mine"), tmp)
+    return Home(
+        kind,
+        open_store(tmp / "mine", one_shot=one_shot),
+        lambda: open_store(tmp / "theirs", one_shot=one_shot),
+        git_stage(tmp / "mine"),
+        tmp,
+    )
 
 
 # The plumbing store (git's commands, no pygit2: what `runner claim` opens) is held to the same contract.
-HOMES = {"memory": memory_home, "git": git_home, "git-remote": git_remote_home,
-         "plumbing": lambda tmp: git_home(tmp, one_shot=True), "plumbing-remote": lambda tmp: git_remote_home(tmp, one_shot=True)}
+HOMES = {
+    "memory": memory_home,
+    "git": git_home,
+    "git-remote": git_remote_home,
+    "plumbing": lambda tmp: git_home(tmp, one_shot=True),
+    "plumbing-remote": lambda tmp: git_remote_home(tmp, one_shot=True),
+}
 
 
-WORKSPACES = ("memory", "git", "git-remote")  # the stores that are a Workspace too (the plumbing store opens a GitStore)
+WORKSPACES = (
+    "memory",
+    "git",
+    "git-remote",
+)  # the stores that are a Workspace too (the plumbing store opens a GitStore)
 
 
 @pytest.fixture(params=list(HOMES))
@@ -128,22 +162,46 @@ def test_objects_are_named_as_git_names_them(home: Home):
     entry = store.entry_at(first, "plans/steps/a.md")
     assert entry == FileEntry("plans/steps/a.md", blob_id(b"---\nstep: a\n---\n"))
     assert store.read(entry.oid) == b"---\nstep: a\n---\n"
-    assert [store.object_type(oid) for oid in (first, store.tree_id(first), entry.oid, "1" * 40)] == ["commit", "tree", "blob", None]
+    assert [store.object_type(oid) for oid in (first, store.tree_id(first), entry.oid, "1" * 40)] == [
+        "commit",
+        "tree",
+        "blob",
+        None,
+    ]
     same = commit(store, {"runner.toml": b"", "plans/steps/a.md": b"---\nstep: a\n---\n"}, message="another\n")
     assert store.tree_id(same) == store.tree_id(first) and same != first  # the same files are the same tree
 
 
 def test_files_folders_and_commits_read_back(home: Home):
     store = home.store
-    first = commit(store, {"plans/steps/a.md": b"a", "plans/steps/deep/b.md": b"b", "runner.toml": b"t"}, message="first\n")
+    first = commit(
+        store, {"plans/steps/a.md": b"a", "plans/steps/deep/b.md": b"b", "runner.toml": b"t"}, message="first\n"
+    )
     assert store.file_at(first, "plans/steps/deep/b.md") == b"b"
-    assert store.file_at(first, "plans/steps") is None and store.file_at(first, "nope") is None and store.file_at(None, "runner.toml") is None
+    assert (
+        store.file_at(first, "plans/steps") is None
+        and store.file_at(first, "nope") is None
+        and store.file_at(None, "runner.toml") is None
+    )
     assert store.entry_at(first, "plans") is None and store.entry_at(first, "nope.md") is None
-    assert store.tree_id(first, "plans/steps") is not None and store.tree_id(first, "runner.toml") is None and store.tree_id(first, "nope") is None
-    assert sorted(e.path for e in store.list_files(first, "plans/steps")) == ["plans/steps/a.md", "plans/steps/deep/b.md"]
+    assert (
+        store.tree_id(first, "plans/steps") is not None
+        and store.tree_id(first, "runner.toml") is None
+        and store.tree_id(first, "nope") is None
+    )
+    assert sorted(e.path for e in store.list_files(first, "plans/steps")) == [
+        "plans/steps/a.md",
+        "plans/steps/deep/b.md",
+    ]
     assert store.list_files(first, "nope") == [] and store.list_files(first, "runner.toml") == []
     info = store.commit(first)
-    assert (info.id, info.parents, info.tree, info.message, info.author) == (first, (), store.tree_id(first), "first\n", "alice")
+    assert (info.id, info.parents, info.tree, info.message, info.author) == (
+        first,
+        (),
+        store.tree_id(first),
+        "first\n",
+        "alice",
+    )
     assert isinstance(info.time, int)
     assert sorted(store.changed_paths(first)) == ["plans/steps/a.md", "plans/steps/deep/b.md", "runner.toml"]
     raw = store.raw_commit(first)
@@ -183,20 +241,38 @@ def test_a_commit_on_a_parent_changes_only_what_it_names(home: Home):
     assert store.file_at(second, "c.md") == b"c" and store.file_at(first, "b/y.md") == b"y"  # nothing is rewritten
     assert sorted(store.changed_paths(second)) == ["a/x.md", "b/y.md", "d/e.md"]
     changes = sorted(store.diff_trees(store.tree_id(first), store.tree_id(second)), key=lambda c: c.path)
-    assert changes == [Change("a/x.md", None, "D"), Change("b/y.md", blob_id(b"y2"), "M"), Change("d/e.md", blob_id(b"e"), "A")]
+    assert changes == [
+        Change("a/x.md", None, "D"),
+        Change("b/y.md", blob_id(b"y2"), "M"),
+        Change("d/e.md", blob_id(b"e"), "A"),
+    ]
     on_tree = store.make_commit([second], {"c.md": b"c2"}, "on a tree\n", ALICE, base_tree=store.tree_id(first))
-    assert store.file_at(on_tree, "a/x.md") == b"x" and store.file_at(on_tree, "c.md") == b"c2"  # base_tree, not the parent's
-    assert getattr(store, "_full", None) is None  # the plumbing store did all this itself: a claim that lost a race imports no pygit2
+    assert (
+        store.file_at(on_tree, "a/x.md") == b"x" and store.file_at(on_tree, "c.md") == b"c2"
+    )  # base_tree, not the parent's
+    assert (
+        getattr(store, "_full", None) is None
+    )  # the plumbing store did all this itself: a claim that lost a race imports no pygit2
 
 
 def test_a_tree_diff_says_a_change_of_kind_as_a_deletion_and_an_addition(home: Home):
     store = home.store
     first = commit(store, {"f.md": b"f", "gone/a.md": b"a", "kept/b.md": b"b", "becomes-folder": b"x"})
-    second = commit(store, {"gone/a.md": None, "f.md": b"f2", "becomes-folder": None, "becomes-folder/c.md": b"c", "new/d/e.md": b"e"},
-                    [first])
-    changes = sorted(store.diff_trees(store.tree_id(first), store.tree_id(second)), key=lambda c: (c.path, c.kind != "D"))
-    assert changes == [Change("becomes-folder", None, "D"), Change("becomes-folder/c.md", blob_id(b"c"), "A"), Change("f.md", blob_id(b"f2"), "M"),
-                       Change("gone/a.md", None, "D"), Change("new/d/e.md", blob_id(b"e"), "A")]
+    second = commit(
+        store,
+        {"gone/a.md": None, "f.md": b"f2", "becomes-folder": None, "becomes-folder/c.md": b"c", "new/d/e.md": b"e"},
+        [first],
+    )
+    changes = sorted(
+        store.diff_trees(store.tree_id(first), store.tree_id(second)), key=lambda c: (c.path, c.kind != "D")
+    )
+    assert changes == [
+        Change("becomes-folder", None, "D"),
+        Change("becomes-folder/c.md", blob_id(b"c"), "A"),
+        Change("f.md", blob_id(b"f2"), "M"),
+        Change("gone/a.md", None, "D"),
+        Change("new/d/e.md", blob_id(b"e"), "A"),
+    ]
     assert store.diff_trees(store.tree_id(second), store.tree_id(second)) == []
 
 
@@ -220,7 +296,11 @@ def test_history_reads_in_the_order_callers_rely_on(home: Home):
     assert store.is_ancestor(root, top) and store.is_ancestor(side, top) and store.is_ancestor(top, top)
     assert not store.is_ancestor(top, root) and not store.is_ancestor(side, main)
     between = [c.id for c in store.commits_between(main, top)]
-    assert sorted(between) == sorted([side, merge, top]) and between[-1] == top and between.index(side) < between.index(merge)
+    assert (
+        sorted(between) == sorted([side, merge, top])
+        and between[-1] == top
+        and between.index(side) < between.index(merge)
+    )
     everything = [c.id for c in store.commits_between(None, top)]
     assert everything[0] == root and everything[-1] == top and len(everything) == 5
     assert store.commit(merge).parents == (main, side)
@@ -247,7 +327,9 @@ def test_a_merge_keeps_a_deletion_made_on_the_other_side(workspace: Home):
     theirs = commit(store, {"gone": None}, [base])
     merged = store.merge(ours, theirs, "merge theirs\n", ALICE)
     assert isinstance(merged, Merged)
-    assert [e.path for e in store.list_files(merged.commit, "")] == ["a"] and store.file_at(merged.commit, "a") == b"ours\n"
+    assert [e.path for e in store.list_files(merged.commit, "")] == ["a"] and store.file_at(
+        merged.commit, "a"
+    ) == b"ours\n"
 
 
 def test_a_diff_and_a_merge_that_would_be_are_what_the_board_shows(home: Home):
@@ -260,8 +342,14 @@ def test_a_diff_and_a_merge_that_would_be_are_what_the_board_shows(home: Home):
     assert store.diff(ours, theirs, fork=True) == store.diff(base, theirs)  # from where theirs left ours
     assert store.diff(store.tree_id(base), store.tree_id(theirs)) == patch.encode()  # trees too
     tree = store.would_merge(ours, theirs)
-    assert isinstance(tree, str) and "+ours" in store.diff(theirs, tree).decode() and "+theirs" in store.diff(ours, tree).decode()
-    assert store.tip("runner/queue") is None and store.would_merge(ours, commit(store, {"a": b"clash\n"}, [base])) == Conflict(("a",))
+    assert (
+        isinstance(tree, str)
+        and "+ours" in store.diff(theirs, tree).decode()
+        and "+theirs" in store.diff(ours, tree).decode()
+    )
+    assert store.tip("runner/queue") is None and store.would_merge(
+        ours, commit(store, {"a": b"clash\n"}, [base])
+    ) == Conflict(("a",))
 
 
 # --- refs: compare-and-swap, all or none -----------------------------------------------------------
@@ -369,7 +457,10 @@ def test_staged_files_are_what_the_commit_being_made_holds(workspace: Home):
     home.stage("plans/steps/a.md", b"---\nstep: a\n---\n")
     home.stage("notes.txt", b"n\n")
     entries, changed = home.store.staged_files()
-    assert sorted(entries, key=lambda e: e.path) == [FileEntry("notes.txt", blob_id(b"n\n")), FileEntry("plans/steps/a.md", blob_id(b"---\nstep: a\n---\n"))]
+    assert sorted(entries, key=lambda e: e.path) == [
+        FileEntry("notes.txt", blob_id(b"n\n")),
+        FileEntry("plans/steps/a.md", blob_id(b"---\nstep: a\n---\n")),
+    ]
     assert changed == {"notes.txt", "plans/steps/a.md"}
 
 
@@ -377,7 +468,9 @@ def test_staged_files_are_what_the_commit_being_made_holds(workspace: Home):
 
 
 def members(protocol: type) -> set[str]:
-    return {name for name in vars(protocol) if not name.startswith("_")} | set(vars(protocol).get("__annotations__", {}))
+    return {name for name in vars(protocol) if not name.startswith("_")} | set(
+        vars(protocol).get("__annotations__", {})
+    )
 
 
 def test_each_store_implements_exactly_what_it_claims_and_callers_ask_for_no_other():
@@ -388,20 +481,33 @@ def test_each_store_implements_exactly_what_it_claims_and_callers_ask_for_no_oth
 
     store_only, workspace_only = members(Store), members(Workspace)
     assert store_only and workspace_only and not store_only & workspace_only
-    for implementation, claims in ((GitStore, store_only | workspace_only), (MemoryStore, store_only | workspace_only), (PlumbingStore, store_only)):
-        missing = sorted(name for name in claims if not hasattr(implementation, name) and name not in Store.__annotations__)
+    for implementation, claims in (
+        (GitStore, store_only | workspace_only),
+        (MemoryStore, store_only | workspace_only),
+        (PlumbingStore, store_only),
+    ):
+        missing = sorted(
+            name for name in claims if not hasattr(implementation, name) and name not in Store.__annotations__
+        )
         assert missing == [], f"{implementation.__name__} lacks {missing}"
     # The plumbing store is a Store and nothing more: no member of the Workspace, nothing handed on.
-    assert sorted(name for name in workspace_only if hasattr(PlumbingStore, name)) == [] and "__getattr__" not in vars(PlumbingStore)
+    assert sorted(name for name in workspace_only if hasattr(PlumbingStore, name)) == [] and "__getattr__" not in vars(
+        PlumbingStore
+    )
     root = Path(__file__).resolve().parents[1] / "runner"
     asked = set()
     for path in root.rglob("*.py"):
         if path.parent.name == "store":
             continue  # the stores' own insides
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "store":
-                asked.add(node.attr)
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "store":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "store"
+                or isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "store"
+            ):
                 asked.add(node.attr)
     assert sorted(asked - store_only - workspace_only) == [], "callers use store methods the contract does not name"
 
@@ -427,7 +533,9 @@ def test_refs_read_the_same_loose_packed_deleted_or_symbolic(kind: str, tmp_path
     create(store, "refs/runner/heartbeats/w1", one)
     git(tmp_path / "repo", "pack-refs", "--all")
     assert store.private().tip("runner/queue") == one and store.private().heartbeats() == {"w1": one}
-    assert store.publish([RefUpdate(BRANCH, two, one)]) == Won() and store.private().tip("runner/queue") == two  # loose again, over a packed one
+    assert (
+        store.publish([RefUpdate(BRANCH, two, one)]) == Won() and store.private().tip("runner/queue") == two
+    )  # loose again, over a packed one
     assert store.publish([RefUpdate("refs/runner/heartbeats/w1", None, one)]) == Won()
     assert store.private().heartbeats() == {} and store.private().heartbeat("w1") is None
     git(tmp_path / "repo", "symbolic-ref", "refs/heads/alias", BRANCH)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from support.repos import ENV_PATH, add_step, edit, git, make_remote, runner, runner_json, wait_for
+
 from runner.core.config import DEFAULT_TOML
 
 
@@ -60,8 +61,26 @@ def test_a_step_some_live_worker_can_take_is_not_stuck(tmp_path):
     runner(laptop, "init")
     add_step(laptop, "01-gpu", tags=["gpu"], run=["sh", "-c", f"while [ ! -e {tmp_path}/go ]; do sleep 0.05; done"])
     add_step(laptop, "02-gpu", tags=["gpu"])
-    gpu = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "g", "--tag", "gpu", "--interval", "0.2",
-                            "--repo", str(host)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    gpu = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runner",
+            "worker",
+            "--id",
+            "g",
+            "--tag",
+            "gpu",
+            "--interval",
+            "0.2",
+            "--repo",
+            str(host),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV_PATH,
+    )
     try:
         wait_for(lambda: any(s["status"] == "claimed" for s in runner_json(laptop, "status")["steps"]))
         assert runner_json(laptop, "ready")["stuck"] == []

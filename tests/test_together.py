@@ -18,14 +18,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.agentplan import as_pusher, drain, served_plan, statuses, stub_agents
+from support.agentplan import as_pusher, drain, served_plan, statuses
 from support.repos import git, queue_history
 
 
 @pytest.mark.parametrize("agent", ["fake", "claude"])
-def test_the_whole_pipeline_runs_under_the_hook_with_identities_on_two_workers(agent, tmp_path, stub_agents):  # noqa: F811
+def test_the_whole_pipeline_runs_under_the_hook_with_identities_on_two_workers(agent, tmp_path, stub_agents):
     bare, alice = served_plan(tmp_path, agent)
-    follow_up = {"FAKE_AGENT_FOLLOW_UP": "1"} if agent == "fake" else {}  # orchestrate tries `runner add` from a worker's key
+    follow_up = (
+        {"FAKE_AGENT_FOLLOW_UP": "1"} if agent == "fake" else {}
+    )  # orchestrate tries `runner add` from a worker's key
     said = drain(bare, tmp_path, {**stub_agents, **follow_up})
     assert statuses(alice, tmp_path) == {"01-count": "done", "02-cli": "done", "03-tests": "review"}, said
 
@@ -47,8 +49,13 @@ def test_the_whole_pipeline_runs_under_the_hook_with_identities_on_two_workers(a
     roles = {"orient", "implement", "verify", "sweep", "review", "orchestrate"}
     assert roles <= {name.split(":")[0] for name in runs}, runs
     if agent != "fake":  # each preset's JSON mode was read: every agent run on the record says what it spent
-        spent = [run for entry in history if entry["Event"] == "complete" for run in json.loads(entry["Runs"])
-                 if run["name"] in roles]
+        spent = [
+            run
+            for entry in history
+            if entry["Event"] == "complete"
+            for run in json.loads(entry["Runs"])
+            if run["name"] in roles
+        ]
         assert spent and all(isinstance(run.get("usage"), dict) for run in spent), spent
     merged = git(bare, "ls-tree", "-r", "--name-only", "runner/integration").split()
     assert {"tally/count.py", "tally/__main__.py", "tests/test_tally.py"} <= set(merged)

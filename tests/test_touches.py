@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support.repos import ROOT, add_step, edit, git, queue_history, runner, runner_json, statuses, tick, wait_for
 from support.served import drain, served, served_statuses
+
 from runner.core.config import DEFAULT_TOML
 from runner.core.limits import MAX_GLOB_SEGMENTS, MAX_GLOB_STARS, MAX_TOUCH_SEGMENTS
 from runner.core.touches import covers, glob_problems, outside, overlap
@@ -32,8 +32,13 @@ def write(path: str, wait_for_file: Path | None = None) -> list[str]:
 
 
 def background_tick(repo: Path, worker: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "runner", "tick", "--id", worker, "--json", "--repo", str(repo)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner", "tick", "--id", worker, "--json", "--repo", str(repo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def moves(repo: Path) -> list[tuple[str, str]]:
@@ -43,17 +48,20 @@ def moves(repo: Path) -> list[tuple[str, str]]:
 # --- the globs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("a,b,apart", [
-    ("src/**", "src/parser/lexer.py", False),
-    ("src/parser", "src/parser/lexer.py", False),  # a plain path is a file or a whole folder
-    ("shared.txt", "shared.txt", False),
-    ("docs/*.md", "src/*.md", True),
-    ("*.py", "test_*", False),
-    ("lib/*.c", "lib/*.h", True),
-    ("**/test_*.py", "tests/**", False),
-    ("**/*.md", "src/**/*.py", True),
-    ("src/a.py", "src/b.py", True),
-])
+@pytest.mark.parametrize(
+    "a,b,apart",
+    [
+        ("src/**", "src/parser/lexer.py", False),
+        ("src/parser", "src/parser/lexer.py", False),  # a plain path is a file or a whole folder
+        ("shared.txt", "shared.txt", False),
+        ("docs/*.md", "src/*.md", True),
+        ("*.py", "test_*", False),
+        ("lib/*.c", "lib/*.h", True),
+        ("**/test_*.py", "tests/**", False),
+        ("**/*.md", "src/**/*.py", True),
+        ("src/a.py", "src/b.py", True),
+    ],
+)
 def test_globs_overlap_when_one_path_could_match_both(a, b, apart):
     assert overlap(a, b) is not apart and overlap(b, a) is not apart
 
@@ -62,7 +70,9 @@ def test_a_glob_is_bounded_in_segments_and_stars_and_a_steps_globs_in_segments_i
     """Attack 2 (issue 48): globs of ~60 `**`/`a*` segments were valid; they are over the bounds now."""
     at_bounds = "/".join(["**"] * MAX_GLOB_STARS + ["a*"] * (MAX_GLOB_SEGMENTS - MAX_GLOB_STARS))
     assert glob_problems("touches", [at_bounds]) == []
-    assert glob_problems("touches", [at_bounds + "/x"]) and glob_problems("touches", ["/".join(["**"] * (MAX_GLOB_STARS + 1))])
+    assert glob_problems("touches", [at_bounds + "/x"]) and glob_problems(
+        "touches", ["/".join(["**"] * (MAX_GLOB_STARS + 1))]
+    )
     per_glob = MAX_TOUCH_SEGMENTS // MAX_GLOB_SEGMENTS
     assert glob_problems("touches", [at_bounds] * per_glob) == []
     assert "segments in all" in glob_problems("touches", [at_bounds] * (per_glob + 1))[0]
@@ -71,7 +81,10 @@ def test_a_glob_is_bounded_in_segments_and_stars_and_a_steps_globs_in_segments_i
 def test_an_overlap_decision_costs_at_most_the_product_of_the_two_globs_segments():
     """Attack 2 (issue 48): deciding two globs of `**`/`a*` that part only at their last segment walks their
     product once (a backtracking search, or one that copies the rest of each glob at each step, costs more)."""
-    a, b = ("/".join(["a*", "**"] * MAX_GLOB_STARS + ["a*"] * (MAX_GLOB_SEGMENTS - 2 * MAX_GLOB_STARS - 1) + [last]) for last in "xy")
+    a, b = (
+        "/".join(["a*", "**"] * MAX_GLOB_STARS + ["a*"] * (MAX_GLOB_SEGMENTS - 2 * MAX_GLOB_STARS - 1) + [last])
+        for last in "xy"
+    )
     calls = []
     sys.setprofile(lambda frame, event, arg: calls.append(1) if event == "call" else None)
     try:
@@ -89,10 +102,17 @@ def test_a_glob_covers_paths_by_segment_and_a_plain_path_covers_its_folder():
 
 def test_touches_must_be_relative_globs_and_a_bad_one_is_refused_before_it_is_committed(queue_repo):
     assert glob_problems("touches", "src/**") and glob_problems("touches", ["a"] * 65)
-    assert [p.split(":")[1].strip() for p in glob_problems("touches", ["../up", "/abs", "ok/**"])] == ["'../up' must be a relative path inside the repository, written with /", "'/abs' must be a relative path inside the repository, written with /"]
-    refused = runner(queue_repo, "add", "Bad", "--id", "01-bad", "--run", "true", "--touches", "../elsewhere", check=False)
+    assert [p.split(":")[1].strip() for p in glob_problems("touches", ["../up", "/abs", "ok/**"])] == [
+        "'../up' must be a relative path inside the repository, written with /",
+        "'/abs' must be a relative path inside the repository, written with /",
+    ]
+    refused = runner(
+        queue_repo, "add", "Bad", "--id", "01-bad", "--run", "true", "--touches", "../elsewhere", check=False
+    )
     assert refused.returncode == 2 and "touches: '../elsewhere' must be a relative path" in refused.stderr
-    runner(queue_repo, "add", "Good", "--id", "02-good", "--run", "true", "--touches", "src/**", "--touches", "README.md")
+    runner(
+        queue_repo, "add", "Good", "--id", "02-good", "--run", "true", "--touches", "src/**", "--touches", "README.md"
+    )
     assert runner_json(queue_repo, "show", "02-good")["meta"]["touches"] == ["src/**", "README.md"]
 
 
@@ -108,7 +128,9 @@ def test_two_overlapping_steps_never_run_at_once_while_a_third_runs_beside_them(
     first = background_tick(queue_repo, "w1")  # 01 is best: claimed, then running until `go`
     wait_for(lambda: statuses(queue_repo)["01-parser"] == "claimed")
     beside = tick(queue_repo, "w2")
-    assert (beside["step"], beside["sentinel"]) == ("03-docs", "STEP_COMPLETE"), beside  # 02 would be next, but it overlaps 01
+    assert (beside["step"], beside["sentinel"]) == ("03-docs", "STEP_COMPLETE"), (
+        beside
+    )  # 02 would be next, but it overlaps 01
     ready = runner_json(queue_repo, "ready")
     assert ready["steps"] == [] and [row["step"] for row in ready["held_back"]] == ["02-lexer"]
     assert "src/parser/lexer.txt overlap src/** of 01-parser, claimed by w1" in ready["held_back"][0]["held_back"]
@@ -126,7 +148,11 @@ def test_two_overlapping_steps_never_run_at_once_while_a_third_runs_beside_them(
     assert statuses(queue_repo) == {"01-parser": "done", "02-lexer": "done", "03-docs": "done"}
     history = moves(queue_repo)
     assert history.index(("complete", "01-parser")) < history.index(("claim", "02-lexer"))
-    assert history.index(("claim", "01-parser")) < history.index(("complete", "03-docs")) < history.index(("complete", "01-parser"))
+    assert (
+        history.index(("claim", "01-parser"))
+        < history.index(("complete", "03-docs"))
+        < history.index(("complete", "01-parser"))
+    )
 
 
 def test_with_touches_exclusive_off_overlapping_steps_are_claimed_at_once(queue_repo):
@@ -165,10 +191,17 @@ def test_a_plan_whose_every_ready_step_overlaps_still_drains_one_at_a_time(tmp_p
 def test_validate_warns_when_a_steps_last_attempt_changed_files_outside_its_touches(queue_repo):
     edit(queue_repo, {"runner.toml": config()})
     add_step(queue_repo, "01-inside", run=write("src/a.txt"), touches=["src/**"])
-    add_step(queue_repo, "02-outside", run=["sh", "-c", "mkdir -p src; echo x > src/b.txt; echo y > setup.cfg"], touches=["src/**"])
+    add_step(
+        queue_repo,
+        "02-outside",
+        run=["sh", "-c", "mkdir -p src; echo x > src/b.txt; echo y > setup.cfg"],
+        touches=["src/**"],
+    )
     assert tick(queue_repo)["sentinel"] == tick(queue_repo)["sentinel"] == "STEP_COMPLETE"
     checked = runner(queue_repo, "validate")
     assert checked.returncode == 0 and "plan is sound (1 warning)" in checked.stdout
-    assert checked.stderr.strip() == ("warning: plans/steps/02-outside.md: its last attempt (handoff of attempt 1) changed files "
-                                      "outside its touches: setup.cfg")
+    assert checked.stderr.strip() == (
+        "warning: plans/steps/02-outside.md: its last attempt (handoff of attempt 1) changed files "
+        "outside its touches: setup.cfg"
+    )
     assert runner_json(queue_repo, "validate")["warnings"] == [checked.stderr.strip().removeprefix("warning: ")]

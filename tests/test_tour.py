@@ -19,8 +19,8 @@ README = (ROOT / "README.md").read_text()
 
 def block_after(marker: str) -> list[str]:
     """The lines of the first fenced block after `marker` in the README."""
-    rest = README[README.index(marker):]
-    body = re.search(r"^```\n(.*?)^```$", rest, re.M | re.S)
+    rest = README[README.index(marker) :]
+    body = re.search(r"^```\n(.*?)^```$", rest, re.MULTILINE | re.DOTALL)
     assert body, marker
     return [line for line in body.group(1).splitlines() if line.strip()]
 
@@ -54,8 +54,9 @@ def run(repo: Path, line: str) -> tuple[int, str]:
     if expected(line) is not None:
         proc = subprocess.run(command, cwd=repo, capture_output=True, text=True, env=ENV_PATH, timeout=120)
         return proc.returncode, proc.stdout + proc.stderr
-    served = subprocess.Popen(command + ["--port", "0"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, env=ENV_PATH)
+    served = subprocess.Popen(
+        command + ["--port", "0"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV_PATH
+    )
     said = served.stdout.readline()  # it says it is up, then serves until Ctrl-C
     if " on http" in said:  # Ctrl-C once it answers a request (sent earlier, it could land before serving began)
         address = said.split(" on ", 1)[1].split("#")[0].strip()

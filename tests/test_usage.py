@@ -34,8 +34,18 @@ def read_case(name: str, exit_code: int | None = None):
 def figures(usage) -> dict | str | None:
     if not isinstance(usage, Usage):
         return usage
-    return {key: getattr(usage, key) for key in ("input_tokens", "output_tokens", "cache_read_tokens",
-                                                  "cache_write_tokens", "usd", "usd_from", "model")}
+    return {
+        key: getattr(usage, key)
+        for key in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "usd",
+            "usd_from",
+            "model",
+        )
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -75,21 +85,30 @@ def test_the_presets_switch_each_cli_to_the_mode_its_reader_reads():
     assert "--format json" in " ".join(parse_config(preset_tables("opencode")).harness.command)
 
 
-@pytest.mark.parametrize("words, expected", [
-    ("Claude AI usage limit reached|1750708800", datetime(2025, 6, 23, 20, 0, tzinfo=UTC)),
-    ("You've hit your limit · resets 1pm (Europe/Lisbon)", datetime(2026, 12, 5, 13, 0, tzinfo=UTC)),
-    ("Limit reached · resets 11:30am (Asia/Calcutta) · /upgrade to Max", datetime(2026, 12, 6, 6, 0, tzinfo=UTC)),
-    ("Claude usage limit reached. Your limit will reset at 3pm (America/Bogota).", datetime(2026, 12, 5, 20, 0,
-                                                                                             tzinfo=UTC)),
-    ("You've hit your usage limit. Try again at Aug 8th, 2027 12:30 PM.", datetime(2027, 8, 8, 12, 30, tzinfo=UTC)),
-    ("send a request to your admin or try again in 3 days 6 hours 57 minutes.",
-     NOW + timedelta(days=3, hours=6, minutes=57)),
-    ("You have exhausted your capacity on this model. Your quota will reset after 19h14m47s.",
-     NOW + timedelta(hours=19, minutes=14, seconds=47)),
-    ("Resource has been exhausted.\nSuggested retry after 56s.", NOW + timedelta(seconds=56)),
-    ("You've hit your usage limit. Try again later.", None),
-    ("rate limited; retry 5 files", None),
-])
+@pytest.mark.parametrize(
+    "words, expected",
+    [
+        ("Claude AI usage limit reached|1750708800", datetime(2025, 6, 23, 20, 0, tzinfo=UTC)),
+        ("You've hit your limit · resets 1pm (Europe/Lisbon)", datetime(2026, 12, 5, 13, 0, tzinfo=UTC)),
+        ("Limit reached · resets 11:30am (Asia/Calcutta) · /upgrade to Max", datetime(2026, 12, 6, 6, 0, tzinfo=UTC)),
+        (
+            "Claude usage limit reached. Your limit will reset at 3pm (America/Bogota).",
+            datetime(2026, 12, 5, 20, 0, tzinfo=UTC),
+        ),
+        ("You've hit your usage limit. Try again at Aug 8th, 2027 12:30 PM.", datetime(2027, 8, 8, 12, 30, tzinfo=UTC)),
+        (
+            "send a request to your admin or try again in 3 days 6 hours 57 minutes.",
+            NOW + timedelta(days=3, hours=6, minutes=57),
+        ),
+        (
+            "You have exhausted your capacity on this model. Your quota will reset after 19h14m47s.",
+            NOW + timedelta(hours=19, minutes=14, seconds=47),
+        ),
+        ("Resource has been exhausted.\nSuggested retry after 56s.", NOW + timedelta(seconds=56)),
+        ("You've hit your usage limit. Try again later.", None),
+        ("rate limited; retry 5 files", None),
+    ],
+)
 def test_the_reset_a_limit_names(words, expected):
     assert reset_time(words, NOW, UTC) == expected
 
@@ -103,23 +122,46 @@ def test_a_reset_without_a_zone_is_the_workers_local_time_and_its_next_occurrenc
 def test_a_pause_lasts_between_a_minute_and_eight_days_and_backs_off_when_no_reset_is_named():
     hit = read_case("aider-limit").limit
     assert reset_or_wait(hit, NOW, 900) == NOW + timedelta(minutes=15)
-    hostile = read_output("claude-json", json.dumps({"type": "result", "is_error": True,
-                                                     "result": "Claude AI usage limit reached|9999999999"}), "", "", 1,
-                          NOW).limit
+    hostile = read_output(
+        "claude-json",
+        json.dumps({"type": "result", "is_error": True, "result": "Claude AI usage limit reached|9999999999"}),
+        "",
+        "",
+        1,
+        NOW,
+    ).limit
     assert reset_or_wait(hostile, NOW, 900) == NOW + timedelta(days=8)
-    past = read_output("claude-json", json.dumps({"type": "result", "is_error": True,
-                                                  "result": "Claude AI usage limit reached|1750708800"}), "", "", 1,
-                       NOW).limit
+    past = read_output(
+        "claude-json",
+        json.dumps({"type": "result", "is_error": True, "result": "Claude AI usage limit reached|1750708800"}),
+        "",
+        "",
+        1,
+        NOW,
+    ).limit
     assert reset_or_wait(past, NOW, 900) == NOW + timedelta(minutes=1)
 
 
 def test_exit_code_75_from_any_command_is_a_limit_and_a_plain_command_may_report_usage():
-    reading = read_output("text", "working\nRUNNER-USAGE: {\"input_tokens\": 120, \"output_tokens\": 30, \"usd\": "
-                          "0.002, \"model\": \"m1\", \"resets_at\": \"2026-12-05T13:00:00Z\"}\n", "", "", EX_TEMPFAIL,
-                          NOW)
+    reading = read_output(
+        "text",
+        'working\nRUNNER-USAGE: {"input_tokens": 120, "output_tokens": 30, "usd": '
+        '0.002, "model": "m1", "resets_at": "2026-12-05T13:00:00Z"}\n',
+        "",
+        "",
+        EX_TEMPFAIL,
+        NOW,
+    )
     assert reading.answer == "working"  # the line is not part of the answer (a sentinel stays the last line)
-    assert figures(reading.usage) == {"input_tokens": 120, "output_tokens": 30, "cache_read_tokens": 0,
-                                      "cache_write_tokens": 0, "usd": 0.002, "usd_from": "the command", "model": "m1"}
+    assert figures(reading.usage) == {
+        "input_tokens": 120,
+        "output_tokens": 30,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+        "usd": 0.002,
+        "usd_from": "the command",
+        "model": "m1",
+    }
     assert reading.limit is not None and reading.limit.resets_at == datetime(2026, 12, 5, 13, 0, tzinfo=UTC)
     plain = read_output("text", "STEP_BLOCKED: which DB?\n", "", "429 Too Many Requests", 1, NOW)
     assert plain.usage is None and plain.limit is None  # a plain command's words are not read for limits
@@ -166,12 +208,15 @@ def test_usage_missing_is_unknown_never_zero():
 
 
 def test_tokens_without_money_are_priced_from_prices_and_say_so():
-    config = parse_config('[prices."gpt-5"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.125\n'
-                          '[prices."gemini-2.5"]\ninput = 1.25\noutput = 10\n')
+    config = parse_config(
+        '[prices."gpt-5"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.125\n'
+        '[prices."gemini-2.5"]\ninput = 1.25\noutput = 10\n'
+    )
     codex = read_case("codex-success").usage
     assert isinstance(codex, Usage) and codex.usd is None
     priced = Usage(codex.input_tokens, codex.output_tokens, codex.cache_read_tokens, model="gpt-5-codex").priced(
-        config.prices)
+        config.prices
+    )
     fresh = 26549 - 22272
     assert priced.usd == round((fresh * 1.25 + 22272 * 0.125 + 1590 * 10.0) / 1e6, 6) and priced.usd_from == "prices"
     gemini = read_case("gemini-success").usage
@@ -182,11 +227,17 @@ def test_tokens_without_money_are_priced_from_prices_and_say_so():
 
 
 def test_a_step_sums_its_runs_and_labels_its_money():
-    runs = [{"name": "implement", "usage": read_case("claude-success").usage.record()},
-            {"name": "verify", "usage": UNKNOWN},
-            {"name": "review", "usage": Usage(1000, 200, model="gpt-5").priced(
-                parse_config('[prices."gpt-5"]\ninput = 1\noutput = 10\n').prices).record()},
-            {"name": "test"}]
+    runs = [
+        {"name": "implement", "usage": read_case("claude-success").usage.record()},
+        {"name": "verify", "usage": UNKNOWN},
+        {
+            "name": "review",
+            "usage": Usage(1000, 200, model="gpt-5")
+            .priced(parse_config('[prices."gpt-5"]\ninput = 1\noutput = 10\n').prices)
+            .record(),
+        },
+        {"name": "test"},
+    ]
     spend = runs_spend(runs)
     assert spend.runs == 3 and spend.unknown == 1 and spend.estimated == 1
     assert spend.usd == round(0.087125 + 0.003, 6) and spend.input_tokens == 71648 + 1000
@@ -197,8 +248,10 @@ def test_a_step_sums_its_runs_and_labels_its_money():
 
 def test_bad_prices_and_budgets_are_one_line_each():
     with pytest.raises(BadInput) as caught:
-        parse_config('[prices."m"]\ninput = -1\noutput = "cheap"\n[brakes]\nstep_budget_usd = "lots"\n'
-                     'step_budget_tokens = 1.5\nplan_budget_usd = -3\n[harness]\noutput = "xml"\ncommand = ["a", "{model}"]\n')
+        parse_config(
+            '[prices."m"]\ninput = -1\noutput = "cheap"\n[brakes]\nstep_budget_usd = "lots"\n'
+            'step_budget_tokens = 1.5\nplan_budget_usd = -3\n[harness]\noutput = "xml"\ncommand = ["a", "{model}"]\n'
+        )
     problems = caught.value.problems
     assert len(problems) == 7 and all("\n" not in p for p in problems), problems
     assert parse_config('[brakes]\nstep_budget_usd = 2.5\nplan_budget_usd = "none"\n').brakes.step_budget_usd == 2.5

@@ -47,8 +47,12 @@ HOOKS = ("pre-commit", "pre-receive")
 
 def shipped_files() -> list[str]:
     """Every file of the four folders but their READMEs, as 'folder/name'."""
-    return sorted(f"{folder}/{path.relative_to(ROOT / folder).as_posix()}" for folder in FOLDERS
-                  for path in (ROOT / folder).rglob("*") if path.is_file() and path.name != "README.md")
+    return sorted(
+        f"{folder}/{path.relative_to(ROOT / folder).as_posix()}"
+        for folder in FOLDERS
+        for path in (ROOT / folder).rglob("*")
+        if path.is_file() and path.name != "README.md"
+    )
 
 
 def run(argv: list, cwd: Path, env: dict, check: bool = True) -> subprocess.CompletedProcess:
@@ -62,9 +66,16 @@ def clean_env(home: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RUNNER_", "GIT_", "XDG_"))}
     runtime = home / "no-runtime"
     runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return {**env, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime), "RUNNER_SCHEDULE_NO_ACTIVATE": "1",
-            "GIT_AUTHOR_NAME": "alice", "GIT_AUTHOR_EMAIL": "alice@example.com",
-            "GIT_COMMITTER_NAME": "alice", "GIT_COMMITTER_EMAIL": "alice@example.com"}
+    return {
+        **env,
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(runtime),
+        "RUNNER_SCHEDULE_NO_ACTIVATE": "1",
+        "GIT_AUTHOR_NAME": "alice",
+        "GIT_AUTHOR_EMAIL": "alice@example.com",
+        "GIT_COMMITTER_NAME": "alice",
+        "GIT_COMMITTER_EMAIL": "alice@example.com",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +88,23 @@ def wheel_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = base / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", venv], base, env)
     python = venv / "bin" / "python"
-    run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-deps", "--no-compile", "-q", wheel], base, env)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "-q",
+            wheel,
+        ],
+        base,
+        env,
+    )
     purelib = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], base, env).stdout.strip()
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (Path(purelib) / "runner-test-dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
@@ -91,20 +118,31 @@ def test_the_four_folders_are_at_the_top_and_are_the_only_copy():
     for folder in FOLDERS:
         assert shipped_folder(folder) == ROOT / folder  # what this checkout's runner reads
     templates = sorted({template for template, *_ in RENDERED_FROM})
-    assert templates == [f for f in shipped_files() if not f.startswith("hooks/")], "a template nothing renders, or one the tests miss"
+    assert templates == [f for f in shipped_files() if not f.startswith("hooks/")], (
+        "a template nothing renders, or one the tests miss"
+    )
     assert sorted(os.listdir(ROOT / "hooks")) == sorted([*HOOKS, "README.md"])
     # No second copy: no other file of the repository (but the rendered golden files) has a template's bytes.
     tracked = run(["git", "ls-files", "-z"], ROOT, dict(os.environ)).stdout.split("\0")
     contents = {(ROOT / name).read_bytes(): name for name in shipped_files()}
-    copies = [f"{name} copies {contents[data]}" for name in tracked if name and not name.startswith(tuple(f"{f}/" for f in FOLDERS))
-              and not name.startswith("tests/golden/") and (ROOT / name).is_file() and (data := (ROOT / name).read_bytes()) in contents]
+    copies = [
+        f"{name} copies {contents[data]}"
+        for name in tracked
+        if name
+        and not name.startswith(tuple(f"{f}/" for f in FOLDERS))
+        and not name.startswith("tests/golden/")
+        and (ROOT / name).is_file()
+        and (data := (ROOT / name).read_bytes()) in contents
+    ]
     assert copies == []
     assert not (ROOT / "runner" / "_data").exists() and not list((ROOT / "runner").rglob("templates"))
 
 
 def test_the_wheel_ships_the_four_folders_and_runner_reads_them_there(wheel_venv: Path, tmp_path: Path):
-    probe = ("import json, runner, runner.resources as r; "
-             "print(json.dumps([runner.__file__, {f: str(r.shipped_folder(f)) for f in r.SHIPPED_FOLDERS}]))")
+    probe = (
+        "import json, runner, runner.resources as r; "
+        "print(json.dumps([runner.__file__, {f: str(r.shipped_folder(f)) for f in r.SHIPPED_FOLDERS}]))"
+    )
     out = run([wheel_venv / "bin" / "python", "-c", probe], tmp_path, clean_env(tmp_path / "home")).stdout
     package_file, folders = __import__("json").loads(out)
     package = Path(package_file).parent
@@ -120,12 +158,25 @@ def test_every_unit_renders_from_the_wheel_as_from_the_checkout(wheel_venv: Path
     env = clean_env(tmp_path / "home")
     checkout_env = {**env, "PYTHONPATH": str(ROOT)}
     for mode in ("daemon", "tick"):
-        args = ["install-schedule", "--os", scheduler, "--mode", mode, "--id", "host-a", "--tag", "gpu", *ELSEWHERE[scheduler]]
+        args = [
+            "install-schedule",
+            "--os",
+            scheduler,
+            "--mode",
+            mode,
+            "--id",
+            "host-a",
+            "--tag",
+            "gpu",
+            *ELSEWHERE[scheduler],
+        ]
         wheel_out, checkout_out = tmp_path / f"wheel-{mode}", tmp_path / f"checkout-{mode}"
         run([wheel_venv / "bin" / "runner", *args, "--output", wheel_out], tmp_path, env)
         run([sys.executable, "-m", "runner", *args, "--output", checkout_out], tmp_path, checkout_env)
         rendered = sorted(p.relative_to(wheel_out).as_posix() for p in wheel_out.rglob("*") if p.is_file())
-        assert rendered == sorted(p.relative_to(checkout_out).as_posix() for p in checkout_out.rglob("*") if p.is_file())
+        assert rendered == sorted(
+            p.relative_to(checkout_out).as_posix() for p in checkout_out.rglob("*") if p.is_file()
+        )
         expected = sorted(out for _, os_name, m, out in RENDERED_FROM if (os_name, m) == (scheduler, mode))
         assert rendered == expected
         for name in rendered:
@@ -144,7 +195,9 @@ def test_every_hook_renders_from_the_wheel_and_guards_the_queue(wheel_venv: Path
     site = next((wheel_venv / "lib").glob("python3*/site-packages"))
     for hook in (bare / "hooks" / "pre-receive", clone / ".git" / "hooks" / "pre-commit"):
         text = hook.read_text()
-        assert f"PYTHON={wheel_venv / 'bin' / 'python'}\n" in text and f"PYTHONPATH={site}$" in text.replace("{PYTHONPATH:+", "$"), text
+        assert f"PYTHON={wheel_venv / 'bin' / 'python'}\n" in text and f"PYTHONPATH={site}$" in text.replace(
+            "{PYTHONPATH:+", "$"
+        ), text
         assert not PLACEHOLDER_RE.search(text), f"{hook.name}: a placeholder left"
 
     run([runner, "init"], clone, env)  # its push goes through the wheel's pre-receive
@@ -156,7 +209,9 @@ def test_every_hook_renders_from_the_wheel_and_guards_the_queue(wheel_venv: Path
     step.write_text(original.replace("title: First step\n", "title: First step\nstatus: done\n"))
     run(["git", "commit", "-q", "-am", "mark it done by hand"], clone, env)
     pushed = run(["git", "push", "origin", "HEAD:runner/queue"], clone, env, check=False)
-    assert pushed.returncode != 0 and "changes runner-managed status without a runner event" in pushed.stderr, pushed.stderr
+    assert pushed.returncode != 0 and "changes runner-managed status without a runner event" in pushed.stderr, (
+        pushed.stderr
+    )
 
     step.write_text("---\nstep: 01-a\ntitle: [unclosed\n---\n")
     run(["git", "add", step], clone, env)
@@ -200,8 +255,10 @@ def test_bash_completes_the_installed_runners_commands_and_options(wheel_venv: P
     env = {**clean_env(tmp_path / "home"), "PATH": f"{wheel_venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
 
     def completed(*words: str) -> list[str]:
-        script = (f'eval "$(runner completion bash)"; COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
-                  '_runner_completion runner; printf "%s\\n" "${COMPREPLY[@]}"')
+        script = (
+            f'eval "$(runner completion bash)"; COMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
+            '_runner_completion runner; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
         return run(["bash", "--norc", "--noprofile", "-c", script], tmp_path, env).stdout.split()
 
     run([wheel_venv / "bin" / "runner", "--help"], tmp_path, env)  # kept: `runner` with no arguments may print it
@@ -232,4 +289,3 @@ def test_every_declared_dependency_is_imported():
                 imported.add(node.module.split(".")[0])
     assert sorted(name for name, module in import_names.items() if module not in imported) == []
     assert "pygit2" in modules and "pyyaml" in modules  # the parse above reads the list
-

@@ -9,10 +9,25 @@ from collections import Counter
 
 import psutil
 import pytest
+from support.repos import (
+    ENV_PATH,
+    add_step,
+    git,
+    make_remote,
+    queue_history,
+    runner,
+    runner_json,
+    set_config,
+    start_worker,
+    statuses,
+    tick,
+    wait_for,
+    write_step,
+)
 
-from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, runner_json, set_config, start_worker, statuses, tick, wait_for, write_step
 from runner.worker.gates import check_required_outputs
 from runner.worker.roles import VerdictError, parse_verdict
+
 
 def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
     bare, clones = make_remote(tmp_path, clones=3)
@@ -50,8 +65,13 @@ def test_an_idle_worker_takes_a_new_step_without_waiting_out_its_interval(tmp_pa
     runner(laptop, "init")
     set_config(laptop, detect=False, watch="0.2s")
     add_step(laptop, "01-first", run=["true"])
-    worker = subprocess.Popen([sys.executable, "-m", "runner", "worker", "--id", "w1", "--interval", "600", "--repo", str(host)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV_PATH)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "runner", "worker", "--id", "w1", "--interval", "600", "--repo", str(host)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV_PATH,
+    )
     try:
         wait_for(lambda: statuses(laptop)["01-first"] == "done")
         log = host / ".git" / "runner" / "logs" / "worker-w1.log"
@@ -66,7 +86,11 @@ def test_an_idle_worker_takes_a_new_step_without_waiting_out_its_interval(tmp_pa
 def test_a_worker_started_with_git_dir_set_leaves_the_main_worktree_alone(queue_repo):
     """git sets GIT_DIR for its hooks: a tick started from one still makes the step's own
     worktree, and the step's git works there, not on the repository GIT_DIR names."""
-    run = ["sh", "-c", 'git rev-parse --show-toplevel > where.txt; echo "${GIT_DIR:-unset}" >> where.txt; git add where.txt']
+    run = [
+        "sh",
+        "-c",
+        'git rev-parse --show-toplevel > where.txt; echo "${GIT_DIR:-unset}" >> where.txt; git add where.txt',
+    ]
     add_step(queue_repo, "01-where", run=run)
     head = git(queue_repo, "rev-parse", "HEAD")
     report = tick(queue_repo, env={"GIT_DIR": str(queue_repo / ".git")})
@@ -124,7 +148,11 @@ def test_timeout_kills_the_whole_process_tree(queue_repo, tmp_path):
 
 def test_kill_9_mid_step_is_taken_over_at_once_on_the_same_host(queue_repo, tmp_path):
     marker = tmp_path / "runs"
-    add_step(queue_repo, "01-slow", run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'])
+    add_step(
+        queue_repo,
+        "01-slow",
+        run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'],
+    )
     victim = start_worker(queue_repo, "host-a")
     wait_for(lambda: marker.exists())
     victim.send_signal(signal.SIGKILL)
@@ -138,13 +166,19 @@ def test_kill_9_mid_step_is_taken_over_at_once_on_the_same_host(queue_repo, tmp_
 def test_kill_9_on_another_host_is_taken_over_after_the_lease(queue_repo, tmp_path):
     set_config(queue_repo, detect=False, lease="3s")
     marker = tmp_path / "runs"
-    add_step(queue_repo, "01-slow", run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'])
+    add_step(
+        queue_repo,
+        "01-slow",
+        run=["sh", "-c", f'echo run >> {marker}; [ "$RUNNER_ATTEMPT" = 1 ] && sleep 60; echo ok > out.txt'],
+    )
     victim = start_worker(queue_repo, "host-a", env={"RUNNER_HOST": "far-away"})
     wait_for(lambda: marker.exists())
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     assert tick(queue_repo, worker="host-b")["sentinel"] == "SKIP"  # the lease is still running
-    report = tick(queue_repo, worker="host-b", env={"RUNNER_MONOTONIC_OFFSET": "3600"})  # an hour later, by host-b's clock
+    report = tick(
+        queue_repo, worker="host-b", env={"RUNNER_MONOTONIC_OFFSET": "3600"}
+    )  # an hour later, by host-b's clock
     assert report["sentinel"] == "STEP_COMPLETE" and report["attempt"] == 2
     assert Counter(e["Event"] for e in queue_history(queue_repo) if e.get("Step") == "01-slow")["complete"] == 1
 
@@ -167,7 +201,13 @@ def test_checklist_commands_run_without_a_shell_and_boxes_get_ticked(queue_repo,
         "#### Manual Verification:\n"
         "- [ ] read it\n"
     )
-    add_step(queue_repo, "01-check", title=f"$(touch {pwned}); rm -rf /", run=["sh", "-c", 'echo "$1" > out.txt', "sh", "{title}"], body=body)
+    add_step(
+        queue_repo,
+        "01-check",
+        title=f"$(touch {pwned}); rm -rf /",
+        run=["sh", "-c", 'echo "$1" > out.txt', "sh", "{title}"],
+        body=body,
+    )
     report = tick(queue_repo)
     assert not pwned.exists()
     assert report["outcome"] == "ready"  # the shell-syntax check failed the gate
@@ -188,11 +228,15 @@ def test_a_ticks_text_and_json_reports_say_the_same(queue_repo):
     body = "#### Automated Verification:\n- [ ] `test -f out.txt`\n- [ ] `test -f missing.txt`\n#### Manual Verification:\n- [ ] read it\n"
     add_step(queue_repo, "01-check", title="Two checks", run=["sh", "-c", "echo hi > out.txt"], body=body)
     text = runner(queue_repo, "tick", "--id", "w1").stdout
-    assert "Status: failed" in text and "Step: 01-check - Two checks" in text and "Final frontmatter status: ready" in text
+    assert (
+        "Status: failed" in text and "Step: 01-check - Two checks" in text and "Final frontmatter status: ready" in text
+    )
     assert "Automated Verification: 1/2 passed\n  - [x] `test -f out.txt`\n  - [ ] `test -f missing.txt`" in text
     assert "Manual verification needed:\n  - [ ] read it" in text and "(it will be retried)" in text
     assert text.rstrip().splitlines()[-1].startswith("STEP_FAILED: ")
-    report = runner_json(queue_repo, "tick", "--id", "w1", "--step", "01-check")  # the second attempt (backing off: named), as JSON
+    report = runner_json(
+        queue_repo, "tick", "--id", "w1", "--step", "01-check"
+    )  # the second attempt (backing off: named), as JSON
     assert report["sentinel"] == "STEP_FAILED" and report["status"] == "failed" and report["title"] == "Two checks"
     assert report["automated_verification"]["passed"] == 1 and report["automated_verification"]["total"] == 2
     assert report["manual_checks_left"] == ["read it"] and report["attempt"] == 2 and report["commit"]
@@ -211,9 +255,20 @@ def test_required_outputs_must_stay_inside_the_worktree(tmp_path):
 def test_verdicts_raw_fenced_commented_and_garbage():
     assert parse_verdict('{"pass": true, "score": 0.9}').score == 0.9
     assert parse_verdict('Here you go:\n```json\n{"pass": false, "score": 0, "reasons": ["x"]}\n```\n').reasons == ["x"]
-    assert parse_verdict('# verifier 1.0\n// notes\n{"pass": true, "score": 1, "next_hint": "more"}').next_hint == "more"
-    garbage = ("", "not json", '{"score": 1}', "[true]", '{"pass": "yes", "score": 1}', '{"pass": true}',
-               '{"pass": true, "score": 1.5}', '{"pass": true, "score": 1, "mood": "good"}', '{"pass": true, "score": 1, "reasons": "x"}')
+    assert (
+        parse_verdict('# verifier 1.0\n// notes\n{"pass": true, "score": 1, "next_hint": "more"}').next_hint == "more"
+    )
+    garbage = (
+        "",
+        "not json",
+        '{"score": 1}',
+        "[true]",
+        '{"pass": "yes", "score": 1}',
+        '{"pass": true}',
+        '{"pass": true, "score": 1.5}',
+        '{"pass": true, "score": 1, "mood": "good"}',
+        '{"pass": true, "score": 1, "reasons": "x"}',
+    )
     for text in garbage:
         with pytest.raises(VerdictError):
             parse_verdict(text)
@@ -221,7 +276,9 @@ def test_verdicts_raw_fenced_commented_and_garbage():
 
 def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
     verifier = tmp_path / "verify.py"
-    verifier.write_text('import os\nprint("```json")\nprint(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' % ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\nprint("```")\n')
+    verifier.write_text(
+        'import os\nprint("```json")\nprint(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' % ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\nprint("```")\n'
+    )
     set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier)], max_fix_attempts=0)
     add_step(queue_repo, "01-good", run=["sh", "-c", "echo > 01-good"])
     add_step(queue_repo, "02-bad", run=["true"])
@@ -243,7 +300,9 @@ def test_second_daemon_with_the_same_id_gets_a_clear_error(queue_repo):
         first.send_signal(signal.SIGTERM)
         log = queue_repo / ".git" / "runner" / "logs" / "worker-host-a.log"
         wait_for(lambda: "SIGNAL" in log.read_text())  # two signals sent at once reach Python's handler as one
-        first.send_signal(signal.SIGTERM)  # a second signal stops the step at once: the grace (an hour) is not waited out
+        first.send_signal(
+            signal.SIGTERM
+        )  # a second signal stops the step at once: the grace (an hour) is not waited out
         assert first.wait(timeout=120) == 0
     assert runner_json(queue_repo, "show", "01-slow")["status"] == "ready"  # released, not lost
 
@@ -252,8 +311,11 @@ def test_sigterm_finishes_the_step_within_the_grace_period(queue_repo, tmp_path)
     # Events, not durations: the step runs until the worker has taken the signal, then ends; the
     # grace period is far longer than any machine needs to record it.
     started, go = tmp_path / "started", tmp_path / "go"
-    add_step(queue_repo, "01-short", run=["sh", "-c", f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; "
-                                                      "echo done > out.txt"])
+    add_step(
+        queue_repo,
+        "01-short",
+        run=["sh", "-c", f"touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; echo done > out.txt"],
+    )
     proc = start_worker(queue_repo, "host-a", "--grace", "600")
     wait_for(started.exists)
     proc.send_signal(signal.SIGTERM)
@@ -289,7 +351,11 @@ def test_halt_stops_ticks_and_worktrees_are_cleaned_up(queue_repo):
 
 
 def test_the_change_is_staged_like_git_add_all_deletions_in_ignored_files_out(queue_repo):
-    run = ["sh", "-c", "git rm -q README.md; printf '*.log\\n' > .gitignore; echo noise > build.log; echo new > new.txt"]
+    run = [
+        "sh",
+        "-c",
+        "git rm -q README.md; printf '*.log\\n' > .gitignore; echo noise > build.log; echo new > new.txt",
+    ]
     add_step(queue_repo, "01-tidy", run=run)
     report = tick(queue_repo)
     assert report["sentinel"] == "STEP_COMPLETE" and report["files_changed"] == [".gitignore", "README.md", "new.txt"]

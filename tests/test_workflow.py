@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from support.repos import add_step, git, roles_toml, runner, runner_json, set_config, statuses, STUB, tick
+from support.repos import STUB, add_step, git, roles_toml, runner, runner_json, set_config, statuses, tick
 
 WRITE = ["sh", "-c", 'echo "$1" >> out.txt', "sh", "{step} attempt {attempt}"]
 
@@ -91,7 +91,7 @@ def test_an_orient_fault_fails_the_attempt_and_the_step_is_retried(queue_repo):
 
 def test_a_crashed_implement_is_never_run_again_in_its_worktree(queue_repo, tmp_path):
     runs = tmp_path / "runs"
-    crash = ["sh", "-c", f'[ -f half.txt ] && echo dirty >> {runs}; echo run >> {runs}; echo half > half.txt; exit 1']
+    crash = ["sh", "-c", f"[ -f half.txt ] && echo dirty >> {runs}; echo run >> {runs}; echo half > half.txt; exit 1"]
     set_config(queue_repo, detect=False, max_fix_attempts=2, backoff="0s")
     add_step(queue_repo, "01-a", run=crash)
     report = tick(queue_repo)
@@ -113,7 +113,11 @@ def test_implement_may_end_with_step_failed(queue_repo):
     set_config(queue_repo, detect=False, max_attempts=1)
     add_step(queue_repo, "01-a", run=["sh", "-c", "echo 'STEP_FAILED: the API key is revoked'"])
     report = tick(queue_repo)
-    assert report["sentinel"] == "STEP_FAILED" and report["will_retry"] is False and "API key is revoked" in report["reason"]
+    assert (
+        report["sentinel"] == "STEP_FAILED"
+        and report["will_retry"] is False
+        and "API key is revoked" in report["reason"]
+    )
 
 
 def test_a_verifier_fault_halts_the_queue_and_spends_nothing(queue_repo):
@@ -209,7 +213,9 @@ def test_an_approved_deviation_covers_that_attempt_only(queue_repo):
     assert tick(queue_repo)["sentinel"] == "STEP_BLOCKED"
     runner(queue_repo, "approve", "01-a", "--by", "alice")
     ran = tick(queue_repo)
-    assert ran["sentinel"] == "STEP_FAILED" and "implement" in ran["reason"]  # the approved attempt went ahead (and failed)
+    assert (
+        ran["sentinel"] == "STEP_FAILED" and "implement" in ran["reason"]
+    )  # the approved attempt went ahead (and failed)
     again = tick(queue_repo)
     assert again["sentinel"] == "STEP_BLOCKED" and "deviation" in again["reason"]  # the next attempt asks again
 
@@ -227,7 +233,7 @@ def test_step_autoapprove_and_step_skip_review_work_like_the_runner_names(queue_
 
 
 def test_the_review_is_due_at_five_changed_files_by_default(queue_repo):
-    set_config(queue_repo, detect=False, extra=f'\n[roles.review]\ncommand = {json.dumps([*STUB, "ok"])}\n')
+    set_config(queue_repo, detect=False, extra=f"\n[roles.review]\ncommand = {json.dumps([*STUB, 'ok'])}\n")
     add_step(queue_repo, "01-small", run=["sh", "-c", "touch a b c d"])
     add_step(queue_repo, "02-large", run=["sh", "-c", "touch e f g h i"])
     small, large = tick(queue_repo), tick(queue_repo)

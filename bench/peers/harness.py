@@ -23,12 +23,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log  # noqa: E402
+from common import log
 
 HERE = Path(__file__).resolve().parent
 INSTALL = HERE / "_install"
@@ -65,7 +65,9 @@ def find_npm_peer(name: str, install: bool) -> tuple[Path | None, str | None]:
     if not shutil.which("npm") or not shutil.which("node"):
         return None, "node/npm not found (apt-get install nodejs npm)"
     prefix.mkdir(parents=True, exist_ok=True)
-    why = _install_step(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(prefix), package], package)
+    why = _install_step(
+        ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix", str(prefix), package], package
+    )
     return (exe, None) if exe.exists() else (None, why or f"{package} installed no `{binary}`")
 
 
@@ -79,7 +81,8 @@ def find_procrastinate(install: bool) -> tuple[Path | None, str | None]:
     if not install:
         return None, "not installed (python bench/run.py --peers installs procrastinate from PyPI)"
     why = _install_step([sys.executable, "-m", "venv", str(venv)], "a venv for procrastinate") or _install_step(
-        [str(py), "-m", "pip", "install", "--quiet", "procrastinate", "psycopg[binary]"], "procrastinate")
+        [str(py), "-m", "pip", "install", "--quiet", "procrastinate", "psycopg[binary]"], "procrastinate"
+    )
     return (py, None) if not why else (None, why)
 
 
@@ -93,7 +96,8 @@ def find_postgres(install: bool) -> tuple[Path | None, str | None]:
     if os.geteuid() != 0:
         return None, "PostgreSQL not installed and apt-get needs root"
     why = _install_step(["apt-get", "update"], "the Debian package lists") or _install_step(
-        ["apt-get", "install", "-y", "postgresql"], "postgresql")
+        ["apt-get", "install", "-y", "postgresql"], "postgresql"
+    )
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     return (Path(found[-1]).parent, None) if found else (None, why or "postgresql installed no pg_ctl")
 
@@ -103,7 +107,9 @@ def find_strace(install: bool) -> tuple[Path | None, str | None]:
     if not shutil.which("strace") and install and os.geteuid() == 0:
         _install_step(["apt-get", "install", "-y", "strace"], "strace")
     found = shutil.which("strace")
-    return (Path(found), None) if found else (None, "strace not found (apt-get install strace; --peers does it as root)")
+    return (
+        (Path(found), None) if found else (None, "strace not found (apt-get install strace; --peers does it as root)")
+    )
 
 
 def _free_port() -> int:
@@ -131,6 +137,7 @@ def running_postgres(bindir: Path, where: Path | None = None) -> Iterator[str]:
         proc = subprocess.run([*as_user, str(bindir / args[0]), *args[1:]], capture_output=True, cwd=base)
         if proc.returncode:
             raise RuntimeError(f"{args[0]} failed: {_tail(proc)}")
+
     try:
         pg("initdb", "-D", str(data), "-A", "trust", "-U", "bench", "--no-sync")
         opts = f"-p {port} -c listen_addresses=127.0.0.1 -k {base} -c synchronous_commit=off"
@@ -150,8 +157,12 @@ def backlog_project(path: Path, exe: Path, tasks: int, chains: int) -> Path:
     format (what `backlog task create` writes), chained like the runner plan; committed."""
     path.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=path, check=True)
-    proc = subprocess.run([str(exe), "init", "bench", "--defaults", "--agent-instructions", "none"], cwd=path,
-                          capture_output=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(exe), "init", "bench", "--defaults", "--agent-instructions", "none"],
+        cwd=path,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
     if proc.returncode:
         raise RuntimeError(f"backlog init failed: {_tail(proc)}")
     folder = path / "backlog" / "tasks"
@@ -174,21 +185,46 @@ def taskmaster_project(path: Path, exe: Path, tasks: int, chains: int) -> Path:
     import json
 
     path.mkdir(parents=True)
-    proc = subprocess.run([str(exe), "init", "-y", "--skip-install", "--no-aliases", "--no-git", "--no-git-tasks"],
-                          cwd=path, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+    proc = subprocess.run(
+        [str(exe), "init", "-y", "--skip-install", "--no-aliases", "--no-git", "--no-git-tasks"],
+        cwd=path,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
     config = path / ".taskmaster" / "config.json"
     if proc.returncode or not config.exists():
         raise RuntimeError(f"task-master init failed: {_tail(proc)}")
     config.write_text(config.read_text().replace('"anonymousTelemetry": true', '"anonymousTelemetry": false'))
     items = [
-        {"id": i, "title": f"No-op {i}", "description": "Nothing to do.", "details": "", "testStrategy": "",
-         "status": "pending", "dependencies": [i - 1] if chains > 1 and (i - 1) % chains else [],
-         "priority": "medium", "subtasks": []}
+        {
+            "id": i,
+            "title": f"No-op {i}",
+            "description": "Nothing to do.",
+            "details": "",
+            "testStrategy": "",
+            "status": "pending",
+            "dependencies": [i - 1] if chains > 1 and (i - 1) % chains else [],
+            "priority": "medium",
+            "subtasks": [],
+        }
         for i in range(1, tasks + 1)
     ]
     (path / ".taskmaster" / "tasks").mkdir(exist_ok=True)
-    (path / ".taskmaster" / "tasks" / "tasks.json").write_text(json.dumps({"master": {"tasks": items, "metadata": {
-        "created": "2026-01-01T00:00:00.000Z", "updated": "2026-01-01T00:00:00.000Z", "description": "Tasks for master context"}}}))
+    (path / ".taskmaster" / "tasks" / "tasks.json").write_text(
+        json.dumps(
+            {
+                "master": {
+                    "tasks": items,
+                    "metadata": {
+                        "created": "2026-01-01T00:00:00.000Z",
+                        "updated": "2026-01-01T00:00:00.000Z",
+                        "description": "Tasks for master context",
+                    },
+                }
+            }
+        )
+    )
     return path
 
 

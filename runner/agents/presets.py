@@ -37,9 +37,9 @@ ROLE_ABOUT = {
     "sweep": "sweep: read-only; lists the edge cases the change misses (into the handoff)",
     "orchestrate": "orchestrate: after the verifier; may add or edit steps through `runner add ...`, never approves",
     "resolve": "resolve: when the integration branch moved and the record's merge conflicts, resolves the conflicts "
-               "left in the files (implement's access)",
+    "left in the files (implement's access)",
     "qa": "qa: walks through an Automated QA scenario that has no command (a browser, screenshots); answers with the "
-          "verifier's JSON verdict",
+    "verifier's JSON verdict",
 }
 
 
@@ -73,23 +73,34 @@ END = a("--", c="end of options: the prompt follows even if it starts with '-'")
 
 # ---- claude: Claude Code, `claude -p` ----------------------------------------------------
 _CLAUDE = [
-    a("--output-format", "json", c="one JSON result on stdout: the answer, tokens, cost, and why it stopped",
-      choice=True),
+    a(
+        "--output-format",
+        "json",
+        c="one JSON result on stdout: the answer, tokens, cost, and why it stopped",
+        choice=True,
+    ),
     a("--no-session-persistence", c="save no session to disk (print mode only)"),
 ]
 _CLAUDE_READ_ONLY = a("--tools", "Read,Grep,Glob", c="read-only: the only tools in this run (no edits, no shell)")
 CLAUDE = Preset(
-    "claude", "Claude Code in print mode", "npm:@anthropic-ai/claude-code",
-    ("claude", "-p"), "print mode: run the prompt once, print the answer, exit (non-interactive)",
+    "claude",
+    "Claude Code in print mode",
+    "npm:@anthropic-ai/claude-code",
+    ("claude", "-p"),
+    "print mode: run the prompt once, print the answer, exit (non-interactive)",
     output="claude-json",
     roles={
         **{  # resolve edits files as implement does, with its own prompt
             role: [
                 *_CLAUDE,
                 a("--permission-mode", "acceptEdits", c="edit files without asking", choice=True),
-                a("--allowedTools", "Bash",
-                  c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"'),
-                END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
+                a(
+                    "--allowedTools",
+                    "Bash",
+                    c='shell commands without asking (tests, builds); narrow it, e.g. "Bash(pytest *)"',
+                ),
+                END,
+                a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
             ]
             for role in ("implement", "resolve")
         },
@@ -97,9 +108,13 @@ CLAUDE = Preset(
             role: [*_CLAUDE, _CLAUDE_READ_ONLY, END, a("{prompt}", c="the role's prompt")]
             for role in ("orient", "verify", "review", "sweep")
         },
-        "qa": [*_CLAUDE, a("--tools", "Bash,Read,Grep,Glob", c="runs and reads, no file edits"),
-               a("--allowedTools", "Bash", c="shell commands without asking"),
-               END, a("{prompt}", c="the role's prompt, with the scenario")],
+        "qa": [
+            *_CLAUDE,
+            a("--tools", "Bash,Read,Grep,Glob", c="runs and reads, no file edits"),
+            a("--allowedTools", "Bash", c="shell commands without asking"),
+            END,
+            a("{prompt}", c="the role's prompt, with the scenario"),
+        ],
         "orchestrate": [
             *_CLAUDE,
             a("--tools", "Bash,Read,Grep,Glob", c="the tools in this run: no file edits"),
@@ -107,10 +122,12 @@ CLAUDE = Preset(
             a("Bash(runner status*)", "Bash(runner show *)", c="look at the plan,"),
             a("Bash(runner graph*)", "Bash(runner validate*)", c="and check it"),
             a("--disallowedTools", "Bash(runner approve*)", c="never approve, whatever the prompt says"),
-            END, a("{prompt}", c="the role's prompt, with {verdict}, {current_task} and {current_phase} filled in"),
+            END,
+            a("{prompt}", c="the role's prompt, with {verdict}, {current_task} and {current_phase} filled in"),
         ],
     },
 )
+
 
 # ---- codex: OpenAI Codex CLI, `codex exec` ----------------------------------------------
 def _codex(sandbox: str, why: str) -> list[Arg]:
@@ -121,47 +138,68 @@ def _codex(sandbox: str, why: str) -> list[Arg]:
         a("--color", "never", c="plain output", choice=True),
         a("--json", c="JSONL events on stdout: runner reads the tokens and why it stopped from them"),
         a("--output-last-message", "{output}", c="write the final answer to {output}; runner reads it from there"),
-        END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
+        END,
+        a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
     ]
 
 
 _CODEX_READ_ONLY = "read-only sandbox: commands may read, never write"
 CODEX = Preset(
-    "codex", "OpenAI Codex CLI, non-interactive", "npm:@openai/codex",
-    ("codex", "exec"), "exec: run non-interactively, print the answer, exit",
+    "codex",
+    "OpenAI Codex CLI, non-interactive",
+    "npm:@openai/codex",
+    ("codex", "exec"),
+    "exec: run non-interactively, print the answer, exit",
     output="codex-jsonl",
     roles={
-        **{role: _codex("workspace-write", "may write inside the worktree only, no network")
-           for role in ("implement", "resolve", "qa")},
+        **{
+            role: _codex("workspace-write", "may write inside the worktree only, no network")
+            for role in ("implement", "resolve", "qa")
+        },
         **{role: _codex("read-only", _CODEX_READ_ONLY) for role in ("orient", "verify", "review", "sweep")},
-        "orchestrate": _codex("danger-full-access",
-                              "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"),
+        "orchestrate": _codex(
+            "danger-full-access", "no sandbox: `runner add` writes the repository's git folder and pushes to the remote"
+        ),
     },
 )
+
 
 # ---- gemini: Gemini CLI, headless `gemini --prompt` --------------------------------------
 def _gemini(mode: str, why: str) -> list[Arg]:
     return [
         a("--approval-mode", mode, c=why, choice=True),
         a("--skip-trust", c="trust the step's new worktree folder for this run"),
-        a("--output-format", "json", c="one JSON object on stdout: the answer and the tokens of each model",
-          choice=True),
-        a("--prompt", "{prompt}",
-          c="headless mode with the role's prompt (instructions + root.md + NOTES.md + step + feedback)"),
+        a(
+            "--output-format",
+            "json",
+            c="one JSON object on stdout: the answer and the tokens of each model",
+            choice=True,
+        ),
+        a(
+            "--prompt",
+            "{prompt}",
+            c="headless mode with the role's prompt (instructions + root.md + NOTES.md + step + feedback)",
+        ),
     ]
 
 
 GEMINI = Preset(
-    "gemini", "Gemini CLI in headless mode", "npm:@google/gemini-cli",
-    ("gemini",), "Gemini CLI; --prompt below makes it non-interactive",
+    "gemini",
+    "Gemini CLI in headless mode",
+    "npm:@google/gemini-cli",
+    ("gemini",),
+    "Gemini CLI; --prompt below makes it non-interactive",
     output="gemini-json",
     roles={
-        **{role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)")
-           for role in ("implement", "resolve", "qa")},
+        **{
+            role: _gemini("yolo", "run every tool without asking (headless mode cannot ask)")
+            for role in ("implement", "resolve", "qa")
+        },
         **{role: _gemini("plan", "plan mode: read-only") for role in ("orient", "verify", "review", "sweep")},
         "orchestrate": _gemini("yolo", "may run `runner add` without asking"),
     },
 )
+
 
 # ---- opencode: `opencode run` --------------------------------------------------------------
 def _opencode(*access: Arg) -> list[Arg]:
@@ -169,15 +207,20 @@ def _opencode(*access: Arg) -> list[Arg]:
         a("--dir", "{cwd}", c="run in the step's worktree"),
         a("--format", "json", c="JSON events on stdout: the answer, and each step's tokens and cost", choice=True),
         *access,
-        END, a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
+        END,
+        a("{prompt}", c="the role's prompt: its instructions + root.md + NOTES.md + the step + feedback"),
     ]
 
 
-_OPENCODE_AUTO = a("--auto",
-                   c="approve permission requests not explicitly denied (a headless run rejects them otherwise)")
+_OPENCODE_AUTO = a(
+    "--auto", c="approve permission requests not explicitly denied (a headless run rejects them otherwise)"
+)
 OPENCODE = Preset(
-    "opencode", "opencode, non-interactive", "npm:opencode-ai",
-    ("opencode", "run"), "run: send one message, print the answer, exit",
+    "opencode",
+    "opencode, non-interactive",
+    "npm:opencode-ai",
+    ("opencode", "run"),
+    "run: send one message, print the answer, exit",
     output="opencode-jsonl",
     roles={
         **{role: _opencode(_OPENCODE_AUTO) for role in ("implement", "resolve", "qa")},
@@ -204,20 +247,28 @@ _AIDER = [
     a("--no-analytics", c="send no analytics"),
 ]
 AIDER = Preset(
-    "aider", "aider, one message per run", "pypi:aider-chat",
-    ("aider",), "aider in the worktree (runner's cwd for every command)",
+    "aider",
+    "aider, one message per run",
+    "pypi:aider-chat",
+    ("aider",),
+    "aider in the worktree (runner's cwd for every command)",
     output="aider",
     roles={
         **{role: list(_AIDER) for role in ("implement", "resolve")},
         **{
-            role: [*_AIDER, a("--chat-mode", "ask", c="ask mode: answers, never edits"),
-                   a("--dry-run", c="and modifies no file")]
+            role: [
+                *_AIDER,
+                a("--chat-mode", "ask", c="ask mode: answers, never edits"),
+                a("--dry-run", c="and modifies no file"),
+            ]
             for role in ("orient", "verify", "review", "sweep")
         },
     },
-    notes={"orchestrate": "aider does not run `runner add` unattended; leave empty or use another CLI here",
-           "qa": "aider does not drive a program or a browser unattended; leave empty (scenarios stay not run) or use "
-                 "another CLI"},
+    notes={
+        "orchestrate": "aider does not run `runner add` unattended; leave empty or use another CLI here",
+        "qa": "aider does not drive a program or a browser unattended; leave empty (scenarios stay not run) or use "
+        "another CLI",
+    },
 )
 
 NONE = Preset("none", "no agent: fill in your own commands", "", (), "", notes={})
@@ -249,8 +300,10 @@ def _q(word: str) -> str:
 def _command_lines(preset: Preset, role: str) -> list[str]:
     args = preset.roles.get(role)
     if args is None:
-        note = (preset.notes.get(role)
-                or "no agent: write this role's argv, e.g. [\"my-agent\", \"--prompt-file\", \"{prompt_file}\"]")
+        note = (
+            preset.notes.get(role)
+            or 'no agent: write this role\'s argv, e.g. ["my-agent", "--prompt-file", "{prompt_file}"]'
+        )
         return [f"# {note}", "command = []"]
     rows = [(", ".join(_q(w) for w in preset.program) + ",", preset.program_comment)]
     rows += [(", ".join(_q(w) for w in arg.words) + ",", arg.comment) for arg in args]
@@ -278,13 +331,15 @@ def preset_tables(name: str, min_files: int = 5, boundaries: list[str] | tuple[s
             lines.append("")
         lines += [f"[{table}]", f"# {ROLE_ABOUT[role]}", *_command_lines(preset, role)]
         if role in preset.roles and preset.output != "text":
-            lines.append(f'output = "{preset.output}"'.ljust(24) + "# runner reads the answer, tokens, cost and limits "
-                                                                   "from this mode")
+            lines.append(
+                f'output = "{preset.output}"'.ljust(24) + "# runner reads the answer, tokens, cost and limits "
+                "from this mode"
+            )
         if table == "roles.review":
             lines += [
                 f"min_files = {int(min_files)}".ljust(24) + "# review when the change touches at least this many files",
-                f"boundaries = {json.dumps(list(boundaries))}".ljust(24) + '# ...or any path under one of these (e.g. '
-                                                                           '"migrations/")',
+                f"boundaries = {json.dumps(list(boundaries))}".ljust(24) + "# ...or any path under one of these (e.g. "
+                '"migrations/")',
             ]
     return "\n".join(lines) + "\n"
 

@@ -10,10 +10,17 @@ from runner.agents.prompts import render
 from runner.resources import read_text
 
 # The project instructions file each agent CLI reads by itself (aider only when told to).
-INSTRUCTIONS_FILE = {"claude": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md", "gemini": "GEMINI.md",
-                     "aider": "CONVENTIONS.md"}
-HOW_IT_IS_READ = {"aider": "aider reads it only when told: `aider --read CONVENTIONS.md`, or `read: CONVENTIONS.md` in "
-                           ".aider.conf.yml"}
+INSTRUCTIONS_FILE = {
+    "claude": "CLAUDE.md",
+    "codex": "AGENTS.md",
+    "opencode": "AGENTS.md",
+    "gemini": "GEMINI.md",
+    "aider": "CONVENTIONS.md",
+}
+HOW_IT_IS_READ = {
+    "aider": "aider reads it only when told: `aider --read CONVENTIONS.md`, or `read: CONVENTIONS.md` in "
+    ".aider.conf.yml"
+}
 BEGIN = "<!-- runner prime: begin (written by `runner init --agent NAME --prime`; it rewrites this block) -->"
 END = "<!-- runner prime: end -->"
 ANY_ID = "AGENT-ID"
@@ -21,8 +28,11 @@ ANY_ID = "AGENT-ID"
 
 def prime_text(agent: str | None = None) -> str:
     """The text an agent reads at the start of a session, for agent id `agent`."""
-    note = ("" if agent
-            else ", one you choose for yourself (1 to 64 of A-Z a-z 0-9 . _ -, e.g. claude-alice) and keep all session")
+    note = (
+        ""
+        if agent
+        else ", one you choose for yourself (1 to 64 of A-Z a-z 0-9 . _ -, e.g. claude-alice) and keep all session"
+    )
     return render(read_text("runner.agents", "texts", "prime.md"), {"agent": agent or ANY_ID, "id_note": note})
 
 
@@ -37,7 +47,7 @@ def with_prime(existing: str, agent: str | None = None) -> str:
     block = f"{BEGIN}\n{prime_text(agent).rstrip()}\n{END}\n"
     start, stop = existing.find(BEGIN), existing.find(END)
     if start != -1 and stop > start:
-        after = existing[stop + len(END):]
+        after = existing[stop + len(END) :]
         return existing[:start] + block + (after.removeprefix("\n"))
     if not existing.strip():
         return block

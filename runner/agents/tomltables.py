@@ -64,8 +64,9 @@ def segments(lines: list[str]) -> list[tuple[int, int, str]]:
             start -= 1
         starts.append((start, name))
         previous_end = index + 1
-    return [(start, starts[k + 1][0] if k + 1 < len(starts) else len(lines), name)
-            for k, (start, name) in enumerate(starts)]
+    return [
+        (start, starts[k + 1][0] if k + 1 < len(starts) else len(lines), name) for k, (start, name) in enumerate(starts)
+    ]
 
 
 def replace_tables(toml_text: str, tables: str, replaced: Callable[[str], bool]) -> str:

@@ -18,8 +18,14 @@ QUEUE_ACTIONS = ("halt", "resume")
 NEEDS_REASON = ("reject", "abort", "halt")
 
 
-def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | None,
-        comments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def act(
+    queue: Queue,
+    actor: str,
+    action: str,
+    step: str | None,
+    reason: str | None,
+    comments: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Do one action; {"ok": True, "line": what the CLI prints} or {"ok": False, "error": ...}.
     A reject may carry comments on lines of the result (`runner reject --comment`'s)."""
     reason = (reason or "").strip()
@@ -31,19 +37,27 @@ def act(queue: Queue, actor: str, action: str, step: str | None, reason: str | N
         if comments and action != "reject":
             raise BadInput("only a rejection carries comments on lines")
         if action in NEEDS_REASON and not reason and not comments:
-            raise BadInput(f"{action} needs a reason: "
-                           + ("your feedback is what the next attempt reads" if action == "reject" else "say why"))
+            raise BadInput(
+                f"{action} needs a reason: "
+                + ("your feedback is what the next attempt reads" if action == "reject" else "say why")
+            )
         if action in QUEUE_ACTIONS:
             return {"ok": True, "line": _on_queue(queue, actor, action, reason)}
-        published = (review.reject(queue, step or "", actor, reason, comments) if comments
-                     else _on_step(queue, actor, action, step or "", reason))
+        published = (
+            review.reject(queue, step or "", actor, reason, comments)
+            if comments
+            else _on_step(queue, actor, action, step or "", reason)
+        )
     except RunnerError as exc:  # bad input; refused by the state machine, the hook, a lost race, the remote
         return {"ok": False, "error": failure_of(exc).text}
     event, change = published.change.event, published.change
     assert event is not None  # every step action is an event
     line = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
-    return {"ok": True, "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""),
-            "status": change.status}
+    return {
+        "ok": True,
+        "line": line + (f": {event.reason}" if event.reason and action == "approve" else ""),
+        "status": change.status,
+    }
 
 
 def _on_queue(queue: Queue, actor: str, action: str, reason: str) -> str:

@@ -30,9 +30,16 @@ def parse(text: str) -> dict[str, Any]:
                 current = hunk = None
                 continue
             match = _GIT_RE.fullmatch(line)
-            path = match.group(2) if match else line[len("diff --git "):]
-            current = {"path": path, "old_path": match.group(1) if match else path, "status": "modified",
-                       "binary": False, "adds": 0, "dels": 0, "hunks": []}
+            path = match.group(2) if match else line[len("diff --git ") :]
+            current = {
+                "path": path,
+                "old_path": match.group(1) if match else path,
+                "status": "modified",
+                "binary": False,
+                "adds": 0,
+                "dels": 0,
+                "hunks": [],
+            }
             files.append(current)
             hunk = None
             continue
@@ -44,9 +51,9 @@ def parse(text: str) -> dict[str, Any]:
             elif line.startswith("deleted file mode"):
                 current["status"] = "deleted"
             elif line.startswith("rename from "):
-                current["status"], current["old_path"] = "renamed", line[len("rename from "):]
+                current["status"], current["old_path"] = "renamed", line[len("rename from ") :]
             elif line.startswith("rename to "):
-                current["path"] = line[len("rename to "):]
+                current["path"] = line[len("rename to ") :]
             elif line.startswith("Binary files "):
                 current["binary"] = True
             elif line.startswith("+++ ") and line[4:] != "/dev/null":

@@ -32,9 +32,17 @@ def layout(plan: Plan) -> dict[str, Any]:
             row[sid] = float(index)
             col[sid] = first + index // MAX_ROWS
         first += (len(placed) + MAX_ROWS - 1) // MAX_ROWS
-    nodes = [{"id": sid, "title": steps[sid].title, "status": plan.derived_status(steps[sid]), "layer": layer[sid],
-              "col": col[sid], "row": int(row[sid]) % MAX_ROWS}
-             for sid in steps]
+    nodes = [
+        {
+            "id": sid,
+            "title": steps[sid].title,
+            "status": plan.derived_status(steps[sid]),
+            "layer": layer[sid],
+            "col": col[sid],
+            "row": int(row[sid]) % MAX_ROWS,
+        }
+        for sid in steps
+    ]
     edges = [[dep, sid] for sid in steps for dep in deps[sid]]
     return {"nodes": nodes, "edges": edges, "too_many": 0}
 

@@ -45,7 +45,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 HEADERS = {
     # Nothing but the board's own files: no inline script, no other origin, no framing.
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -105,8 +105,9 @@ class Board:
         page = self.step(step_id)
         return diffs.whole_file(self._queue().store, page["diff"].get("commit"), path)
 
-    def act(self, action: str, step: str | None, reason: str | None,
-            comments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def act(
+        self, action: str, step: str | None, reason: str | None, comments: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         if self.actor is None:  # refused before it gets here: a read-only board acts as nobody
             return {"ok": False, "error": "error: this board is read-only"}
         if step and (problem := self._not_a_step(step)):
@@ -157,9 +158,15 @@ class Board:
 
     def meta(self) -> dict[str, Any]:
         tip = self.snap.tip if self.snap is not None else None
-        return {"version": self.version, "actor": self.actor, "read_only": self.read_only, "every": self.every,
-                "queue": self.queue.branch if self.queue else None, "tip": tip,
-                "remote": self.queue.store.remote if self.queue else None}
+        return {
+            "version": self.version,
+            "actor": self.actor,
+            "read_only": self.read_only,
+            "every": self.every,
+            "queue": self.queue.branch if self.queue else None,
+            "tip": tip,
+            "remote": self.queue.store.remote if self.queue else None,
+        }
 
 
 def app(board: Board) -> Starlette:
@@ -204,8 +211,9 @@ def app(board: Board) -> Starlette:
                     continue
                 yield ": still here\n\n"  # keeps proxies from closing a quiet stream
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={**HEADERS, "X-Accel-Buffering": "no"})
+        return StreamingResponse(
+            stream(), media_type="text/event-stream", headers={**HEADERS, "X-Accel-Buffering": "no"}
+        )
 
     async def act(request: Request) -> Response:
         if why := refused(board, request):
@@ -214,13 +222,23 @@ def app(board: Board) -> Starlette:
             body = await request.json()
         except ValueError:
             body = None
-        if (not isinstance(body, dict)
-                or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason"))
-                or not isinstance(body.get("comments") or [], list)):
-            return JSONResponse({"ok": False, "error": "error: send JSON: {\"action\", \"step\", \"reason\", "
-                                 "\"comments\"}"}, 400, headers=HEADERS)
-        done = await board.run(board.act, str(body.get("action") or ""), body.get("step"), body.get("reason"),
-                               _comments(body.get("comments")))
+        if (
+            not isinstance(body, dict)
+            or not all(isinstance(body.get(k, ""), (str, type(None))) for k in ("action", "step", "reason"))
+            or not isinstance(body.get("comments") or [], list)
+        ):
+            return JSONResponse(
+                {"ok": False, "error": 'error: send JSON: {"action", "step", "reason", "comments"}'},
+                400,
+                headers=HEADERS,
+            )
+        done = await board.run(
+            board.act,
+            str(body.get("action") or ""),
+            body.get("step"),
+            body.get("reason"),
+            _comments(body.get("comments")),
+        )
         if done.pop("missing", False):
             return JSONResponse(done, 404, headers=HEADERS)
         await board.refresh()
@@ -235,9 +253,13 @@ def app(board: Board) -> Starlette:
             task.cancel()
 
     routes = [
-        Route("/", page), Route("/steps/{step:path}", page), Route("/static/{name}", asset),
+        Route("/", page),
+        Route("/steps/{step:path}", page),
+        Route("/static/{name}", asset),
         Route("/metrics", prometheus),
-        Route("/api/state", state), Route("/api/file/{step:path}", file), Route("/api/steps/{step:path}", step),
+        Route("/api/state", state),
+        Route("/api/file/{step:path}", file),
+        Route("/api/steps/{step:path}", step),
         Route("/api/events", events),
     ]
     if not board.read_only:
@@ -249,15 +271,21 @@ def _comments(given: Any) -> list[dict[str, Any]] | None:
     """A request's comments on lines, as `runner reject --comment` gives them (checked by the queue's review)."""
     if not given:
         return None
-    return [{"file": c.get("file"), "line": c.get("line"), "end": c.get("end") or c.get("line"), "text": c.get("text")}
-            if isinstance(c, dict) else {} for c in given]
+    return [
+        {"file": c.get("file"), "line": c.get("line"), "end": c.get("end") or c.get("line"), "text": c.get("text")}
+        if isinstance(c, dict)
+        else {}
+        for c in given
+    ]
 
 
 def refused(board: Board, request: Request) -> str | None:
     """Why a request may not act (None when it may)."""
     if not secrets.compare_digest(request.headers.get("x-runner-token", ""), board.token):
-        return ("this request does not carry the board's token (open the address `runner board` printed); nothing was "
-                "changed")
+        return (
+            "this request does not carry the board's token (open the address `runner board` printed); nothing was "
+            "changed"
+        )
     origin = request.headers.get("origin")
     if origin is not None and origin != f"http://{request.headers.get('host', '')}":
         return f"a request from {origin} may not act on this board; nothing was changed"
@@ -270,6 +298,7 @@ def _guard(application, board: Board):
     """Only requests addressed to this board by one of its names (a page of another site that
     resolves its own name to this board's address cannot read or act), and no read of the
     queue that a browser says another site's page made (an <img> of /api/steps/... on any page)."""
+
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
             headers = dict(scope["headers"])
@@ -300,8 +329,12 @@ def allowed_hosts(host: str, port: int, also: tuple[str, ...] = ()) -> set[str]:
         if host in ("0.0.0.0", "::", ""):
             import psutil
 
-            names |= {a.address for nics in psutil.net_if_addrs().values() for a in nics
-                      if a.family in (socket.AF_INET, socket.AF_INET6) and "%" not in a.address}
+            names |= {
+                a.address
+                for nics in psutil.net_if_addrs().values()
+                for a in nics
+                if a.family in (socket.AF_INET, socket.AF_INET6) and "%" not in a.address
+            }
     shown = {f"[{name}]" if ":" in name else name for name in names if name}
     return {f"{name}:{port}" for name in shown} | ({*shown} if port == 80 else set()) | given
 
@@ -315,8 +348,15 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool, actor: str | None,
-          every: float, also: tuple[str, ...] = ()) -> None:
+def serve(
+    make_queue: Callable[[], Queue],
+    host: str,
+    port: int,
+    read_only: bool,
+    actor: str | None,
+    every: float,
+    also: tuple[str, ...] = (),
+) -> None:
     import uvicorn
 
     board = Board(make_queue, actor, read_only, every)
@@ -327,27 +367,35 @@ def serve(make_queue: Callable[[], Queue], host: str, port: int, read_only: bool
     try:
         sock.bind((host, port))
     except OSError as exc:
-        raise BadInput(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); "
-                       "pick another --port (0: any free one)") from None
+        raise BadInput(
+            f"--host {host} --port {port}: cannot listen there ({exc.strerror}); pick another --port (0: any free one)"
+        ) from None
     sock.listen(128)  # before the address is printed: a browser opening it at once queues until uvicorn accepts
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     board.hosts = allowed_hosts(host, port, also)
     if not _loopback(host):
-        print(f"warning: --host {host} lets other machines reach the board: anyone who can reach it reads the queue. "
-              f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} "
-              "THIS-HOST, "
-              f"then open http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
+        print(
+            f"warning: --host {host} lets other machines reach the board: anyone who can reach it reads the queue. "
+            f"Prefer the default 127.0.0.1 and, from your laptop, an ssh tunnel: ssh -N -L {port}:127.0.0.1:{port} "
+            "THIS-HOST, "
+            f"then open http://127.0.0.1:{port}/",
+            file=sys.stderr,
+            flush=True,
+        )
     address = f"http://{shown}:{port}/"
     if read_only:
         print(f"runner board (read-only) on {address}", flush=True)
     else:
         print(f"runner board on {address}#token={board.token}", flush=True)
-        print(f"acting as {actor}; open the address with its token to approve, reject, retry, abort, halt and resume",
-              flush=True)
+        print(
+            f"acting as {actor}; open the address with its token to approve, reject, retry, abort, halt and resume",
+            flush=True,
+        )
     print("Ctrl-C stops it", flush=True)
-    config = uvicorn.Config(app(board), log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        app(board), log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=1
+    )
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

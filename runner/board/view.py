@@ -41,11 +41,19 @@ def actions_for(status: str) -> list[str]:
 def row(snap: Snapshot, step) -> dict[str, Any]:
     valid = step.valid
     return {
-        "step": step.id, "title": step.title, "status": snap.plan.derived_status(step),
-        "assignee": step.assignee, "attempt": step.attempt if valid else None, "failures": step.get("failures"),
-        "depends_on": step.depends_on if valid else [], "priority": step.priority if valid else None,
-        "tags": step.tags if valid else [], "review": step.get("review"), "last_error": step.get("last_error"),
-        "since": step.get("last_updated") or step.get("claimed_at"), "problems": list(step.problems),
+        "step": step.id,
+        "title": step.title,
+        "status": snap.plan.derived_status(step),
+        "assignee": step.assignee,
+        "attempt": step.attempt if valid else None,
+        "failures": step.get("failures"),
+        "depends_on": step.depends_on if valid else [],
+        "priority": step.priority if valid else None,
+        "tags": step.tags if valid else [],
+        "review": step.get("review"),
+        "last_error": step.get("last_error"),
+        "since": step.get("last_updated") or step.get("claimed_at"),
+        "problems": list(step.problems),
         "usage": Spend.from_meta(step.get("usage")).as_json() if step.get("usage") is not None else None,
     }
 
@@ -66,47 +74,93 @@ def home(queue: Queue, snap: Snapshot, since_halt: str | None = None) -> dict[st
     for entry in steps:
         counts[entry["status"]] = counts.get(entry["status"], 0) + 1
     return {
-        "queue": queue.branch, "tip": snap.tip, "remote": queue.store.remote, "halted": plan.halted,
-        "counts": counts, "needs": needs_you(snap, steps, workers, since_halt), "steps": steps,
-        "graph": layout(plan), "workers": workers,
+        "queue": queue.branch,
+        "tip": snap.tip,
+        "remote": queue.store.remote,
+        "halted": plan.halted,
+        "counts": counts,
+        "needs": needs_you(snap, steps, workers, since_halt),
+        "steps": steps,
+        "graph": layout(plan),
+        "workers": workers,
         "spent": {**spent.as_json(), "money": spent.money(), "budget": snap.config.brakes.plan_budget_usd},
         "paused": [pause.as_json() for _, pause in sorted(snap.pauses(utc_now()).items())],
     }
 
 
-def needs_you(snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]],
-              since_halt: str | None) -> list[dict[str, Any]]:
+def needs_you(
+    snap: Snapshot, steps: list[dict[str, Any]], workers: list[dict[str, Any]], since_halt: str | None
+) -> list[dict[str, Any]]:
     """What waits for a person, each with why and since when: agents configured without plan-wide
     approval, the halted queue, steps in review, steps failed for good, workers gone while holding
     a claim."""
     found = []
     if warning := snap.config.agents_without_approval():
-        found.append({"kind": "warning", "step": None, "title": "Agents' results merge without a person",
-                      "why": warning, "since": None})
+        found.append(
+            {
+                "kind": "warning",
+                "step": None,
+                "title": "Agents' results merge without a person",
+                "why": warning,
+                "since": None,
+            }
+        )
     if snap.plan.halted:
-        found.append({"kind": "halted", "step": None, "title": "The queue is halted", "why": snap.plan.halted,
-                      "since": since_halt})
+        found.append(
+            {
+                "kind": "halted",
+                "step": None,
+                "title": "The queue is halted",
+                "why": snap.plan.halted,
+                "since": since_halt,
+            }
+        )
     for entry in steps:
         if entry["status"] == Status.REVIEW:
             why = WHY_REVIEW.get(str(entry["review"] or "result"), "a person must decide")
             detail = entry["last_error"] if entry["review"] != "result" or entry["last_error"] else None
-            found.append({"kind": "review", "step": entry["step"], "title": entry["title"],
-                          "why": why + (f": {detail}" if detail else ""),
-                          "since": entry["since"]})
+            found.append(
+                {
+                    "kind": "review",
+                    "step": entry["step"],
+                    "title": entry["title"],
+                    "why": why + (f": {detail}" if detail else ""),
+                    "since": entry["since"],
+                }
+            )
         elif entry["status"] == Status.FAILED:
-            found.append({"kind": "failed", "step": entry["step"], "title": entry["title"],
-                          "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}",
-                          "since": entry["since"]})
+            found.append(
+                {
+                    "kind": "failed",
+                    "step": entry["step"],
+                    "title": entry["title"],
+                    "why": f"failed for good: {entry['last_error'] or 'no reason recorded'}",
+                    "since": entry["since"],
+                }
+            )
     for step_id, why in stuck_steps(snap).items():
-        found.append({"kind": "stuck", "step": step_id, "title": snap.plan.steps[step_id].title,
-                      "why": f"no live worker will take it: {why}", "since": None})
+        found.append(
+            {
+                "kind": "stuck",
+                "step": step_id,
+                "title": snap.plan.steps[step_id].title,
+                "why": f"no live worker will take it: {why}",
+                "since": None,
+            }
+        )
     for worker in workers:
         if worker["liveness"] == "gone" and worker["step"]:
-            found.append({"kind": "worker-gone", "step": worker["step"], "title": f"{worker['worker']} is gone",
-                          "why": f"{worker['worker']} (on {worker['host'] or 'an unknown host'}) stopped beating while "
-                                 f"holding {worker['step']}: "
-                                 "a worker takes it over when its lease runs out, or abort it",
-                                 "since": worker["last_beat"]})
+            found.append(
+                {
+                    "kind": "worker-gone",
+                    "step": worker["step"],
+                    "title": f"{worker['worker']} is gone",
+                    "why": f"{worker['worker']} (on {worker['host'] or 'an unknown host'}) stopped beating while "
+                    f"holding {worker['step']}: "
+                    "a worker takes it over when its lease runs out, or abort it",
+                    "since": worker["last_beat"],
+                }
+            )
     return found
 
 
@@ -119,7 +173,9 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
     handoff = queue.store.file_at(snap.tip, handoff_path(step.path))
     return {
         **row(snap, step),
-        "path": step.path, "file": step.text, "meta": {k: v for k, v in step.meta.items()},
+        "path": step.path,
+        "file": step.text,
+        "meta": {k: v for k, v in step.meta.items()},
         "actions": actions_for(step.get("status", Status.READY)) if step.valid else [],
         "diff": result_diff(queue, snap, step),
         "attempts": attempts(entries),
@@ -127,17 +183,30 @@ def step_page(queue: Queue, snap: Snapshot, step_id: str) -> dict[str, Any]:
         "spent": Spend.from_meta(step.get("usage")).describe() if step.get("usage") is not None else None,
         "handoff": handoff.decode("utf-8", "replace") if handoff else None,
         "manual": manual_checks(step.text),
-        "history": [{k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")}
-                    for e in entries],
+        "history": [
+            {k: e[k] for k in ("time", "event", "actor", "attempt", "status", "reason", "commit", "subject")}
+            for e in entries
+        ],
         "live": step_output(snap, step_id),
     }
 
 
 def attempts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every recorded attempt, newest first, with each run (name, result, seconds, detail)."""
-    return [{"attempt": e["attempt"], "event": e["event"], "status": e["status"], "actor": e["actor"],
-             "time": e["time"], "reason": e["reason"], "spent": runs_spend(e["runs"]).describe(),
-             "runs": [{**run, "spent": run_note(run)} for run in e["runs"]]} for e in entries if e["event"] in RECORDS]
+    return [
+        {
+            "attempt": e["attempt"],
+            "event": e["event"],
+            "status": e["status"],
+            "actor": e["actor"],
+            "time": e["time"],
+            "reason": e["reason"],
+            "spent": runs_spend(e["runs"]).describe(),
+            "runs": [{**run, "spent": run_note(run)} for run in e["runs"]],
+        }
+        for e in entries
+        if e["event"] in RECORDS
+    ]
 
 
 def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
@@ -148,9 +217,18 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
     result = step.get("result") if isinstance(step.get("result"), dict) else {}
     commit, merge = result.get("commit"), result.get("merge")
     store = queue.store
-    found: dict[str, Any] = {"against": integration, "kind": None, "text": "", "clipped": 0, "conflict": [],
-                             "note": None, "commit": commit, "files": [], "more": 0,
-                             "comments": step.get("review_comments") or []}
+    found: dict[str, Any] = {
+        "against": integration,
+        "kind": None,
+        "text": "",
+        "clipped": 0,
+        "conflict": [],
+        "note": None,
+        "commit": commit,
+        "files": [],
+        "more": 0,
+        "comments": step.get("review_comments") or [],
+    }
     tip = snap.tips.get(integration)
     if merge and _has(store, merge):
         found.update(kind="merged", note=f"what the merge {merge[:10]} brought into {integration}")
@@ -168,8 +246,11 @@ def result_diff(queue: Queue, snap: Snapshot, step) -> dict[str, Any]:
         except StoreError:
             merged = None  # git could not say: the result against where it forked, below
         if isinstance(merged, Conflict):
-            found.update(kind="conflict", conflict=list(merged.paths),
-                         note=f"approve would not merge: it conflicts with {integration} in these files")
+            found.update(
+                kind="conflict",
+                conflict=list(merged.paths),
+                note=f"approve would not merge: it conflicts with {integration} in these files",
+            )
             return _diff(store, found, tip, commit, fork=True)
         if merged is not None:
             found.update(kind="would-merge", note=f"exactly what approve would merge into {integration} ({tip[:10]})")

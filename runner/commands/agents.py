@@ -11,7 +11,8 @@ from runner.core.layout import CONFIG_FILE, PROMPTS_DIR
 
 APPROVAL_ON = (
     "plan-wide approval is on ([queue] requires_approval = true): every agent's result waits for `runner approve`; set "
-    "it to false in runner.toml to merge results with no person")
+    "it to false in runner.toml to merge results with no person"
+)
 _APPROVAL_RE = re.compile(r"^(\s*requires_approval\s*=\s*)(true|false)\b(.*)$", re.DOTALL)
 
 
@@ -48,8 +49,9 @@ def set_agent(queue, agent: str, actor: str) -> str:
         parse_config(text)  # refused before it is committed, like any runner.toml edit
         return {CONFIG_FILE: text.encode()}
 
-    queue.edit(files, f"set the agent commands to {agent} and turn plan-wide approval on (runner init --agent {agent})",
-               actor)
+    queue.edit(
+        files, f"set the agent commands to {agent} and turn plan-wide approval on (runner init --agent {agent})", actor
+    )
     return f"runner.toml's [harness] and [roles.*] now run {agent}; {APPROVAL_ON}; {sandbox_said()}"
 
 
@@ -62,8 +64,11 @@ def with_approval(toml_text: str) -> str:
     lines = toml_text.splitlines(keepends=True)
     queue = next(((start, end) for start, end, name in segments(lines) if name == "queue"), None)
     if queue is None:
-        text = toml_text + ("" if toml_text.endswith("\n") or not toml_text
-                            else "\n") + "\n[queue]\nrequires_approval = true\n"
+        text = (
+            toml_text
+            + ("" if toml_text.endswith("\n") or not toml_text else "\n")
+            + "\n[queue]\nrequires_approval = true\n"
+        )
     else:
         start, end = queue
         found = next((i for i in range(start, end) if _APPROVAL_RE.match(lines[i])), None)
@@ -71,12 +76,14 @@ def with_approval(toml_text: str) -> str:
             lines[found] = _APPROVAL_RE.sub(lambda m: m.group(1) + "true" + m.group(3), lines[found])
         else:
             header = next(i for i in range(start, end) if lines[i].lstrip().startswith("["))
-            lines.insert(header + 1,
-                         "requires_approval = true  # runner init --agent: an agent's result waits for a person\n")
+            lines.insert(
+                header + 1, "requires_approval = true  # runner init --agent: an agent's result waits for a person\n"
+            )
         text = "".join(lines)
     if tomllib.loads(text).get("queue", {}).get("requires_approval") is not True:
         raise BadInput(
-            "runner.toml: could not turn plan-wide approval on; set [queue] requires_approval = true in it by hand")
+            "runner.toml: could not turn plan-wide approval on; set [queue] requires_approval = true in it by hand"
+        )
     return text
 
 
@@ -86,8 +93,10 @@ def sandbox_said() -> str:
 
     if why := unusable():
         return f"no sandbox: {why}; steps run as the worker's user, with its files and keys"
-    return ("steps run in a bubblewrap sandbox ([worker] sandbox = \"bwrap\"): their worktree writable, $HOME empty "
-            "but the agent's own config, a private /tmp, the environment cut to an allow-list")
+    return (
+        'steps run in a bubblewrap sandbox ([worker] sandbox = "bwrap"): their worktree writable, $HOME empty '
+        "but the agent's own config, a private /tmp, the environment cut to an allow-list"
+    )
 
 
 def with_sandbox(toml_text: str, agent: str) -> str:
@@ -98,8 +107,10 @@ def with_sandbox(toml_text: str, agent: str) -> str:
     from runner.agents.homes import ENV_NAMES, HOME_PATHS
     from runner.worker.sandbox import unusable
 
-    values = {"sandbox_home": json.dumps(list(HOME_PATHS.get(agent, ()))),
-              "env_pass": json.dumps(list(ENV_NAMES.get(agent, ())))}
+    values = {
+        "sandbox_home": json.dumps(list(HOME_PATHS.get(agent, ()))),
+        "env_pass": json.dumps(list(ENV_NAMES.get(agent, ()))),
+    }
     if unusable() is None:
         values["sandbox"] = '"bwrap"'
     text = toml_text

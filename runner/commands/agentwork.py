@@ -21,7 +21,9 @@ AgentId = Annotated[
     typer.Option(
         "--id",
         help="Your agent id, e.g. claude-alice (1 to 64 of A-Z a-z 0-9 . _ -): the claim, its heartbeat and every "
-             "record name it.")]
+        "record name it.",
+    ),
+]
 StepArg = Annotated[str, typer.Argument(help="The step.")]
 
 
@@ -47,15 +49,20 @@ def _work(target: Target, agent: str, tags: list[str] | None = None, heartbeat: 
     return AgentWork(queue, agent, tags, heartbeat=keeper, header=step_header())
 
 
-def work(target: Target, agent: AgentId,
-         step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
-         tag: Tags = [],
-         context: Annotated[
-             str | None,
-             typer.Option(
-                 "--context",
-                 help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the "
-                      "prompt and the handoff.")] = None) -> None:
+def work(
+    target: Target,
+    agent: AgentId,
+    step_id: Annotated[str | None, typer.Argument(help="A particular step (default: the best ready one).")] = None,
+    tag: Tags = [],
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            help="Relevant context for this step: a file's path (its text) or the text itself; it goes into the "
+            "prompt and the handoff.",
+        ),
+    ] = None,
+) -> None:
     """Take a step yourself, in a worktree of its own.
 
     Claim it as a worker would, make a git worktree at the integration
@@ -68,18 +75,24 @@ def work(target: Target, agent: AgentId,
     from runner.commands.workers import caller_context
 
     claimed = _work(target, agent, tag, heartbeat="keeper").claim(step_id, caller_context(context))
-    text = (f"claimed {claimed.step} (attempt {claimed.attempt}) as {agent}\nworktree: {claimed.worktree}\nnext: "
-            f"work in that worktree, then `runner submit {claimed.step} --id {agent}`\n\n{claimed.prompt}")
+    text = (
+        f"claimed {claimed.step} (attempt {claimed.attempt}) as {agent}\nworktree: {claimed.worktree}\nnext: "
+        f"work in that worktree, then `runner submit {claimed.step} --id {agent}`\n\n{claimed.prompt}"
+    )
     emit(target, claimed.as_dict(), text.rstrip())
 
 
-def submit(target: Target, step_id: StepArg, agent: AgentId,
-           notes: Annotated[
-               str | None,
-               typer.Option(
-                   "--notes",
-                   help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.",
-               )] = None,
+def submit(
+    target: Target,
+    step_id: StepArg,
+    agent: AgentId,
+    notes: Annotated[
+        str | None,
+        typer.Option(
+            "--notes",
+            help="A fact later steps must know: appended to plans/NOTES.md when the step is recorded.",
+        ),
+    ] = None,
 ) -> None:
     """Hand in the step you hold.
 
@@ -101,8 +114,9 @@ def print_report(target: Target, result) -> None:
     emit(target, result.as_dict(), render_text(result))
 
 
-def prime(agent: Annotated[
-    str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None) -> None:
+def prime(
+    agent: Annotated[str | None, typer.Option("--id", help="Your agent id, to put in the commands it shows.")] = None,
+) -> None:
     """Print what an agent reads first.
 
     At the start of a session: how to find, take and hand in a step, and
@@ -121,8 +135,9 @@ def check_prime(target: Target, agent: str | None) -> Path:
     from runner.store.choice import open_store
 
     if agent not in INSTRUCTIONS_FILE:
-        raise BadInput("--prime writes the instructions file of the agent named by --agent: "
-                       f"one of {', '.join(INSTRUCTIONS_FILE)}")
+        raise BadInput(
+            f"--prime writes the instructions file of the agent named by --agent: one of {', '.join(INSTRUCTIONS_FILE)}"
+        )
     store = open_store(target.repo, remote=None)
     if not (store.workdir / ".git").exists():
         raise BadInput("--prime writes a file in the working tree, and this repository is bare")
@@ -141,8 +156,9 @@ def write_prime(target: Target, agent: str | None) -> str:
     return said + (f"; {HOW_IT_IS_READ[agent]}" if agent in HOW_IT_IS_READ else "")
 
 
-def given_back(target: Target, step_id: str, agent: str, reason: str, fail: bool = False,
-               permanent: bool = False) -> bool:
+def given_back(
+    target: Target, step_id: str, agent: str, reason: str, fail: bool = False, permanent: bool = False
+) -> bool:
     """`runner release` / `runner fail` of a step taken here with `runner work`: given back through
     its session, as the MCP tools do (a handoff, a failure's change kept on the step's branch,
     the worktree and the keeper ended). False when this host has no session of it."""

@@ -23,21 +23,29 @@ def board(
         typer.Option(
             "--host",
             help="The address to listen on. Other than loopback, anyone who reaches it reads the queue: prefer an ssh "
-                 "tunnel.")] = "127.0.0.1",
+            "tunnel.",
+        ),
+    ] = "127.0.0.1",
     read_only: Annotated[
         bool,
         typer.Option(
             "--read-only",
-            help="Show, never act (for a shared screen): no approve, reject, retry, abort, halt or resume.")] = False,
+            help="Show, never act (for a shared screen): no approve, reject, retry, abort, halt or resume.",
+        ),
+    ] = False,
     every: Annotated[
-        float,
-        typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")] = 2.0,
+        float, typer.Option("--every", help="Seconds between fetches of the queue; open pages update when it moved.")
+    ] = 2.0,
     allow_host: Annotated[
         list[str],
         typer.Option(
             "--allow-host",
             help="Another name a browser reaches the board by (a proxy's, a tunnel's), repeatable: any other Host "
-                 "is refused (DNS rebinding).", metavar="NAME", show_default=False)] = [],
+            "is refused (DNS rebinding).",
+            metavar="NAME",
+            show_default=False,
+        ),
+    ] = [],
     by: By = None,
 ) -> None:
     """Serve the queue as a web page on this clone.
@@ -59,8 +67,11 @@ def logs(
     step_id: StepArg,
     follow: Annotated[
         bool,
-        typer.Option("--follow", "-f",
-                     help="Keep printing what the step prints until it ends; a step not started yet is waited for.")
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Keep printing what the step prints until it ends; a step not started yet is waited for.",
+        ),
     ] = False,
     every: Annotated[float, typer.Option("--every", help="Seconds between fetches with --follow.")] = 2.0,
 ) -> None:
@@ -138,8 +149,11 @@ def _header(now: dict) -> str:
     if now["running"]:
         if now["output"] is None:
             return f"-- {step} attempt {attempt} runs on {now['worker']}; its heartbeat has carried no output yet"
-        return f"-- {step} attempt {attempt} on {now['worker']}" + (f", running {now['run']}" if now.get(
-            "run") else "") + f" (heartbeat of {now['at']})"
+        return (
+            f"-- {step} attempt {attempt} on {now['worker']}"
+            + (f", running {now['run']}" if now.get("run") else "")
+            + f" (heartbeat of {now['at']})"
+        )
     if now["output"] is None:
         return f"-- {step} is {now['status']}, not running; no log tail recorded for it"
     return f"-- {step} is {now['status']}, not running; the log tail of attempt {attempt}, from its handoff:"

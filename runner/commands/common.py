@@ -23,19 +23,43 @@ from runner.commands.plain import Target, check_worker_id, emit, person, say  # 
 from runner.core.layout import DEFAULT_QUEUE_BRANCH
 
 SHARED = [
-    inspect.Parameter("repo", inspect.Parameter.KEYWORD_ONLY, default=Path("."), annotation=Annotated[
-        Path, typer.Option("--repo", help="The git repository (default: the one you are in).", show_default=False)]),
-    inspect.Parameter("remote", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-        str | None, typer.Option(
-            "--remote",
-            help="The remote that holds the queue (default: origin when there is one; 'none': this repository only).",
-        )]),
-    inspect.Parameter("queue_branch", inspect.Parameter.KEYWORD_ONLY, default=DEFAULT_QUEUE_BRANCH,
-                      annotation=Annotated[
-        str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch.")]),
+    inspect.Parameter(
+        "repo",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=Path("."),
+        annotation=Annotated[
+            Path, typer.Option("--repo", help="The git repository (default: the one you are in).", show_default=False)
+        ],
+    ),
+    inspect.Parameter(
+        "remote",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--remote",
+                help=(
+                    "The remote that holds the queue (default: origin when there is one; 'none': this repository only)."
+                ),
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "queue_branch",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=DEFAULT_QUEUE_BRANCH,
+        annotation=Annotated[
+            str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch.")
+        ],
+    ),
 ]
-JSON = inspect.Parameter("json_out", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-    bool, typer.Option("--json", help="Print JSON (one object) instead of text.")])
+JSON = inspect.Parameter(
+    "json_out",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=False,
+    annotation=Annotated[bool, typer.Option("--json", help="Print JSON (one object) instead of text.")],
+)
 
 
 def command(func: Callable | None = None, *, queue: bool = True, json: bool = True):
@@ -52,9 +76,12 @@ def command(func: Callable | None = None, *, queue: bool = True, json: bool = Tr
     def wrapper(*args, **kwargs):
         shared = {p.name: kwargs.pop(p.name, p.default) for p in extra}
         if wants_target:
-            kwargs["target"] = Target.of(shared.get("repo", Path(".")), shared.get("remote"),
-                                         shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
-                                         shared.get("json_out", False))
+            kwargs["target"] = Target.of(
+                shared.get("repo", Path(".")),
+                shared.get("remote"),
+                shared.get("queue_branch", DEFAULT_QUEUE_BRANCH),
+                shared.get("json_out", False),
+            )
         return run_mapped(func, *args, json_out=bool(shared.get("json_out")), **kwargs)
 
     cast(Any, wrapper).__signature__ = signature.replace(parameters=own + extra)  # what typer reads
@@ -65,8 +92,9 @@ def run_mapped(func: Callable, *args: Any, json_out: bool = False, **kwargs: Any
     """Run a command; runner's errors become their exit codes, with one line of text (and a
     JSON object under --json: runner.commands.failures)."""
     result = []
-    code = failures.run(lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort),
-                        json_out=json_out)
+    code = failures.run(
+        lambda: result.append(func(*args, **kwargs)), passthrough=(typer.Exit, typer.Abort), json_out=json_out
+    )
     if code:
         raise typer.Exit(code)
     return result[0] if result else None
@@ -74,5 +102,6 @@ def run_mapped(func: Callable, *args: Any, json_out: bool = False, **kwargs: Any
 
 WorkerId = Annotated[str, typer.Option("--id", help="This worker's id, e.g. host-a (1 to 64 of A-Z a-z 0-9 . _ -).")]
 By = Annotated[str | None, typer.Option("--by", help="Who acts (default: git's user.name, else $USER).")]
-Tags = Annotated[list[str],
-                 typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")]
+Tags = Annotated[
+    list[str], typer.Option("--tag", help="A tag this worker has (repeatable): it takes steps that need it.")
+]

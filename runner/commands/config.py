@@ -15,10 +15,12 @@ import typer
 from runner.commands.common import By, Target, emit, person
 from runner.core.errors import BadInput
 
-Action = Annotated[str, typer.Argument(help="get (print the value that counts) or set (write KEY = VALUE).",
-                                       show_default=False)]
-KeyArg = Annotated[str, typer.Argument(help="The key, as <table>.<key>: leases.lease, roles.review.min_files.",
-                                       show_default=False)]
+Action = Annotated[
+    str, typer.Argument(help="get (print the value that counts) or set (write KEY = VALUE).", show_default=False)
+]
+KeyArg = Annotated[
+    str, typer.Argument(help="The key, as <table>.<key>: leases.lease, roles.review.min_files.", show_default=False)
+]
 
 
 def config(
@@ -27,15 +29,20 @@ def config(
     key: KeyArg,
     value: Annotated[
         str | None,
-        typer.Argument(help="For set: a TOML value (true, 3, \"1h\", '[\"make\", \"test\"]'); plain words are text.",
-                       show_default=False)] = None,
+        typer.Argument(
+            help='For set: a TOML value (true, 3, "1h", \'["make", "test"]\'); plain words are text.',
+            show_default=False,
+        ),
+    ] = None,
     show_origin: Annotated[
         bool,
-        typer.Option("--show-origin",
-                     help="Print where the value comes from (step STEP, runner.toml or default) before it.")] = False,
+        typer.Option(
+            "--show-origin", help="Print where the value comes from (step STEP, runner.toml or default) before it."
+        ),
+    ] = False,
     step: Annotated[
-        str | None,
-        typer.Option("--step", help="With get: the value that counts for this step (its own value wins).")] = None,
+        str | None, typer.Option("--step", help="With get: the value that counts for this step (its own value wins).")
+    ] = None,
     by: By = None,
 ) -> None:
     """Read or write one key of runner.toml.
@@ -58,8 +65,10 @@ def config(
         if value is None:
             raise BadInput(f"set needs a VALUE: runner config set {key} VALUE")
         if step is not None:
-            raise BadInput("--step reads a step's value; a step's own values are in its file (roles:, brakes:, "
-                           "pipeline:, timeout:, max_attempts:, requires_approval:)")
+            raise BadInput(
+                "--step reads a step's value; a step's own values are in its file (roles:, brakes:, "
+                "pipeline:, timeout:, max_attempts:, requires_approval:)"
+            )
         _set(target, found, value, person(by, target.repo))
     else:
         raise BadInput(f"{action!r}: use `runner config get KEY` or `runner config set KEY VALUE`")
@@ -80,8 +89,11 @@ def _get(target: Target, key, step_id: str | None, show_origin: bool) -> None:
     text = (queue.store.file_at(snap.tip, CONFIG_FILE) or b"").decode("utf-8", errors="replace")
     value, origin = value_of(key, text, meta, step_id)
     shown = value if isinstance(value, str) else as_toml(value)
-    emit(target, {"key": key.dotted, "value": value, "origin": origin, "step": step_id},
-         f"{origin}\t{shown}" if show_origin else shown)
+    emit(
+        target,
+        {"key": key.dotted, "value": value, "origin": origin, "step": step_id},
+        f"{origin}\t{shown}" if show_origin else shown,
+    )
 
 
 def _set(target: Target, key, typed: str, actor: str) -> None:
@@ -96,8 +108,11 @@ def _set(target: Target, key, typed: str, actor: str) -> None:
         return {CONFIG_FILE: with_key(current, key, value, literal).encode()}  # queue.edit checks it by the schema
 
     published = queue.edit(files, f"set {key.dotted} = {literal} in runner.toml (runner config set)", actor)
-    emit(target, {"key": key.dotted, "value": value, "commit": published.commit},
-         f"runner.toml: {key.dotted} = {literal}  [{published.commit[:10]}]")
+    emit(
+        target,
+        {"key": key.dotted, "value": value, "commit": published.commit},
+        f"runner.toml: {key.dotted} = {literal}  [{published.commit[:10]}]",
+    )
 
 
 def with_key(toml_text: str, key, value: Any, literal: str) -> str:
@@ -137,14 +152,16 @@ def _comment(rest: str) -> str:
         except tomllib.TOMLDecodeError:
             continue
         value = rest[:at].rstrip()
-        return rest[len(value):]
+        return rest[len(value) :]
     return ""
 
 
 def _check_only_key_changed(before: str, after: str, key, value: Any) -> None:
     """The edit set that one key and nothing else (a value spread over lines is not edited by line)."""
-    refused = BadInput(f"runner.toml: could not set {key.dotted} on its line (is its value on several lines?); "
-                       "edit runner.toml on the queue branch by hand")
+    refused = BadInput(
+        f"runner.toml: could not set {key.dotted} on its line (is its value on several lines?); "
+        "edit runner.toml on the queue branch by hand"
+    )
     try:
         old, new = tomllib.loads(before) if before else {}, tomllib.loads(after)
     except tomllib.TOMLDecodeError:

@@ -13,8 +13,9 @@ from runner.core.errors import BadInput
 By = Annotated[str, typer.Option("--by", help="Group by step (the default), worker, role or day (UTC).")]
 
 
-def cost(target: Target, step_id: Annotated[str | None, typer.Argument(help="Only this step.")] = None,
-         by: By = "step") -> None:
+def cost(
+    target: Target, step_id: Annotated[str | None, typer.Argument(help="Only this step.")] = None, by: By = "step"
+) -> None:
     """Show what the agent runs cost.
 
     Tokens as each CLI reported them, money as an estimate that says
@@ -42,11 +43,15 @@ def cost(target: Target, step_id: Annotated[str | None, typer.Argument(help="Onl
     rows = data.get("groups", data["steps"])
     lines = [f"{'what it cost, by ' + key:<28} {'money (USD)':>12} {'in':>9} {'out':>9} {'runs':>5}  unknown"]
     for row in rows:
-        lines.append(f"{str(row[key])[:28]:<28} {row['usd']:>12.4f} {_k(row['input_tokens']):>9} "
-                     f"{_k(row['output_tokens']):>9} {row['runs']:>5}  {row['unknown'] or ''}")
+        lines.append(
+            f"{str(row[key])[:28]:<28} {row['usd']:>12.4f} {_k(row['input_tokens']):>9} "
+            f"{_k(row['output_tokens']):>9} {row['runs']:>5}  {row['unknown'] or ''}"
+        )
     total = data["total"]
-    lines.append(f"{'total':<28} {total['usd']:>12.4f} {_k(total['input_tokens']):>9} {_k(total['output_tokens']):>9} "
-                 f"{total['runs']:>5}  {total['unknown'] or ''}")
+    lines.append(
+        f"{'total':<28} {total['usd']:>12.4f} {_k(total['input_tokens']):>9} {_k(total['output_tokens']):>9} "
+        f"{total['runs']:>5}  {total['unknown'] or ''}"
+    )
     lines.append(f"money: {total['money']}" + (f"; the plan's budget is ${budget:.2f}" if budget is not None else ""))
     if total["unknown"]:
         lines.append(f"{total['unknown']} run(s) reported no usage: they are not in the figures above")

@@ -70,8 +70,13 @@ def run_checks(target) -> list[dict[str, Any]]:
     checks.append(_check("queue", "ok", f"{target.branch} @ {snap.tip[:10]}, {len(snap.plan.steps)} valid steps"))
     checks.append(_check("config", "ok", "runner.toml follows the schema"))
     problems = snap.plan.check(snap.config)
-    checks.append(_check("plan", "fail" if problems else "ok",
-                         f"{len(problems)} problem(s): runner validate" if problems else "sound"))
+    checks.append(
+        _check(
+            "plan",
+            "fail" if problems else "ok",
+            f"{len(problems)} problem(s): runner validate" if problems else "sound",
+        )
+    )
     integration = snap.config.queue.integration_branch
     checks.append(
         _check("integration", "ok", f"{integration} exists")
@@ -83,10 +88,14 @@ def run_checks(target) -> list[dict[str, Any]]:
     if snap.plan.halted:
         checks.append(_check("halt", "warn", f"queue halted: {snap.plan.halted} (runner resume)"))
     if queue.reader.malformed_beats:
-        checks.append(_check(
-            "heartbeats", "warn",
-            "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items())
-            + " (delete the ref on the remote)"))
+        checks.append(
+            _check(
+                "heartbeats",
+                "warn",
+                "; ".join(f"{w}: {why}" for w, why in queue.reader.malformed_beats.items())
+                + " (delete the ref on the remote)",
+            )
+        )
     checks.append(resources(store.state_dir, snap.config))
     checks.append(sandbox_check(snap.config))
     return checks
@@ -98,8 +107,12 @@ def notices(store) -> dict[str, Any]:
 
     if opted_in(store):
         return _check("notices", "ok", "this host sends [notify]'s notices (it opted in)")
-    return _check("notices", "ok", f"this host does not send [notify]'s notices: it has not opted in (`git config "
-                                   f"{OPT_IN_KEY} true` or {OPT_IN_ENV}=1 where a worker should)")
+    return _check(
+        "notices",
+        "ok",
+        f"this host does not send [notify]'s notices: it has not opted in (`git config "
+        f"{OPT_IN_KEY} true` or {OPT_IN_ENV}=1 where a worker should)",
+    )
 
 
 def sandbox_check(config) -> dict[str, Any]:
@@ -108,12 +121,20 @@ def sandbox_check(config) -> dict[str, Any]:
 
     why = unusable()
     if configured(config):
-        return (_check("sandbox", "fail", f"runner.toml asks for bwrap but {why}: workers here refuse to start") if why
-                else _check("sandbox", "ok", "steps run in bubblewrap ([worker] sandbox = \"bwrap\")"))
+        return (
+            _check("sandbox", "fail", f"runner.toml asks for bwrap but {why}: workers here refuse to start")
+            if why
+            else _check("sandbox", "ok", 'steps run in bubblewrap ([worker] sandbox = "bwrap")')
+        )
     if why:
         return _check("sandbox", "warn", f"steps run unsandboxed, and could not be here: {why}")
-    return _check("sandbox", "warn", "steps run unsandboxed as this user, with its files and keys (bubblewrap works "
-                                     "here: set [worker] sandbox = \"bwrap\")")
+    return _check(
+        "sandbox",
+        "warn",
+        "steps run unsandboxed as this user, with its files and keys (bubblewrap works "
+        'here: set [worker] sandbox = "bwrap")',
+    )
+
 
 def resources(folder: Path, config) -> dict[str, Any]:
     import psutil
@@ -168,8 +189,9 @@ def gc(target) -> None:
     freed = collect(queue.store.workspace(), snap)
     packed = queue.store.workspace().gc()
     if target.json:
-        print_json({"worktrees": [{"path": p, "bytes": n} for p, n in freed], "bytes": sum(n for _, n in freed),
-                    "git": packed})
+        print_json(
+            {"worktrees": [{"path": p, "bytes": n} for p, n in freed], "bytes": sum(n for _, n in freed), "git": packed}
+        )
         return
     for path, size in freed:
         typer.echo(f"removed {path} ({size >> 10} KiB)")

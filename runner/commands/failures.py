@@ -28,8 +28,11 @@ def classify(exc: BaseException) -> Failure:
     inside the `except` that caught it) and named with where its traceback is."""
     if isinstance(exc, RunnerError):
         return failure_of(exc)
-    return Failure(EXIT_FAILURE, f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
-                                 f"{log_traceback()} (RUNNER_DEBUG=1 shows it)")
+    return Failure(
+        EXIT_FAILURE,
+        f"runner failed unexpectedly ({type(exc).__name__}: {exc}); the traceback is in "
+        f"{log_traceback()} (RUNNER_DEBUG=1 shows it)",
+    )
 
 
 def tell(failure: Failure, json_out: bool = False) -> int:

@@ -13,17 +13,21 @@ from runner.core.layout import DEFAULT_QUEUE_BRANCH
 
 Server = Annotated[
     Path | None,
-    typer.Option("--server",
-                 help="A bare repository (the remote): install the pre-receive hook that checks every push.")]
+    typer.Option(
+        "--server", help="A bare repository (the remote): install the pre-receive hook that checks every push."
+    ),
+]
 Clone = Annotated[
     Path | None,
     typer.Option(
         "--repo",
         help="A working clone: install the pre-commit hook that validates step files (default without --server: the "
-             "current one).")]
+        "current one).",
+    ),
+]
 Branch = Annotated[
-    str,
-    typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch the server hook protects.")]
+    str, typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch the server hook protects.")
+]
 
 
 def _targets(server: Path | None, repo: Path | None) -> tuple[Path | None, Path | None]:

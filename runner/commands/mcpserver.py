@@ -33,13 +33,17 @@ def answered(func: Callable[..., Answer]) -> Callable[..., CallToolResult]:
     """A tool's function as the SDK calls it: its text beside its data (structured content, no
     output schema, which would grow every session's context), and a failure as runner tells
     every failure (runner.commands.failures), with its JSON as the structured content."""
+
     def guarded(*args, **kwargs) -> CallToolResult:
         try:
             text, data = func(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 (every fault ends here, reported, never a traceback for the agent)
             failure = classify(exc)
-            return CallToolResult(content=[TextContent(type="text", text=failure.brief)],
-                                  structured_content=failure.as_dict(), is_error=True)
+            return CallToolResult(
+                content=[TextContent(type="text", text=failure.brief)],
+                structured_content=failure.as_dict(),
+                is_error=True,
+            )
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=as_json(data))
 
     guarded.__name__ = func.__name__
@@ -61,6 +65,7 @@ def build(work, target) -> MCPServer:
         def register(func: Callable[..., Answer]) -> Callable[..., Answer]:
             app.tool(description=description, structured_output=False)(answered(func))
             return func
+
         return register
 
     def reported(result) -> Answer:
@@ -73,28 +78,35 @@ def build(work, target) -> MCPServer:
             return found.why or "", found.as_dict()
         return "\n".join(f"{s.step}: {s.title} (priority {s.priority})" for s in found.steps), found.as_dict()
 
-    @tool("A step with its context: the plan's root.md and NOTES.md, the step file, what its dependencies left, "
-          "feedback from earlier attempts.")
+    @tool(
+        "A step with its context: the plan's root.md and NOTES.md, the step file, what its dependencies left, "
+        "feedback from earlier attempts."
+    )
     def show(step: Step) -> Answer:
         shown = work.show(step)
         return shown.text, shown.as_dict()
 
-    @tool("Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
-          "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
-          "while this session lives. One step at a time.")
+    @tool(
+        "Claim a step (empty: the best ready one) as a worker would. runner makes a git worktree at the integration "
+        "branch's tip and returns its path and the step's prompt; work only there. The claim's heartbeat is kept "
+        "while this session lives. One step at a time."
+    )
     def claim(step: Annotated[str, Field(description="The step id, or empty for the best ready one.")] = "") -> Answer:
         held = work.claim(step or None)
-        text = (f"Claimed {held.step} (attempt {held.attempt}) as {work.agent}.\nWorktree: {held.worktree}"
-                f"\n\n{held.prompt}")
+        text = (
+            f"Claimed {held.step} (attempt {held.attempt}) as {work.agent}.\nWorktree: {held.worktree}\n\n{held.prompt}"
+        )
         return text, {**held.as_dict(), "status": Status.CLAIMED, "agent": work.agent}
 
-    @tool("Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
-          "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "
-          "report: Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and "
-          "fixes are left, nothing is recorded: fix it and call complete again.")
+    @tool(
+        "Hand in the step you hold: runner runs its Automated Verification and QA commands, the project's gates and "
+        "the verifier in your worktree, ticks what passed and records the outcome with its merge. Returns the "
+        "report: Automated Verification N/M, Automated QA, manual checks left, final status. When a check fails and "
+        "fixes are left, nothing is recorded: fix it and call complete again."
+    )
     def complete(
-        step: Step,
-        notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = "") -> Answer:
+        step: Step, notes: Annotated[str, Field(description="A fact later steps must know (added to NOTES.md).")] = ""
+    ) -> Answer:
         return reported(work.complete(step, notes or None))
 
     @tool("The step you hold cannot be done as written: record a failure (retried later with your reason as feedback).")
@@ -106,8 +118,10 @@ def build(work, target) -> MCPServer:
         return reported(work.release(step, reason))
 
     @tool("The queue's audit trail, newest first: who claimed, completed, failed or released what, and why.")
-    def log(step: Annotated[str, Field(description="Only this step (empty: all).")] = "",
-            limit: Annotated[int, Field(description="At most this many entries.", ge=1, le=200)] = 20) -> Answer:
+    def log(
+        step: Annotated[str, Field(description="Only this step (empty: all).")] = "",
+        limit: Annotated[int, Field(description="At most this many entries.", ge=1, le=200)] = 20,
+    ) -> Answer:
         entries = work.queue.log(step or None, limit)
         return "\n".join(log_line(e) for e in entries) or "no events", {"entries": entries}
 

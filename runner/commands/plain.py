@@ -82,8 +82,14 @@ def report(target: Target, published, **extra: Any) -> None:
 
     change = published.change
     event = change.event
-    data = {"step": event.step, "event": str(event.kind), "attempt": event.attempt, "status": change.status,
-            "commit": published.commit, **extra}
+    data = {
+        "step": event.step,
+        "event": str(event.kind),
+        "attempt": event.attempt,
+        "status": change.status,
+        "commit": published.commit,
+        **extra,
+    }
     text = f"{event.kind} {event.step} (attempt {event.attempt}) -> {change.status}  [{published.commit[:10]}]"
     # a person ended it: at the deviation gate, or anywhere
     if event.kind in (Kind.ABORT, Kind.REJECT) and change.status == Status.FAILED:
@@ -92,8 +98,9 @@ def report(target: Target, published, **extra: Any) -> None:
     emit(target, data, text)
 
 
-def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ignore_deps: bool = False,
-          by: str | None = None) -> None:
+def claim(
+    target: Target, step_id: str | None, worker: str, tags: list[str], ignore_deps: bool = False, by: str | None = None
+) -> None:
     """`runner claim`: the best ready step (or STEP) for `worker`; exit 3 when nothing can be taken."""
     from runner.queue.leases import holder_info, new_incarnation
 
@@ -104,8 +111,16 @@ def claim(target: Target, step_id: str | None, worker: str, tags: list[str], ign
     incarnation = new_incarnation(worker)
     # This process exits at once: the claim lives by its lease and heartbeats, not by our pid.
     facts = {"state": "claimed by hand", "incarnation": incarnation}
-    published = queue.claim(worker, incarnation, holder_info(with_pid=False), tags=tags, step_id=step_id, beat=facts,
-                            by=person(by, target.repo) if ignore_deps else None, ignore_deps=ignore_deps)
+    published = queue.claim(
+        worker,
+        incarnation,
+        holder_info(with_pid=False),
+        tags=tags,
+        step_id=step_id,
+        beat=facts,
+        by=person(by, target.repo) if ignore_deps else None,
+        ignore_deps=ignore_deps,
+    )
     # A claim by hand makes no worktree (`runner work` does): the one it has is the repository's own.
     report(target, published, worktree=None, repository=str(queue.store.workdir))
 
@@ -123,10 +138,18 @@ def heartbeat(target: Target, step_id: str, worker: str) -> None:
         raise BadInput(f"{worker} cannot renew {step_id}: {why}")
     queue.beat(
         worker,
-        {"state": "claimed by hand", "step": step_id, "attempt": step.attempt,
-         "incarnation": step.holder.get("incarnation")})
-    emit(target, {"step": step_id, "attempt": step.attempt, "worker": worker},
-         f"heartbeat {step_id} (attempt {step.attempt}) by {worker}")
+        {
+            "state": "claimed by hand",
+            "step": step_id,
+            "attempt": step.attempt,
+            "incarnation": step.holder.get("incarnation"),
+        },
+    )
+    emit(
+        target,
+        {"step": step_id, "attempt": step.attempt, "worker": worker},
+        f"heartbeat {step_id} (attempt {step.attempt}) by {worker}",
+    )
 
 
 def complete(target: Target, step_id: str, worker: str) -> None:

@@ -21,14 +21,18 @@ def init(
         typer.Option(
             "--agent",
             help="Write [harness] and [roles.*] for a coding agent's CLI: claude, codex, opencode, gemini, aider or "
-                 "none.")] = None,
+            "none.",
+        ),
+    ] = None,
     by: By = None,
     prime: Annotated[
         bool,
         typer.Option(
             "--prime",
             help="With --agent: also write `runner prime` (how an agent takes steps itself) into that agent's project "
-                 "instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).")] = False,
+            "instructions file here (CLAUDE.md, AGENTS.md, GEMINI.md, CONVENTIONS.md).",
+        ),
+    ] = False,
 ) -> None:
     """Create the queue and integration branches here.
 
@@ -63,25 +67,28 @@ NEXT = 'next: `runner add "First step" --id 01-first --run \'["make"]\'`, then `
 NEXT_FOR_AGENTS = (
     'next: `runner add "First step" --id 01-first --body "What to do, and how to check it"` (no --run: the agent '
     "runs it, with the step's text as its prompt), then `runner worker --id $(hostname)`; to take a step in your own "
-    "agent session instead: `runner work --id NAME`, or `runner mcp --id NAME` as an MCP server")
+    "agent session instead: `runner work --id NAME`, or `runner mcp --id NAME` as an MCP server"
+)
 
 
 def add(
     target: Target,
     title: Annotated[str, typer.Argument(help="What the step does.")],
     step_id: Annotated[str, typer.Option("--id", help="Step id: 1 to 64 of a-z 0-9 . _ -, e.g. 03-add-parser.")],
-    depends_on: Annotated[list[str],
-                          typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")] = [],
+    depends_on: Annotated[
+        list[str], typer.Option("--depends-on", "-d", help=f"{key_doc('depends_on')} (repeatable).")
+    ] = [],
     priority: Annotated[int, typer.Option(help=key_doc("priority"))] = 0,
     tag: Annotated[list[str], typer.Option("--tag", help=f"{key_doc('tags')} (repeatable).")] = [],
     run: Annotated[
-        str | None,
-        typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")] = None,
+        str | None, typer.Option("--run", help=f"{key_doc('run')}: a JSON list, or words split as a shell would.")
+    ] = None,
     agent: Annotated[str | None, typer.Option("--agent", help=f"{key_doc('agent')}.")] = None,
     timeout: Annotated[str | None, typer.Option(help=key_doc("timeout"))] = None,
     max_attempts: Annotated[int | None, typer.Option("--max-attempts", help=key_doc("max_attempts"))] = None,
-    output: Annotated[list[str],
-                      typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")] = [],
+    output: Annotated[
+        list[str], typer.Option("--required-output", help=f"{key_doc('required_outputs')} (repeatable).")
+    ] = [],
     requires_approval: Annotated[bool, typer.Option("--requires-approval", help=key_doc("requires_approval"))] = False,
     touches: Annotated[list[str], typer.Option("--touches", help=f"{key_doc('touches')} (repeatable).")] = [],
     body: Annotated[str, typer.Option(help="Markdown body of the step.")] = "",
@@ -95,10 +102,18 @@ def add(
     from runner.core.plan import Plan
     from runner.core.stepfile import parse_step, render_new_step
 
-    given = {"depends_on": depends_on, "priority": priority, "tags": tag, "run": parse_run(run) if run else None,
-             "agent": agent, "timeout": timeout, "max_attempts": max_attempts, "required_outputs": output,
-             "requires_approval": requires_approval,
-             "touches": touches}
+    given = {
+        "depends_on": depends_on,
+        "priority": priority,
+        "tags": tag,
+        "run": parse_run(run) if run else None,
+        "agent": agent,
+        "timeout": timeout,
+        "max_attempts": max_attempts,
+        "required_outputs": output,
+        "requires_approval": requires_approval,
+        "touches": touches,
+    }
     fields = {key: value for key, value in given.items() if value is not None and value is not False and value != []}
     if not priority:
         del fields["priority"]
@@ -111,14 +126,16 @@ def add(
         if existing := snap.plan.find(step_id):
             raise BadInput(f"step {step_id!r} already exists ({existing.path})")
         size = len(snap.plan.steps) + len(snap.plan.invalid)
-        fanned = (size + 1 >= FANOUT_FROM
-                  or any(s.path == new_step_path(s.id, True) for s in list(snap.plan.steps.values())[:1]))
+        fanned = size + 1 >= FANOUT_FROM or any(
+            s.path == new_step_path(s.id, True) for s in list(snap.plan.steps.values())[:1]
+        )
         path = new_step_path(step_id, fanned)
         step = parse_step(path, data)
         merged = Plan.build([*snap.plan.steps.values(), step])
         problems = [f"{p}" for s in merged.invalid if s.id == step_id for p in s.problems]
-        problems += [p.split(": ", 1)[1] for p in merged.unrunnable(bool(snap.config.harness.command))
-                     if p.startswith(path)]
+        problems += [
+            p.split(": ", 1)[1] for p in merged.unrunnable(bool(snap.config.harness.command)) if p.startswith(path)
+        ]
         if problems:
             raise BadInput(problems)
         path_holder[:] = [path]
@@ -136,10 +153,11 @@ def parse_run(text: str) -> list[str]:
             argv = jsonsafe.loads(text)
         except ValueError as exc:
             raise BadInput(
-                f"--run: {shown(text)} is not a JSON list ({exc}); write it as '[\"make\", \"db\"]' with double "
-                "quotes, or as plain words: --run 'make db'") from None
+                f'--run: {shown(text)} is not a JSON list ({exc}); write it as \'["make", "db"]\' with double '
+                "quotes, or as plain words: --run 'make db'"
+            ) from None
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise BadInput("--run: a JSON list of strings, e.g. '[\"make\", \"db\"]'")
+            raise BadInput('--run: a JSON list of strings, e.g. \'["make", "db"]\'')
         return argv
     try:
         argv = shlex.split(text)
@@ -154,7 +172,8 @@ def import_(
     target: Target,
     folder: Annotated[
         Path,
-        typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md.")],
+        typer.Argument(help="A plans/steps folder of NN-slug.md files, or a DAG folder with root.md and step-<n>.md."),
+    ],
     by: By = None,
 ) -> None:
     """Import a plan folder onto the queue branch.
@@ -171,8 +190,9 @@ def import_(
         from runner.core.stepfile import parse_step
 
         merged = Plan.build([*snap.plan.steps.values(), *(parse_step(p, found[p]) for p in steps_only)])
-        if problems := [p for p in merged.unrunnable(bool(snap.config.harness.command))
-                        if p.split(":", 1)[0] in steps_only]:
+        if problems := [
+            p for p in merged.unrunnable(bool(snap.config.harness.command)) if p.split(":", 1)[0] in steps_only
+        ]:
             raise BadInput(problems)
         summary[:] = what
         return found
@@ -198,8 +218,9 @@ def progress_line(verb: str):
 def validate(
     target: Target,
     path: Annotated[
-        Path | None,
-        typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")] = None) -> None:
+        Path | None, typer.Option("--path", help="Check a plan folder on disk instead of the queue branch.")
+    ] = None,
+) -> None:
     """Check that the plan is sound.
 
     Exit 2 listing every problem (file: reason), 0 when it is sound. A step
@@ -237,14 +258,15 @@ def validate(
 AllRows = Annotated[bool, typer.Option("--all", help="Every step, even in a large plan (plain text past 200 rows).")]
 
 
-def status(target: Target, show_all: AllRows = False,
-           watch: Annotated[
-               bool,
-               typer.Option(
-                   "--watch",
-                   help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events.")] = False,
-           every: Annotated[float,
-                            typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0) -> None:
+def status(
+    target: Target,
+    show_all: AllRows = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Redraw every few seconds until Ctrl-C: counts, running steps, the last events."),
+    ] = False,
+    every: Annotated[float, typer.Option("--every", help="Seconds between redraws with --watch.")] = 2.0,
+) -> None:
     """List every step with its status.
 
     The stored status or the derived waiting / blocked / invalid, assignee, attempt and age."""
@@ -259,8 +281,17 @@ def status(target: Target, show_all: AllRows = False,
 
     snap = _listed(target)
     rows = render.status_rows(snap.plan, snap.config.queue.touches_exclusive, pause_hold(snap, utc_now()))
-    render.print_status(snap.plan, rows, target.branch, snap.tip, target.json, show_all, render.warnings(snap.config),
-                        [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())], stuck_steps(snap))
+    render.print_status(
+        snap.plan,
+        rows,
+        target.branch,
+        snap.tip,
+        target.json,
+        show_all,
+        render.warnings(snap.config),
+        [p.as_json() for _, p in sorted(snap.pauses(utc_now()).items())],
+        stuck_steps(snap),
+    )
 
 
 def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step.")]) -> None:
@@ -276,13 +307,32 @@ def show(target: Target, step_id: Annotated[str, typer.Argument(help="The step."
     from runner.core.model import utc_now
     from runner.queue.claims import pause_hold
 
-    row = step_row(snap.plan, step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
-                   pause_hold(snap, utc_now()))
+    row = step_row(
+        snap.plan,
+        step,
+        snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
+        pause_hold(snap, utc_now()),
+    )
     if target.json:
         print_json({**row, "meta": step.meta, "text": step.text})
         return
-    for key in ("step", "title", "status", "priority", "depends_on", "tags", "assignee", "attempt", "failures", "lease",
-                "claimed_at", "not_before", "last_error", "held_back", "path"):
+    for key in (
+        "step",
+        "title",
+        "status",
+        "priority",
+        "depends_on",
+        "tags",
+        "assignee",
+        "attempt",
+        "failures",
+        "lease",
+        "claimed_at",
+        "not_before",
+        "last_error",
+        "held_back",
+        "path",
+    ):
         if row.get(key) not in (None, [], ""):
             typer.echo(f"{key + ':':<12} {row[key]}")
     if step.get("usage") is not None:
@@ -324,8 +374,14 @@ def _listed(target: Target):
     # A paused account holds steps back, and a step with tags is stuck or not by the live workers'
     # heartbeats, which the plan's tip does not name: the full listing says so, every time.
     if not snap.pauses(utc_now()) and not any(s.tags for s in snap.plan.with_status(Status.READY)):
-        quick.save(queue.store.state_dir, queue.branch, snap.tip, snap.plan, snap.config.queue.touches_exclusive,
-                   warnings(snap.config))
+        quick.save(
+            queue.store.state_dir,
+            queue.branch,
+            snap.tip,
+            snap.plan,
+            snap.config.queue.touches_exclusive,
+            warnings(snap.config),
+        )
     return snap
 
 
@@ -350,5 +406,6 @@ def log(
     if target.json:
         print_json({"entries": entries})
         return
-    print_log(entries, f"log of {target.branch}" + (f" for {step_id}" if step_id else ""),
-              show_runs=step_id is not None)
+    print_log(
+        entries, f"log of {target.branch}" + (f" for {step_id}" if step_id else ""), show_runs=step_id is not None
+    )

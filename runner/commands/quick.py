@@ -67,8 +67,9 @@ def answer_claim(args: list[str]) -> bool:
     if options is None or "worker" not in options:
         return False
     target = plain.Target.of(Path(options["repo"]), options["remote"], options["branch"], options["json"])
-    code = failures.run(lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]),
-                        json_out=options["json"])
+    code = failures.run(
+        lambda: plain.claim(target, options.get("step"), options["worker"], options["tags"]), json_out=options["json"]
+    )
     if code:
         raise SystemExit(code)
     return True
@@ -134,11 +135,16 @@ def _help_key() -> list:
     return [code_stamp(), libraries, width, sys.argv[0], getattr(sys.modules["__main__"], "__package__", None)]
 
 
-def save(state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True,
-         warnings: list[str] | None = None) -> None:
+def save(
+    state_dir: Path, branch: str, tip: str, plan, touches_exclusive: bool = True, warnings: list[str] | None = None
+) -> None:
     """Keep the index of `plan` (read at `tip` of `branch`) for the next `runner ready` or `status`."""
     data = {
-        "format": FORMAT, "code": code_stamp(), "branch": branch, "tip": tip, "halted": plan.halted,
+        "format": FORMAT,
+        "code": code_stamp(),
+        "branch": branch,
+        "tip": tip,
+        "halted": plan.halted,
         "touches_exclusive": touches_exclusive,  # runner.toml's, read at that tip
         "warnings": list(warnings or []),  # what `runner status` warns of from runner.toml at that tip
         "steps": [[s.id, s.path, s.index] for s in plan.steps.values()],
@@ -170,8 +176,12 @@ def answer_listing(command: str, args: list[str]) -> bool:
             return False
         tip = _queue_tip(git_dir, options["branch"], options["local_only"])
         data = json.loads((git_dir / "runner" / INDEX_FILE).read_text())
-        if (data.get("format") != FORMAT or data.get("branch") != options["branch"] or tip is None
-                or data.get("tip") != tip):
+        if (
+            data.get("format") != FORMAT
+            or data.get("branch") != options["branch"]
+            or tip is None
+            or data.get("tip") != tip
+        ):
             return False
         if data.get("code") != code_stamp():
             return False
@@ -179,25 +189,34 @@ def answer_listing(command: str, args: list[str]) -> bool:
 
         plan = _plan(data)
         exclusive = bool(data["touches_exclusive"])
-        rows = (render.ready_rows(plan, options["tags"], exclusive) if command == "ready"
-                else render.status_rows(plan, exclusive))
+        rows = (
+            render.ready_rows(plan, options["tags"], exclusive)
+            if command == "ready"
+            else render.status_rows(plan, exclusive)
+        )
     except (OSError, ValueError, TypeError, KeyError, AttributeError):  # an index that does not read: the full way
         return False
     if command == "ready":
         render.print_ready(plan, rows, options["branch"], options["json"], options["show_all"])
     else:
-        render.print_status(plan, rows, options["branch"], tip, options["json"], options["show_all"],
-                            [str(w) for w in data["warnings"]])
+        render.print_status(
+            plan, rows, options["branch"], tip, options["json"], options["show_all"], [str(w) for w in data["warnings"]]
+        )
     return True
 
 
-def _parse(args: list[str], flags: dict[str, str], values: dict[str, str],
-           positional: str | None = None) -> dict | None:
+def _parse(
+    args: list[str], flags: dict[str, str], values: dict[str, str], positional: str | None = None
+) -> dict | None:
     """Plain options as the full command parses them: `flags` and `values` map an option to
     its key (`--tag` repeats), `positional` names the one argument allowed; None for anything
     else (help, an option this shortcut does not take), which the full command answers."""
-    options: dict = {"repo": ".", "remote": None, "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue",
-                     "tags": []}
+    options: dict = {
+        "repo": ".",
+        "remote": None,
+        "branch": os.environ.get("RUNNER_QUEUE_BRANCH") or "runner/queue",
+        "tags": [],
+    }
     options.update({key: False for key in flags.values()})
     rest = iter(args)
     for arg in rest:
@@ -256,8 +275,9 @@ def _queue_tip(git_dir: Path, branch: str, local_only: bool) -> str | None:
 
     has_remote = not local_only and _has_remote(git_dir)
     try:
-        store = PlumbingStore(git_dir, remote="auto" if has_remote else None,
-                              known=known_repository(git_dir, git_dir.parent))
+        store = PlumbingStore(
+            git_dir, remote="auto" if has_remote else None, known=known_repository(git_dir, git_dir.parent)
+        )
         if has_remote:
             if store.remote is None:
                 return None
@@ -276,8 +296,9 @@ def _plan(data: dict):
     from runner.core.plan import Plan
 
     steps = {step_id: Step(step_id, path, index, "") for step_id, path, index in data["steps"]}
-    invalid = [Step(step_id, path, index, "", [str(p) for p in problems])
-               for step_id, path, index, problems in data["invalid"]]
+    invalid = [
+        Step(step_id, path, index, "", [str(p) for p in problems]) for step_id, path, index, problems in data["invalid"]
+    ]
     if any(not step.problems for step in invalid):
         raise ValueError("an invalid step without its problems")
     return Plan(steps=steps, invalid=invalid, halted=data["halted"])

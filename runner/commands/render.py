@@ -52,8 +52,9 @@ def age(moment: datetime | None, now: datetime | None = None) -> str:
     return f"{sign}{seconds}s"
 
 
-def step_row(plan: Plan, step: Step, holders: list[Step] | None = None,
-             paused: Callable[[Step], str | None] | None = None) -> dict[str, Any]:
+def step_row(
+    plan: Plan, step: Step, holders: list[Step] | None = None, paused: Callable[[Step], str | None] | None = None
+) -> dict[str, Any]:
     """A step as listings show it; `holders`: the claimed steps whose `touches:` may hold it back;
     `paused`: why a paused account holds it back (runner.queue.claims.pause_hold)."""
     status = plan.derived_status(step)
@@ -105,7 +106,8 @@ def status_table(plan: Plan, rows: Iterable[dict[str, Any]], title: str):
             cell(row["title"]),
             f"[{STATUS_STYLE.get(status, '')}]{status}[/]",
             cell(row["assignee"]),
-            cell(row["attempt"] or ""), age(moment),
+            cell(row["attempt"] or ""),
+            age(moment),
             cell(note[:200]),
         )
     return table
@@ -126,8 +128,11 @@ def plain_table(rows: list[dict[str, Any]], title: str) -> str:
 
 
 def _note(row: dict[str, Any]) -> str:
-    return ("; ".join(row["problems"]) if row["problems"]
-            else (f"held back: {row['held_back']}" if row.get("held_back") else row["last_error"] or ""))
+    return (
+        "; ".join(row["problems"])
+        if row["problems"]
+        else (f"held back: {row['held_back']}" if row.get("held_back") else row["last_error"] or "")
+    )
 
 
 def counts_line(rows: list[dict[str, Any]]) -> str:
@@ -165,8 +170,9 @@ def _node_id(step_id: str) -> str:
     return "s_" + "".join(c if c.isalnum() else "_" for c in step_id)
 
 
-def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str,
-               halted: str | None = None) -> None:
+def print_rows(
+    plan: Plan, rows: list[dict[str, Any]], title: str, show_all: bool, summary_of: str, halted: str | None = None
+) -> None:
     """A rich table for a plan of human size on a terminal; plain text otherwise (a pipe, a log,
     a large plan), without even importing rich. A large plan shows the rows that need attention."""
     shown = rows
@@ -177,8 +183,9 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
     if halted:
         from runner.commands.output import cell
 
-        lines.append((f"queue halted: {halted}  (runner resume)",
-                      f"[bold red]queue halted:[/] {cell(halted)}  (runner resume)"))
+        lines.append(
+            (f"queue halted: {halted}  (runner resume)", f"[bold red]queue halted:[/] {cell(halted)}  (runner resume)")
+        )
     table = None
     if not shown and rows:
         lines.append((f"{title}: no step needs attention",) * 2)
@@ -207,8 +214,9 @@ def print_rows(plan: Plan, rows: list[dict[str, Any]], title: str, show_all: boo
         out.print(marked)
 
 
-def status_rows(plan: Plan, touches_exclusive: bool = True,
-                paused: Callable[[Step], str | None] | None = None) -> list[dict[str, Any]]:
+def status_rows(
+    plan: Plan, touches_exclusive: bool = True, paused: Callable[[Step], str | None] | None = None
+) -> list[dict[str, Any]]:
     holders = plan.touch_holders() if touches_exclusive else None
     return [step_row(plan, s, holders, paused) for s in all_steps(plan)]
 
@@ -218,40 +226,71 @@ def warnings(config) -> list[str]:
     return [w for w in [config.agents_without_approval()] if w]
 
 
-def print_status(plan: Plan, rows: list[dict[str, Any]], branch: str, tip: str, as_json: bool, show_all: bool,
-                 warned: list[str] | None = None, paused: list[dict[str, Any]] | None = None,
-                 stuck: dict[str, str] | None = None) -> None:
+def print_status(
+    plan: Plan,
+    rows: list[dict[str, Any]],
+    branch: str,
+    tip: str,
+    as_json: bool,
+    show_all: bool,
+    warned: list[str] | None = None,
+    paused: list[dict[str, Any]] | None = None,
+    stuck: dict[str, str] | None = None,
+) -> None:
     if as_json:
-        print_json({"tip": tip, "halted": plan.halted, "warnings": warned or [], "paused": paused or [],
-                    "spent": plan_spend(plan).as_json(), "steps": rows,
-                    "stuck": [{"step": step, "why": why} for step, why in (stuck or {}).items()]})
+        print_json(
+            {
+                "tip": tip,
+                "halted": plan.halted,
+                "warnings": warned or [],
+                "paused": paused or [],
+                "spent": plan_spend(plan).as_json(),
+                "steps": rows,
+                "stuck": [{"step": step, "why": why} for step, why in (stuck or {}).items()],
+            }
+        )
         return
     print_rows(plan, rows, f"{branch} @ {tip[:10]}", show_all, "status", plan.halted)
     print_stuck(stuck or {})
     for pause in paused or []:
-        sys.stdout.write(f"paused: account {pause['account']} until {pause['until']} ({pause['by']} on "
-                         f"{pause['step']}: {' '.join(pause['reason'].split())[:160]})\n")
+        sys.stdout.write(
+            f"paused: account {pause['account']} until {pause['until']} ({pause['by']} on "
+            f"{pause['step']}: {' '.join(pause['reason'].split())[:160]})\n"
+        )
     if (spent := plan_spend(plan)).runs:
         sys.stdout.write(f"spent: {spent.describe()} (runner cost)\n")
     if warned:
         sys.stdout.write("".join(f"warning: {w}\n" for w in warned))
 
 
-def ready_rows(plan: Plan, tags: list[str], touches_exclusive: bool = True,
-               paused: Callable[[Step], str | None] | None = None) -> list[dict[str, Any]]:
+def ready_rows(
+    plan: Plan, tags: list[str], touches_exclusive: bool = True, paused: Callable[[Step], str | None] | None = None
+) -> list[dict[str, Any]]:
     """Every ready step a worker with `tags` may take, best first; those a claimed step's
     `touches:` or a paused account holds back say why (`held_back`)."""
     holders = plan.touch_holders() if touches_exclusive else None
     return [] if plan.halted else [step_row(plan, s, holders, paused) for s in plan.ready(utc_now(), tags)]
 
 
-def print_ready(plan: Plan, rows: list[dict[str, Any]], branch: str, as_json: bool, show_all: bool,
-                stuck: dict[str, str] | None = None) -> None:
+def print_ready(
+    plan: Plan,
+    rows: list[dict[str, Any]],
+    branch: str,
+    as_json: bool,
+    show_all: bool,
+    stuck: dict[str, str] | None = None,
+) -> None:
     claimable, held = [r for r in rows if not r.get("held_back")], [r for r in rows if r.get("held_back")]
     stuck = stuck or {}
     if as_json:
-        print_json({"halted": plan.halted, "steps": claimable, "held_back": held,
-                    "stuck": [{"step": step, "why": why} for step, why in stuck.items()]})
+        print_json(
+            {
+                "halted": plan.halted,
+                "steps": claimable,
+                "held_back": held,
+                "stuck": [{"step": step, "why": why} for step, why in stuck.items()],
+            }
+        )
         return
     print_rows(plan, claimable, f"ready on {branch}" + (" (halted)" if plan.halted else ""), show_all, "ready")
     if held:
@@ -278,15 +317,18 @@ def print_log(entries: list[dict[str, Any]], title: str, show_runs: bool) -> Non
         status = f" -> {e['status']}" if e["status"] else ""
         lines.append(
             f"{e['time']}  {e['commit'][:10]}  {e['event']:<9} {e['step'] or '':<20} "
-            f"{e['actor'] or ''}{attempt}{status}")
+            f"{e['actor'] or ''}{attempt}{status}"
+        )
         if show_runs:
             if e.get("reason"):
                 lines.append(f"    reason: {' '.join(str(e['reason']).split())[:300]}")
             for run in e.get("runs") or []:
                 took = f" in {run['seconds']}s" if run.get("seconds") is not None else ""
                 spent = f" [{note}]" if (note := run_note(run)) else ""
-                lines.append(f"    - {run.get('name')}: {run.get('result')}{took}{spent}"
-                             + (f" ({run['detail']})" if run.get("detail") else ""))
+                lines.append(
+                    f"    - {run.get('name')}: {run.get('result')}{took}{spent}"
+                    + (f" ({run['detail']})" if run.get("detail") else "")
+                )
             if (spend := runs_spend(e.get("runs"))).runs:
                 lines.append(f"    spent: {spend.describe()}")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -314,8 +356,12 @@ def watch(target, every: float) -> None:
             running.add_column(column)
         for row in rows:
             if row["status"] == Status.CLAIMED:
-                running.add_row(cell(row["step"]), cell(row["assignee"]), cell(row["attempt"] or ""),
-                                age(parse_time(row["claimed_at"])))
+                running.add_row(
+                    cell(row["step"]),
+                    cell(row["assignee"]),
+                    cell(row["attempt"] or ""),
+                    age(parse_time(row["claimed_at"])),
+                )
         events = Table(title="last events", title_justify="left")
         for column in ("time", "event", "step", "by", "status"):
             events.add_column(column)

@@ -28,13 +28,20 @@ class Mode(str, Enum):
 
 OsOption = Annotated[
     SchedulerName | None,
-    typer.Option("--os", help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.",
-                 show_default=False),
+    typer.Option(
+        "--os",
+        help="systemd (Linux), launchd (macOS) or schtasks (Windows); default: this computer's.",
+        show_default=False,
+    ),
 ]
 IdOption = Annotated[
     str,
-    typer.Option("--id", help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.",
-                 show_default=False)]
+    typer.Option(
+        "--id",
+        help="Worker id, e.g. host-a: 1 to 64 of A-Z a-z 0-9 . _ -, starting with a letter or digit.",
+        show_default=False,
+    ),
+]
 NoActivateOption = Annotated[
     bool,
     typer.Option(
@@ -53,78 +60,122 @@ def install_schedule(
         typer.Option(
             "--mode",
             help="daemon: keep `runner worker` running; tick: run `runner tick` every --interval seconds.",
-        )] = Mode.daemon,
+        ),
+    ] = Mode.daemon,
     tag: Annotated[
         list[str],
         typer.Option(
             "--tag",
             help="A tag of this worker (repeatable): a step with tags goes only to workers that have all of them.",
-            metavar="TAG", show_default=False)] = [],
+            metavar="TAG",
+            show_default=False,
+        ),
+    ] = [],
     interval: Annotated[
         int | None,
         typer.Option(
             "--interval",
             help="Seconds: the daemon's poll interval when idle (default: the worker's, 30), or the tick period "
-                 "(default 300).",
-            metavar="SECONDS", show_default=False)] = None,
+            "(default 300).",
+            metavar="SECONDS",
+            show_default=False,
+        ),
+    ] = None,
     grace: Annotated[
         int | None,
         typer.Option(
             "--grace",
             help="Daemon: seconds to finish a step after SIGTERM before releasing it (default: runner.toml's "
-                 "grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over "
-                 "30 s.",
-            metavar="SECONDS", show_default=False)] = None,
+            "grace_period). The OS waits a minute longer before it kills: pass --grace when grace_period is over "
+            "30 s.",
+            metavar="SECONDS",
+            show_default=False,
+        ),
+    ] = None,
     remote: Annotated[
         str | None,
         typer.Option(
             "--remote",
             help="The remote that holds the queue (default: origin when the clone has it; 'none' for a local queue).",
-            metavar="NAME", show_default=False)] = None,
+            metavar="NAME",
+            show_default=False,
+        ),
+    ] = None,
     queue_branch: Annotated[
         str | None,
-        typer.Option("--queue-branch", envvar="RUNNER_QUEUE_BRANCH", help="The queue branch (default: runner/queue).",
-                     metavar="BRANCH", show_default=False)] = None,
+        typer.Option(
+            "--queue-branch",
+            envvar="RUNNER_QUEUE_BRANCH",
+            help="The queue branch (default: runner/queue).",
+            metavar="BRANCH",
+            show_default=False,
+        ),
+    ] = None,
     repo: Annotated[
         Path | None,
         typer.Option(
             "--repo",
             help="The worker's clone of the queue on this computer (default: the current folder). Checked with git: it "
-                 "must hold the queue branch.",
-            show_default=False)] = None,
+            "must hold the queue branch.",
+            show_default=False,
+        ),
+    ] = None,
     target_repo: Annotated[
         str | None,
-        typer.Option("--target-repo",
-                     help="With --output or --dry-run: the worker's clone on the computer the files are for.",
-                     metavar="PATH", show_default=False)] = None,
+        typer.Option(
+            "--target-repo",
+            help="With --output or --dry-run: the worker's clone on the computer the files are for.",
+            metavar="PATH",
+            show_default=False,
+        ),
+    ] = None,
     python: Annotated[
         str | None,
-        typer.Option("--python", help="The interpreter runner is installed in (default here: this one, symlinks kept).",
-                     metavar="PATH", show_default=False)] = None,
+        typer.Option(
+            "--python",
+            help="The interpreter runner is installed in (default here: this one, symlinks kept).",
+            metavar="PATH",
+            show_default=False,
+        ),
+    ] = None,
     env_file: Annotated[
         Path | None,
-        typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False)] = None,
+        typer.Option("--env-file", help="NAME=value lines for the worker's environment.", show_default=False),
+    ] = None,
     notify: Annotated[
         bool,
         typer.Option(
             "--notify",
             help="The worker sends the notices runner.toml's [notify] names from this computer: it runs [notify]'s "
-                 "command and sends to its URLs, which come from the queue branch (with [hooks] identities, only "
-                 "admins change them).")] = False,
+            "command and sends to its URLs, which come from the queue branch (with [hooks] identities, only "
+            "admins change them).",
+        ),
+    ] = False,
     slots: Annotated[
         int, typer.Option(help="--mode daemon: the worker runs up to this many steps at once (runner worker --slots).")
     ] = 1,
     metrics_file: Annotated[
         Path | None,
-        typer.Option("--metrics-file", metavar="PATH", show_default=False,
-                     help="--mode daemon: the worker rewrites this Prometheus text file after each tick (runner "
-                          "worker --metrics-file).")] = None,
-    dry_run: Annotated[bool,
-                       typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")] = False,
+        typer.Option(
+            "--metrics-file",
+            metavar="PATH",
+            show_default=False,
+            help="--mode daemon: the worker rewrites this Prometheus text file after each tick (runner "
+            "worker --metrics-file).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the files and the commands; touch nothing.")
+    ] = False,
     output: Annotated[
         Path | None,
-        typer.Option("--output", help="Write the files into DIR instead of installing them (for another computer too).",
-                     metavar="DIR", show_default=False)] = None,
+        typer.Option(
+            "--output",
+            help="Write the files into DIR instead of installing them (for another computer too).",
+            metavar="DIR",
+            show_default=False,
+        ),
+    ] = None,
     no_activate: NoActivateOption = False,
 ) -> None:
     """Keep a worker running with the OS's scheduler.
@@ -138,7 +189,7 @@ def install_schedule(
     Examples: `runner install-schedule --id host-a --tag gpu --repo ~/plan` · `runner
     install-schedule --id host-a --mode tick --interval 600` · `runner install-schedule --os
     launchd --id mac-1 --output DIR --python /Users/me/venv/bin/python --target-repo
-    /Users/me/plan` """
+    /Users/me/plan`"""
     from runner import schedules
 
     target = schedules.choose_target(
@@ -164,15 +215,17 @@ def install_schedule(
     if outcome.not_activated:
         typer.echo(
             f"error: the schedule was written but not activated ({outcome.not_activated}): nothing runs until you do",
-            err=True)
+            err=True,
+        )
         raise typer.Exit(1)
 
 
 def uninstall_schedule(
     worker_id: IdOption,
     os_name: OsOption = None,
-    dry_run: Annotated[bool,
-                       typer.Option("--dry-run", help="Print what would be removed and run; touch nothing.")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be removed and run; touch nothing.")
+    ] = False,
     no_activate: NoActivateOption = False,
 ) -> None:
     """Stop and remove a worker's OS schedule.
@@ -180,8 +233,9 @@ def uninstall_schedule(
     Exactly the files install-schedule wrote are removed."""
     from runner import schedules
 
-    outcome = schedules.uninstall(os_name.value if os_name else None, worker_id, dry_run=dry_run,
-                                  activate=not no_activate)
+    outcome = schedules.uninstall(
+        os_name.value if os_name else None, worker_id, dry_run=dry_run, activate=not no_activate
+    )
     _print_outcome(outcome)
 
 

@@ -25,8 +25,9 @@ def claim(
     ignore_deps: Annotated[
         bool,
         typer.Option(
-            "--ignore-deps",
-            help="A person's override: claim STEP although its dependencies are not done (needs --by).")] = False,
+            "--ignore-deps", help="A person's override: claim STEP although its dependencies are not done (needs --by)."
+        ),
+    ] = False,
     by: Annotated[str | None, typer.Option("--by", help="The person behind --ignore-deps.")] = None,
 ) -> None:
     """Claim a step for worker --id.
@@ -67,7 +68,10 @@ def complete(target: Target, step_id: StepArg, worker: WorkerId) -> None:
 
 
 def fail(
-    target: Target, step_id: StepArg, worker: WorkerId, reason: Reason = "failed",
+    target: Target,
+    step_id: StepArg,
+    worker: WorkerId,
+    reason: Reason = "failed",
     permanent: Annotated[bool, typer.Option("--permanent", help="Do not retry: failed at once.")] = False,
 ) -> None:
     """Record a failure of STEP.
@@ -98,19 +102,30 @@ def approve(target: Target, step_id: StepArg, by: By = None) -> None:
 
 
 def reject(
-    target: Target, step_id: StepArg, reason: Annotated[
+    target: Target,
+    step_id: StepArg,
+    reason: Annotated[
         str | None,
-        typer.Option("--reason",
-                     help="Your feedback: the next attempt reads it (for a deviation: what to do instead).")] = None,
+        typer.Option(
+            "--reason", help="Your feedback: the next attempt reads it (for a deviation: what to do instead)."
+        ),
+    ] = None,
     comment: Annotated[
         list[str] | None,
-        typer.Option("--comment", metavar="FILE:LINE TEXT",
-                     help="A comment on a line of the result (FILE:START-END for a range), its text after it; "
-                          "repeat it. The next attempt reads each with the line's text, and its handoff says which it "
-                          "addressed.")] = None,
-    texts: Annotated[list[str] | None, typer.Argument(metavar="", hidden=True, show_default=False,
-                                                      help="Each --comment's text, in order.")] = None,
-    by: By = None, abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
+        typer.Option(
+            "--comment",
+            metavar="FILE:LINE TEXT",
+            help="A comment on a line of the result (FILE:START-END for a range), its text after it; "
+            "repeat it. The next attempt reads each with the line's text, and its handoff says which it "
+            "addressed.",
+        ),
+    ] = None,
+    texts: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="", hidden=True, show_default=False, help="Each --comment's text, in order."),
+    ] = None,
+    by: By = None,
+    abort: Annotated[bool, typer.Option("--abort", help="Fail the step for good instead.")] = False,
 ) -> None:
     """Reject a step in review.
 
@@ -136,8 +151,9 @@ def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> No
     report(target, target.queue().event(step_id, Kind.ABORT, person(by, target.repo), reason=reason))
 
 
-def halt(target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")],
-         by: By = None) -> None:
+def halt(
+    target: Target, reason: Annotated[str, typer.Option("--reason", help="Why: every worker shows it.")], by: By = None
+) -> None:
     """Stop every worker from claiming.
 
     Each stops at its next tick, until `runner resume`."""

@@ -17,12 +17,18 @@ def render_text(result: TickResult) -> str:
         return f"{result.sentinel} {result.reason or ''}".rstrip()
     report = result.report
     if result.hand_in is not None:
-        lines = [f"Status: not recorded: {not_yet_status(result)}", f"Step: {result.step} - {report.title}",
-                 "Final frontmatter status: claimed (still yours)"]
+        lines = [
+            f"Status: not recorded: {not_yet_status(result)}",
+            f"Step: {result.step} - {report.title}",
+            "Final frontmatter status: claimed (still yours)",
+        ]
     else:
-        lines = [f"Status: {result.status}", f"Step: {result.step} - {report.title}",
-                 f"Final frontmatter status: {report.final_status}",
-                 "Files changed: " + (", ".join(report.files_changed) or "none")]
+        lines = [
+            f"Status: {result.status}",
+            f"Step: {result.step} - {report.title}",
+            f"Final frontmatter status: {report.final_status}",
+            "Files changed: " + (", ".join(report.files_changed) or "none"),
+        ]
     sections = (("Automated Verification", report.automated_verification), ("Automated QA", report.automated_qa))
     for title, summary in sections:
         if summary.items:
@@ -38,8 +44,13 @@ def render_text(result: TickResult) -> str:
         return "\n".join([*lines, f"Worktree: {hand_in.worktree}", "What to fix:", hand_in.feedback.rstrip()])
     reason = result.reason if result.reason and result.sentinel != Sentinel.STEP_COMPLETE else ""
     if reason:
-        retry = ("" if result.will_retry is None
-                 else " (it will be retried)" if result.will_retry else " (it will not be retried)")
+        retry = (
+            ""
+            if result.will_retry is None
+            else " (it will be retried)"
+            if result.will_retry
+            else " (it will not be retried)"
+        )
         lines.append(f"Reason: {reason[:500]}{retry}")
     lines.append(f"{result.sentinel}" + (f": {reason[:200]}" if reason else ""))
     return "\n".join(lines)
@@ -48,11 +59,15 @@ def render_text(result: TickResult) -> str:
 def not_yet_status(result: TickResult) -> str:
     assert result.hand_in is not None
     if result.outcome == TickOutcome.RESOLVE:
-        return ("the integration branch moved and its new tip conflicts with your change in "
-                f"{', '.join(result.hand_in.conflicts)}: resolve the conflicts left between git's markers in your "
-                "worktree and hand it in again (no attempt is spent)")
-    return ("the checks did not pass. Fix it and hand it in again (if the checks fail "
-            f"{result.hand_in.fixes_left + 1} more time(s), it is recorded as failed)")
+        return (
+            "the integration branch moved and its new tip conflicts with your change in "
+            f"{', '.join(result.hand_in.conflicts)}: resolve the conflicts left between git's markers in your "
+            "worktree and hand it in again (no attempt is spent)"
+        )
+    return (
+        "the checks did not pass. Fix it and hand it in again (if the checks fail "
+        f"{result.hand_in.fixes_left + 1} more time(s), it is recorded as failed)"
+    )
 
 
 class ReportPrinter:

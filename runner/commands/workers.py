@@ -17,8 +17,10 @@ Notify = Annotated[
     typer.Option(
         "--notify",
         help="Send the notices runner.toml's [notify] names from this host: run its command, send to its URLs (they "
-             "come from the queue branch, so a host sends them only when it opts in: this, RUNNER_NOTIFY=1, or `git "
-             "config runner.notify true`).")]
+        "come from the queue branch, so a host sends them only when it opts in: this, RUNNER_NOTIFY=1, or `git "
+        "config runner.notify true`).",
+    ),
+]
 
 
 def opt_in_to_notices(notify: bool) -> None:
@@ -28,19 +30,29 @@ def opt_in_to_notices(notify: bool) -> None:
         os.environ[OPT_IN_ENV] = "1"
 
 
-def tick(target: Target, worker: WorkerId, tag: Tags = [], log_file: LogFile = None, notify: Notify = False,
-         step: Annotated[
-             str | None,
-             typer.Option(
-                 "--step",
-                 help="Run this step only: the one the worker holds, or can take now (a step backing off after a "
-                      "failure is taken at once).")] = None,
-         context: Annotated[
-             str | None,
-             typer.Option(
-                 "--context",
-                 help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes "
-                      "into every role's prompt and the handoff.")] = None) -> None:
+def tick(
+    target: Target,
+    worker: WorkerId,
+    tag: Tags = [],
+    log_file: LogFile = None,
+    notify: Notify = False,
+    step: Annotated[
+        str | None,
+        typer.Option(
+            "--step",
+            help="Run this step only: the one the worker holds, or can take now (a step backing off after a "
+            "failure is taken at once).",
+        ),
+    ] = None,
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            help="Relevant context for the step's agents: a file's path (its text) or the text itself; it goes "
+            "into every role's prompt and the handoff.",
+        ),
+    ] = None,
+) -> None:
     """Run one tick: claim, run, verify, record.
 
     Claim at most one step, run it in its own worktree, verify it, record the outcome.
@@ -73,7 +85,8 @@ def caller_context(value: str | None) -> str:
             if (size := path.stat().st_size) > MAX_STEP_BYTES:
                 raise BadInput(
                     f"--context {value}: {size:,} bytes; pass at most 1 MiB (of which {MAX_CONTEXT_BYTES // 1024} KiB "
-                    "is kept)")
+                    "is kept)"
+                )
             value = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as exc:
         raise BadInput(f"--context {value}: cannot read it ({exc.strerror})") from exc
@@ -92,8 +105,9 @@ def worker(
     once: Annotated[
         bool,
         typer.Option(
-            "--once",
-            help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue).")] = False,
+            "--once", help="Drain the plan, then exit: stop when nothing is ready or running (or there is no queue)."
+        ),
+    ] = False,
     grace: Annotated[
         float | None,
         typer.Option(help="Seconds to finish a step after SIGTERM before it is released (default: runner.toml)."),
@@ -105,9 +119,13 @@ def worker(
     ] = 1,
     metrics_file: Annotated[
         Path | None,
-        typer.Option("--metrics-file", metavar="PATH",
-                     help="Rewrite this Prometheus text file after each tick: the queue's steps and what this worker "
-                          "did (for node_exporter's textfile collector).")] = None,
+        typer.Option(
+            "--metrics-file",
+            metavar="PATH",
+            help="Rewrite this Prometheus text file after each tick: the queue's steps and what this worker "
+            "did (for node_exporter's textfile collector).",
+        ),
+    ] = None,
 ) -> None:
     """Run the worker daemon: tick until stopped.
 
@@ -123,22 +141,33 @@ def worker(
         from runner.worker.slots import Fleet, check_slots
 
         check_slots(slots)
-        fleet = Fleet(target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace,
-                      metrics_file=metrics_file)
-        raise typer.Exit(fleet.run(interval=interval, max_ticks=max_ticks, once=once, json_out=target.json,
-                                   show=ReportPrinter(target.json)))
+        fleet = Fleet(
+            target.queue(), worker_id, slots, tags=tag, log_file=log_file, grace=grace, metrics_file=metrics_file
+        )
+        raise typer.Exit(
+            fleet.run(
+                interval=interval, max_ticks=max_ticks, once=once, json_out=target.json, show=ReportPrinter(target.json)
+            )
+        )
     w = Worker(target.queue(), worker_id, tags=tag, log_file=log_file, grace=grace)
-    daemon = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=target.json,
-                    metrics_file=metrics_file, show=ReportPrinter(target.json))
+    daemon = Daemon(
+        w,
+        interval=interval,
+        max_ticks=max_ticks,
+        once=once,
+        json_out=target.json,
+        metrics_file=metrics_file,
+        show=ReportPrinter(target.json),
+    )
     raise typer.Exit(daemon.run())
 
 
 def workers(
     target: Target,
     prune: Annotated[
-        bool,
-        typer.Option("--prune",
-                     help="Delete the heartbeat refs of workers gone for more than a day.")] = False) -> None:
+        bool, typer.Option("--prune", help="Delete the heartbeat refs of workers gone for more than a day.")
+    ] = False,
+) -> None:
     """List the workers from their heartbeats.
 
     Alive / late / gone, the step each holds, its last step
@@ -171,13 +200,25 @@ def workers(
         last = r["last"] or {}
         step = f"{r['step']} (attempt {r['attempt']})" if r["step"] else ""
         colour = {"alive": "green", "late": "yellow", "gone": "red"}[r["liveness"]]
-        table.add_row(cell(r["worker"]), f"[{colour}]{r['liveness']}[/]", cell(r["state"]), cell(r["host"]), cell(step),
-                      cell(f"{last.get('step', '')} {last.get('outcome', '')}".strip()), cell(r["ticks"]),
-                      age(parse_time(r["started"])), f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "")
+        table.add_row(
+            cell(r["worker"]),
+            f"[{colour}]{r['liveness']}[/]",
+            cell(r["state"]),
+            cell(r["host"]),
+            cell(step),
+            cell(f"{last.get('step', '')} {last.get('outcome', '')}".strip()),
+            cell(r["ticks"]),
+            age(parse_time(r["started"])),
+            f"{age(parse_time(r['last_beat']))} ago" if r["last_beat"] else "",
+        )
     out = console()
     out.print(table)
     for pause in paused:
-        out.print(cell(f"account {pause['account']} paused until {pause['until']}: no worker starts its commands "
-                       f"({pause['by']} on {pause['step']}: {' '.join(pause['reason'].split())[:160]})"))
+        out.print(
+            cell(
+                f"account {pause['account']} paused until {pause['until']}: no worker starts its commands "
+                f"({pause['by']} on {pause['step']}: {' '.join(pause['reason'].split())[:160]})"
+            )
+        )
     for name in pruned:
         out.print(f"pruned {name}")

@@ -58,8 +58,9 @@ def agent_of(config: Any, step_run: Any, role: str) -> Agent | None:
         table = config.roles.get(role)
     if table is None or not table.command:
         return None
-    return Agent(tuple(table.command), table.output, table.account or program_account(table.command),
-                 tuple(table.models))
+    return Agent(
+        tuple(table.command), table.output, table.account or program_account(table.command), tuple(table.models)
+    )
 
 
 AGENT_ROLES = ("implement", "orient", "verify", "review", "sweep", "orchestrate", "resolve", "qa")
@@ -92,8 +93,13 @@ class Pause:
         return self.until > now
 
     def as_json(self) -> dict[str, Any]:
-        return {"account": self.account, "until": format_time(self.until), "reason": self.reason, "by": self.by,
-                "step": self.step}
+        return {
+            "account": self.account,
+            "until": format_time(self.until),
+            "reason": self.reason,
+            "by": self.by,
+            "step": self.step,
+        }
 
 
 def pause_path(account: str) -> str:
@@ -119,8 +125,9 @@ def read_pause(account: str, data: bytes | None) -> Pause | None:
     return Pause(account, until, **text)
 
 
-def pause_after(before: bytes | None, account: str, until: datetime, reason: str | None, by: str,
-                step: str | None) -> bytes:
+def pause_after(
+    before: bytes | None, account: str, until: datetime, reason: str | None, by: str, step: str | None
+) -> bytes:
     """plans/pauses/<account>.json after a release that paused the account until `until`: the
     later of the two pauses (a limit hit again never brings a reset closer)."""
     kept = read_pause(account, before)
@@ -148,6 +155,8 @@ def held_by_pause(config: Any, step_run: Any, step_text: str, pauses: dict[str, 
         return None
     for account in sorted(step_accounts(config, step_run, step_text) & set(pauses)):
         pause = pauses[account]
-        return (f"account {account} is paused until {format_time(pause.until)} (a provider's limit: "
-                f"{clip(pause.reason, 200)})")
+        return (
+            f"account {account} is paused until {format_time(pause.until)} (a provider's limit: "
+            f"{clip(pause.reason, 200)})"
+        )
     return None

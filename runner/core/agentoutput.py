@@ -91,13 +91,17 @@ def _int(value: Any) -> int:
 
 
 def _has_ints(table: Any, *keys: str) -> bool:
-    return isinstance(table, dict) and all(isinstance(table.get(k), (int, float)) and not isinstance(table.get(k), bool)
-                                           for k in keys)
+    return isinstance(table, dict) and all(
+        isinstance(table.get(k), (int, float)) and not isinstance(table.get(k), bool) for k in keys
+    )
 
 
 def _usd(value: Any) -> float | None:
-    return round(float(value), 6) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 \
+    return (
+        round(float(value), 6)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
         else None
+    )
 
 
 def _salvaged(text: str, key: str) -> str | None:
@@ -137,16 +141,24 @@ def read_claude(stdout: str, written: str, stderr: str) -> Said:
     usage: Usage | str = UNKNOWN
     if models and all(_has_ints(m, "inputTokens", "outputTokens") for m in models.values()):
         # every model the run used (a small one answers side questions): the top-level usage is the main one's
-        reads, writes = (sum(_int(m.get(k)) for m in models.values())
-                         for k in ("cacheReadInputTokens", "cacheCreationInputTokens"))
+        reads, writes = (
+            sum(_int(m.get(k)) for m in models.values()) for k in ("cacheReadInputTokens", "cacheCreationInputTokens")
+        )
         priciest = max(models, key=lambda name: _usd(models[name].get("costUSD")) or 0)
-        usage = Usage(sum(_int(m["inputTokens"]) for m in models.values()) + reads + writes,
-                      sum(_int(m["outputTokens"]) for m in models.values()), reads, writes, cost, source,
-                      str(priciest)[:100])
+        usage = Usage(
+            sum(_int(m["inputTokens"]) for m in models.values()) + reads + writes,
+            sum(_int(m["outputTokens"]) for m in models.values()),
+            reads,
+            writes,
+            cost,
+            source,
+            str(priciest)[:100],
+        )
     elif _has_ints(tokens := _table(data.get("usage")), "input_tokens", "output_tokens"):
         reads, writes = _int(tokens.get("cache_read_input_tokens")), _int(tokens.get("cache_creation_input_tokens"))
-        usage = Usage(_int(tokens["input_tokens"]) + reads + writes, _int(tokens["output_tokens"]), reads, writes,
-                      cost, source)
+        usage = Usage(
+            _int(tokens["input_tokens"]) + reads + writes, _int(tokens["output_tokens"]), reads, writes, cost, source
+        )
     failed = data.get("is_error") is True or str(data.get("subtype", "success")).startswith("error")
     return Said(answer, usage, answer if failed else "", failed)
 
@@ -164,8 +176,11 @@ def read_codex(stdout: str, written: str, stderr: str) -> Said:
         kind = event.get("type")
         if kind == "turn.completed" and _has_ints(event.get("usage"), "input_tokens", "output_tokens"):
             counts = event["usage"]
-            usage = Usage(_int(counts["input_tokens"]), _int(counts["output_tokens"]),
-                          min(_int(counts.get("cached_input_tokens")), _int(counts["input_tokens"])))
+            usage = Usage(
+                _int(counts["input_tokens"]),
+                _int(counts["output_tokens"]),
+                min(_int(counts.get("cached_input_tokens")), _int(counts["input_tokens"])),
+            )
         elif kind == "item.completed" and isinstance(item := event.get("item"), dict):
             if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
                 answer = item["text"]
@@ -181,12 +196,13 @@ def _gemini_error(data: dict[str, Any], stderr: str) -> tuple[str, bool]:
     error = data.get("error")
     if not isinstance(error, dict):  # in JSON mode a fatal error goes to stderr as "[ERROR] {json}"
         at = stderr.rfind("[ERROR] {")
-        parsed = _json(stderr[at + 8:]) if at >= 0 else None
+        parsed = _json(stderr[at + 8 :]) if at >= 0 else None
         error = parsed.get("error") if isinstance(parsed, dict) else None
     if not isinstance(error, dict):
         return "", False
-    words = f"{error.get('type', '')}: {error.get('message', '')}" + (f" (code {error['code']})" if "code" in error
-                                                                      else "")
+    words = f"{error.get('type', '')}: {error.get('message', '')}" + (
+        f" (code {error['code']})" if "code" in error else ""
+    )
     return words, True
 
 
@@ -208,9 +224,12 @@ def read_gemini(stdout: str, written: str, stderr: str) -> Said:
         sent = {name: _int(t["prompt"]) for name, t in figures.items()}
         out = {name: _int(t["candidates"]) + _int(t.get("thoughts")) for name, t in figures.items()}
         biggest = max(figures, key=lambda name: sent[name] + out[name])
-        usage = Usage(sum(sent.values()), sum(out.values()),
-                      sum(min(_int(t.get("cached")), sent[name]) for name, t in figures.items()),
-                      model=str(biggest)[:100])
+        usage = Usage(
+            sum(sent.values()),
+            sum(out.values()),
+            sum(min(_int(t.get("cached")), sent[name]) for name, t in figures.items()),
+            model=str(biggest)[:100],
+        )
     return Said(answer, usage, error, failed)
 
 
@@ -230,29 +249,55 @@ def read_opencode(stdout: str, written: str, stderr: str) -> Said:
         elif event.get("type") == "step_finish" and _has_ints(part.get("tokens"), "input", "output"):
             tokens = _table(part.get("tokens"))
             cache = _table(tokens.get("cache"))
-            step = Usage(_int(tokens["input"]) + _int(cache.get("read")) + _int(cache.get("write")),
-                         _int(tokens["output"]) + _int(tokens.get("reasoning")), _int(cache.get("read")),
-                         _int(cache.get("write")), _usd(part.get("cost")))
-            usage = step if usage is None else Usage(
-                usage.input_tokens + step.input_tokens, usage.output_tokens + step.output_tokens,
-                usage.cache_read_tokens + step.cache_read_tokens, usage.cache_write_tokens + step.cache_write_tokens,
-                None if usage.usd is None or step.usd is None else round(usage.usd + step.usd, 6))
+            step = Usage(
+                _int(tokens["input"]) + _int(cache.get("read")) + _int(cache.get("write")),
+                _int(tokens["output"]) + _int(tokens.get("reasoning")),
+                _int(cache.get("read")),
+                _int(cache.get("write")),
+                _usd(part.get("cost")),
+            )
+            usage = (
+                step
+                if usage is None
+                else Usage(
+                    usage.input_tokens + step.input_tokens,
+                    usage.output_tokens + step.output_tokens,
+                    usage.cache_read_tokens + step.cache_read_tokens,
+                    usage.cache_write_tokens + step.cache_write_tokens,
+                    None if usage.usd is None or step.usd is None else round(usage.usd + step.usd, 6),
+                )
+            )
         elif event.get("type") == "error" and isinstance(error := event.get("error"), dict):
             data = _table(error.get("data"))
             status = f" (status {data['statusCode']})" if "statusCode" in data else ""
             headers = _table(data.get("responseHeaders"))
             wait = str(headers.get("retry-after", ""))
-            errors.append(f"{error.get('name', 'error')}: {data.get('message', '')}{status}"
-                          + (f"; retry after {wait}s" if wait.isdigit() else ""))
+            errors.append(
+                f"{error.get('name', 'error')}: {data.get('message', '')}{status}"
+                + (f"; retry after {wait}s" if wait.isdigit() else "")
+            )
     if usage is not None and usage.usd is not None:
-        usage = Usage(usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens,
-                      usage.usd, "opencode")
-    return Said(written if written.strip() else "\n".join(t for t in texts if t), usage or UNKNOWN,
-                "\n".join(errors), bool(errors))
+        usage = Usage(
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.usd,
+            "opencode",
+        )
+    return Said(
+        written if written.strip() else "\n".join(t for t in texts if t),
+        usage or UNKNOWN,
+        "\n".join(errors),
+        bool(errors),
+    )
 
 
-_AIDER_TOKENS = re.compile(r"^Tokens: ([\d.]+k?) sent(?:, ([\d.]+k?) cache write)?(?:, ([\d.]+k?) cache hit)?, "
-                           r"([\d.]+k?) received\.", re.MULTILINE)
+_AIDER_TOKENS = re.compile(
+    r"^Tokens: ([\d.]+k?) sent(?:, ([\d.]+k?) cache write)?(?:, ([\d.]+k?) cache hit)?, "
+    r"([\d.]+k?) received\.",
+    re.MULTILINE,
+)
 _AIDER_COST = re.compile(r"Cost: \$([\d.]+) message, \$([\d.]+) session\.")
 _AIDER_MODEL = re.compile(r"^(?:Main model|Model): (\S+)", re.MULTILINE)
 
@@ -280,8 +325,15 @@ def read_aider(stdout: str, written: str, stderr: str) -> Said:
         costs = _AIDER_COST.findall(text)
         usd = _usd(float(costs[-1][1])) if costs else None
         model = _AIDER_MODEL.findall(text)
-        usage = Usage(max(sent, write + hit), sum(_aider_count(r[3]) for r in reports), hit, write, usd,
-                      "aider" if usd is not None else None, model[0][:100] if model else None)
+        usage = Usage(
+            max(sent, write + hit),
+            sum(_aider_count(r[3]) for r in reports),
+            hit,
+            write,
+            usd,
+            "aider" if usd is not None else None,
+            model[0][:100] if model else None,
+        )
     last = max((m.end() for m in _AIDER_TOKENS.finditer(text)), default=0)
     after = text[last:]
     answer = "\n".join(line for line in stdout.splitlines() if not _AIDER_OWN.match(line)).strip("\n")
@@ -289,9 +341,11 @@ def read_aider(stdout: str, written: str, stderr: str) -> Said:
 
 
 # aider's own lines around the model's answer: its announcements, usage reports, edits applied, retries
-_AIDER_OWN = re.compile(r"(Aider v\d|(?:Main |Weak |Editor )?[Mm]odel: \S+ with |Weak model: |Git repo: |Repo-map: |"
-                        r"Tokens: .* received\.|Cost: \$|Applied edit to |Retrying in [\d.]+ seconds|Warning: For "
-                        r"large repos|See: https://aider\.chat)")
+_AIDER_OWN = re.compile(
+    r"(Aider v\d|(?:Main |Weak |Editor )?[Mm]odel: \S+ with |Weak model: |Git repo: |Repo-map: |"
+    r"Tokens: .* received\.|Cost: \$|Applied edit to |Retrying in [\d.]+ seconds|Warning: For "
+    r"large repos|See: https://aider\.chat)"
+)
 
 
 _AIDER_LIMIT = re.compile(r"The API provider has rate limited you|RateLimitError", re.IGNORECASE)
@@ -302,14 +356,22 @@ _AIDER_LIMIT = re.compile(r"The API provider has rate limited you|RateLimitError
 _RATE = r"\b429\b|too many requests|rate[ _-]?limit(?:ed|_error| exceeded| reached)"
 LIMIT_WORDS: dict[str, re.Pattern] = {
     "text": re.compile(r"(?!x)x"),  # a plain command says it with exit code 75
-    "claude-json": re.compile(r"usage limit reached|hit your (?:usage )?limit|limit reached\s*[·∙•|]|out of extra usage"
-                              r"|limit will reset|" + _RATE, re.IGNORECASE),
-    "codex-jsonl": re.compile(r"hit your usage limit|usage limit (?:reached|exceeded)|quota exceeded|" + _RATE,
-                              re.IGNORECASE),
-    "gemini-json": re.compile(r"TerminalQuotaError|RetryableQuotaError|exhausted your (?:capacity|daily quota)|quota "
-                              r"will reset|RESOURCE_EXHAUSTED|quota exceeded|\(code 429\)|" + _RATE, re.IGNORECASE),
-    "opencode-jsonl": re.compile(r"hit your (?:usage )?limit|usage limit|quota exceeded|insufficient_quota|"
-                                 + _RATE, re.IGNORECASE),
+    "claude-json": re.compile(
+        r"usage limit reached|hit your (?:usage )?limit|limit reached\s*[·∙•|]|out of extra usage"
+        r"|limit will reset|" + _RATE,
+        re.IGNORECASE,
+    ),
+    "codex-jsonl": re.compile(
+        r"hit your usage limit|usage limit (?:reached|exceeded)|quota exceeded|" + _RATE, re.IGNORECASE
+    ),
+    "gemini-json": re.compile(
+        r"TerminalQuotaError|RetryableQuotaError|exhausted your (?:capacity|daily quota)|quota "
+        r"will reset|RESOURCE_EXHAUSTED|quota exceeded|\(code 429\)|" + _RATE,
+        re.IGNORECASE,
+    ),
+    "opencode-jsonl": re.compile(
+        r"hit your (?:usage )?limit|usage limit|quota exceeded|insufficient_quota|" + _RATE, re.IGNORECASE
+    ),
     "aider": _AIDER_LIMIT,
 }
 
@@ -330,10 +392,15 @@ def _usage_line(stdout: str) -> tuple[Usage | None, Any]:
     if not isinstance(data, dict):
         return None, None
     usd = _usd(data.get("usd"))
-    usage = Usage(_int(data.get("input_tokens")), _int(data.get("output_tokens")),
-                  _int(data.get("cache_read_tokens")), _int(data.get("cache_write_tokens")), usd,
-                  "the command" if usd is not None else None,
-                  str(data["model"])[:100] if isinstance(data.get("model"), str) else None)
+    usage = Usage(
+        _int(data.get("input_tokens")),
+        _int(data.get("output_tokens")),
+        _int(data.get("cache_read_tokens")),
+        _int(data.get("cache_write_tokens")),
+        usd,
+        "the command" if usd is not None else None,
+        str(data["model"])[:100] if isinstance(data.get("model"), str) else None,
+    )
     return usage, data.get("resets_at")
 
 
@@ -349,8 +416,15 @@ def _moment(value: Any) -> datetime | None:
     return None
 
 
-def read_output(kind: str, stdout: str, written: str = "", stderr: str = "", exit_code: int | None = 0,
-                now: datetime | None = None, local: tzinfo | None = None) -> Reading:
+def read_output(
+    kind: str,
+    stdout: str,
+    written: str = "",
+    stderr: str = "",
+    exit_code: int | None = 0,
+    now: datetime | None = None,
+    local: tzinfo | None = None,
+) -> Reading:
     """What a run of a command read with reader `kind` said: its answer, usage and limit."""
     said = READERS.get(kind, read_text)(stdout, written, stderr)
     line_usage, resets = _usage_line(stdout)

@@ -235,7 +235,8 @@ def decode(message: str) -> Decoded:
         raise CodecError(f"Runner-Comments: {str(exc)[:200]}") from None
     if encode(event, status) != _normal(message):
         raise CodecError(
-            "the message is not what runner writes for the event its trailers name (subject or body differ)")
+            "the message is not what runner writes for the event its trailers name (subject or body differ)"
+        )
     return Decoded(event=event, status=status, trailers=trailers)
 
 
@@ -252,14 +253,18 @@ def _normal(message: str) -> str:
 
 def result_message(step: str, title: str, attempt: int, actor: str) -> str:
     """The commit of a step's change on runner/steps/<id>."""
-    return (f"{step}: {one_line(title, 100)} (attempt {attempt})\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
-            f"{attempt}\n{PREFIX}Actor: {actor}\n")
+    return (
+        f"{step}: {one_line(title, 100)} (attempt {attempt})\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
+        f"{attempt}\n{PREFIX}Actor: {actor}\n"
+    )
 
 
 def merge_message(step: str, attempt: int, branch: str, actor: str) -> str:
     """The merge of a step's change into the integration branch."""
-    return (f"merge {step} (attempt {attempt}) into {branch}\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
-            f"{attempt}\n{PREFIX}Actor: {actor}\n")
+    return (
+        f"merge {step} (attempt {attempt}) into {branch}\n\n{PREFIX}Step: {step}\n{PREFIX}Attempt: "
+        f"{attempt}\n{PREFIX}Actor: {actor}\n"
+    )
 
 
 # --- heartbeats --------------------------------------------------------------------------
@@ -303,8 +308,12 @@ def beat_claims(info: dict[str, Any]) -> list[dict[str, Any]]:
 
 def beat_names(info: dict[str, Any], step: str, attempt: int | None, incarnation: str | None = None) -> bool:
     """Whether a heartbeat speaks for this attempt of `step` (and this incarnation, when given)."""
-    return any(c.get("step") == step and c.get("attempt") == attempt
-               and (not incarnation or c.get("incarnation") == incarnation) for c in beat_claims(info))
+    return any(
+        c.get("step") == step
+        and c.get("attempt") == attempt
+        and (not incarnation or c.get("incarnation") == incarnation)
+        for c in beat_claims(info)
+    )
 
 
 def beat_with_claim(info: dict[str, Any], step: str, attempt: int, incarnation: str) -> dict[str, Any]:

@@ -103,9 +103,12 @@ def normalized(comments: Any) -> tuple[dict[str, Any], ...]:
         raise ValueError("; ".join(found))
     out = []
     for comment in comments[:MAX_COMMENTS]:
-        one: dict[str, Any] = {"file": comment["file"], "line": comment["line"],
-                               "text": clip(_visible(comment["text"]), MAX_COMMENT_BYTES),
-                               "line_text": clip(_visible(comment.get("line_text") or ""), MAX_LINE_TEXT_BYTES)}
+        one: dict[str, Any] = {
+            "file": comment["file"],
+            "line": comment["line"],
+            "text": clip(_visible(comment["text"]), MAX_COMMENT_BYTES),
+            "line_text": clip(_visible(comment.get("line_text") or ""), MAX_LINE_TEXT_BYTES),
+        }
         if comment.get("end", comment["line"]) != comment["line"]:
             one["end"] = comment["end"]
         out.append(one)
@@ -126,7 +129,7 @@ def lines_of(data: bytes | None, line: int, end: int) -> str | None:
         text.pop()
     if end > len(text):
         return None
-    return "\n".join(text[line - 1:end])
+    return "\n".join(text[line - 1 : end])
 
 
 def section(comments: Any) -> str:

@@ -26,40 +26,52 @@ ROLE_NAMES = ("orient", "verify", "review", "sweep", "orchestrate", "resolve", "
 
 @dataclass(frozen=True)
 class Queue:
-    integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, v.text, "done steps are merged here (may be \"main\")")
+    integration_branch: str = key(DEFAULT_INTEGRATION_BRANCH, v.text, 'done steps are merged here (may be "main")')
     step_branch_prefix: str = key(DEFAULT_STEP_BRANCH_PREFIX, v.text, "each step's change is kept on <prefix><step>")
-    requires_approval: bool = key(False, v.as_bool,
-                                  "every step waits for `runner approve` before it is merged (a step's own value wins)")
+    requires_approval: bool = key(
+        False, v.as_bool, "every step waits for `runner approve` before it is merged (a step's own value wins)"
+    )
     prune_merged_step_branches: bool = key(
-        True, v.as_bool,
-        "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)")
+        True,
+        v.as_bool,
+        "delete a step's branch once its change is merged (the merge keeps the record; every ref slows every push)",
+    )
     touches_exclusive: bool = key(
-        True, v.as_bool,
-        "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)")
+        True,
+        v.as_bool,
+        "a worker does not claim a step whose `touches:` globs overlap a claimed step's (while it waits, others run)",
+    )
 
 
 @dataclass(frozen=True)
 class Leases:
-    lease: float = key(3600.0, v.duration, "a claim whose heartbeat has not moved for this long may be taken over",
-                       '"1h"')
-    max_attempts: int = key(3, v.at_least(1),
-                            "failures (a crash counts; a release does not) before a step fails for good")
+    lease: float = key(
+        3600.0, v.duration, "a claim whose heartbeat has not moved for this long may be taken over", '"1h"'
+    )
+    max_attempts: int = key(
+        3, v.at_least(1), "failures (a crash counts; a release does not) before a step fails for good"
+    )
     backoff: float = key(30.0, v.duration, "first retry delay; doubles each failure, +-20% jitter", '"30s"')
     backoff_cap: float = key(3600.0, v.duration, "the longest retry delay", '"1h"')
 
 
 OUTPUTS = ("text", "claude-json", "codex-jsonl", "gemini-json", "opencode-jsonl", "aider")  # runner.core.agentoutput
-_OUTPUT_DOC = ("how runner reads the command's output: text, or an agent CLI's machine-readable mode (claude-json, "
-               "codex-jsonl, gemini-json, opencode-jsonl, aider): its answer, tokens, money and limits")
-_ACCOUNT_DOC = ("the provider account the command spends: a usage limit it hits pauses every command of the account "
-                "(\"\": the command's program name)")
+_OUTPUT_DOC = (
+    "how runner reads the command's output: text, or an agent CLI's machine-readable mode (claude-json, "
+    "codex-jsonl, gemini-json, opencode-jsonl, aider): its answer, tokens, money and limits"
+)
+_ACCOUNT_DOC = (
+    "the provider account the command spends: a usage limit it hits pauses every command of the account "
+    '("": the command\'s program name)'
+)
 _MODELS_DOC = "a model ladder for the {model} token: up one rung the attempt after a failing gate or verdict"
 
 
 @dataclass(frozen=True)
 class Harness:
-    command: Words = key((), v.argv,
-                         "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]")
+    command: Words = key(
+        (), v.argv, "the implement command of a step with no `run:` argv (tokens: see docs/protocol.md)", "[]"
+    )
     output: str = key("text", v.choice(*OUTPUTS), _OUTPUT_DOC)
     account: str | None = key(None, v.account, _ACCOUNT_DOC, '""')
     models: Words = key((), v.models, _MODELS_DOC, "[]")
@@ -79,108 +91,146 @@ class Role:
     command: Words = key((), v.argv, "argv; empty = the role is off", "[]")
     min_files: int = key(5, v.at_least(0), "review only: review when this many files changed (0 = always)")
     boundaries: Words = key((), v.strings, "review only: review when a changed path starts with one of these", "[]")
-    timeout: float | None = key(None, v.optional_duration,
-                                "each run of this role lasts at most this long (\"none\": the step's timeout)",
-                                '"none"')
+    timeout: float | None = key(
+        None,
+        v.optional_duration,
+        'each run of this role lasts at most this long ("none": the step\'s timeout)',
+        '"none"',
+    )
     output: str = key("text", v.choice(*OUTPUTS), _OUTPUT_DOC)
     account: str | None = key(None, v.account, _ACCOUNT_DOC, '""')
     models: Words = key((), v.models, _MODELS_DOC, "[]")
-    sandbox: str | None = key(None, v.optional_one_of("none", "bwrap"),
-                              "this role's own [worker] sandbox (\"\": the worker's)", '""')
+    sandbox: str | None = key(
+        None, v.optional_one_of("none", "bwrap"), "this role's own [worker] sandbox (\"\": the worker's)", '""'
+    )
 
 
 @dataclass(frozen=True)
 class Brakes:
     max_fix_attempts: int = key(2, v.at_least(0), "re-runs of implement with the failed gates as feedback, per attempt")
     max_review_attempts: int = key(1, v.at_least(0), "rounds of fixing critical review findings, per attempt")
-    score_plateau_window: int = key(3, v.at_least(1),
-                                    "fail for good when the verifier's score has not improved over this many runs")
-    step_budget: float | None = key(None, v.optional_duration, "wall time a step may spend across all its attempts",
-                                    '"none"')
+    score_plateau_window: int = key(
+        3, v.at_least(1), "fail for good when the verifier's score has not improved over this many runs"
+    )
+    step_budget: float | None = key(
+        None, v.optional_duration, "wall time a step may spend across all its attempts", '"none"'
+    )
     max_resolve_attempts: int = key(
-        5, v.at_least(0),
+        5,
+        v.at_least(0),
         "resolve passes per attempt when the record's merge conflicts because the integration branch moved meanwhile "
-        "(0: the conflict fails the attempt)")
+        "(0: the conflict fails the attempt)",
+    )
     context_floor: Words = key(
-        (), v.argv,
-        "a detector argv run before an attempt's agents, printing {\"loop_mode_eligible\": bool, ...}: false (or no "
+        (),
+        v.argv,
+        'a detector argv run before an attempt\'s agents, printing {"loop_mode_eligible": bool, ...}: false (or no '
         "answer) halts the queue (human_intervention:context_below_floor)",
-        "[]")
+        "[]",
+    )
     step_budget_usd: float | None = key(
-        None, v.optional_money,
+        None,
+        v.optional_money,
         "US dollars a step's agent runs may spend across its attempts: past it the step waits for a person (review: "
-        "budget), never fails", '"none"')
-    step_budget_tokens: int | None = key(None, v.optional_count,
-                                         "tokens (in + out) a step's agent runs may spend; past it, as step_budget_usd",
-                                         '"none"')
-    plan_budget_usd: float | None = key(None, v.optional_money,
-                                        "US dollars the whole plan's agent runs may spend: past it the queue halts "
-                                        "(budget_exceeded:plan)", '"none"')
-    limit_wait: float = key(900.0, v.duration,
-                            "how long an account pauses after a usage or rate limit whose reset its CLI did not name",
-                            '"15m"')
+        "budget), never fails",
+        '"none"',
+    )
+    step_budget_tokens: int | None = key(
+        None, v.optional_count, "tokens (in + out) a step's agent runs may spend; past it, as step_budget_usd", '"none"'
+    )
+    plan_budget_usd: float | None = key(
+        None,
+        v.optional_money,
+        "US dollars the whole plan's agent runs may spend: past it the queue halts (budget_exceeded:plan)",
+        '"none"',
+    )
+    limit_wait: float = key(
+        900.0,
+        v.duration,
+        "how long an account pauses after a usage or rate limit whose reset its CLI did not name",
+        '"15m"',
+    )
 
 
 @dataclass(frozen=True)
 class Pipeline:
     deviation_gate: bool = key(True, v.as_bool, "a major deviation reported by orient waits for a person")
     halt_on_verifier_fault: bool = key(
-        True, v.as_bool, "a verifier that crashes or prints no verdict halts the queue (false: fails the attempt)")
+        True, v.as_bool, "a verifier that crashes or prints no verdict halts the queue (false: fails the attempt)"
+    )
 
 
 @dataclass(frozen=True)
 class Worker:
-    interval: float = key(30.0, v.duration, "the daemon's poll interval when idle (runner worker --interval wins)",
-                          '"30s"')
+    interval: float = key(
+        30.0, v.duration, "the daemon's poll interval when idle (runner worker --interval wins)", '"30s"'
+    )
     watch: float | None = key(
-        2.0, v.optional_duration,
+        2.0,
+        v.optional_duration,
         "between idle ticks, ask the remote this often whether the queue branch moved (its ref advertisement, no "
-        "fetch) and tick at once when it did (\"none\": wait the whole interval)",
-        '"2s"')
+        'fetch) and tick at once when it did ("none": wait the whole interval)',
+        '"2s"',
+    )
     step_delay: float = key(0.0, v.duration, "a pause after each step", '"0s"')
-    default_timeout: float | None = key(3600.0, v.optional_duration,
-                                        "a step with no `timeout:` runs at most this long (\"none\": no limit)", '"1h"')
-    grace_period: float = key(30.0, v.duration, "after SIGTERM, time to finish the running step before it is released",
-                              '"30s"')
-    keep_worktree_on_failure: bool = key(False, v.as_bool,
-                                         "keep the worktree of a failed attempt for a person to look at")
+    default_timeout: float | None = key(
+        3600.0, v.optional_duration, 'a step with no `timeout:` runs at most this long ("none": no limit)', '"1h"'
+    )
+    grace_period: float = key(
+        30.0, v.duration, "after SIGTERM, time to finish the running step before it is released", '"30s"'
+    )
+    keep_worktree_on_failure: bool = key(
+        False, v.as_bool, "keep the worktree of a failed attempt for a person to look at"
+    )
     min_free_memory: int = key(64 * 1024**2, v.parse_size, "ticks skip below this much free memory", '"64MiB"')
     min_free_disk: int = key(256 * 1024**2, v.parse_size, "ticks skip below this much free disk", '"256MiB"')
     max_parallel_gates: int | None = key(
-        None, v.optional_count_from(1),
+        None,
+        v.optional_count_from(1),
         "gates and test commands run at once on this host, by every runner daemon of this user together; the others "
-        "wait for a slot (\"none\": no limit)",
-        '"none"')
+        'wait for a slot ("none": no limit)',
+        '"none"',
+    )
     worktree_budget: int = key(
-        0, v.parse_size,
+        0,
+        v.parse_size,
         "the disk the worktrees of this clone may take: over it, the worktrees of finished steps are removed before a "
         "claim, and a tick skips while it stays over (0: no budget; `runner gc` cleans up by hand)",
-        "0")
+        "0",
+    )
     live_log: float | None = key(
-        5.0, v.optional_duration,
+        5.0,
+        v.optional_duration,
         "while a step runs, its heartbeat also moves this often when the step printed more, carrying its output's tail "
-        "(`runner logs`; \"none\": only every lease/3)",
-        '"5s"')
+        '(`runner logs`; "none": only every lease/3)',
+        '"5s"',
+    )
     sandbox: str = key(
-        "none", v.one_of("none", "bwrap"),
-        "\"bwrap\": every command of a step (implement, gates, roles) runs in a bubblewrap sandbox: only its worktree "
+        "none",
+        v.one_of("none", "bwrap"),
+        '"bwrap": every command of a step (implement, gates, roles) runs in a bubblewrap sandbox: only its worktree '
         "writable, $HOME empty but sandbox_home, a private /tmp, the environment cut to an allow-list; a worker where "
         "it cannot run refuses to start",
-        '"none"')
+        '"none"',
+    )
     network: bool = key(True, v.as_bool, "with the sandbox: the step may reach the network (agents call their model)")
-    env_pass: Words = key((), v.strings,
-                          "with the sandbox: variables a step receives beyond PATH, HOME, LANG, TERM, RUNNER_*, ...",
-                          "[]")
+    env_pass: Words = key(
+        (), v.strings, "with the sandbox: variables a step receives beyond PATH, HOME, LANG, TERM, RUNNER_*, ...", "[]"
+    )
     sandbox_home: Words = key(
-        (), v.strings,
+        (),
+        v.strings,
         "with the sandbox: files and folders of $HOME a step sees, writable (an agent CLI's config and login: "
         "runner init --agent names them)",
-        "[]")
+        "[]",
+    )
     sandbox_write: Words = key(
-        (), v.folders,
+        (),
+        v.folders,
         "with the sandbox: folders outside the worktree a step may write, absolute or ~/ (a shared build cache); "
         "the rest stays read-only",
-        "[]")
+        "[]",
+    )
 
 
 TABLES: dict[str, type] = {
@@ -229,7 +279,8 @@ class Config:
         return (
             f"agents run without approval: runner.toml sets {', '.join(agents)} but [queue] requires_approval = false, "
             "so "
-            "their results are merged with no person (set it to true, or requires_approval: true in each step)")
+            "their results are merged with no person (set it to true, or requires_approval: true in each step)"
+        )
 
     def for_step(self, meta: dict[str, Any]) -> Config:
         """This configuration with a step's own `roles:`, `brakes:` and `pipeline:` on top."""
@@ -243,7 +294,7 @@ class Config:
 # value, as `runner init` wrote them, is still read; any other is refused, saying where it went.
 MOVED_TO_HOSTS: dict[tuple[type, str], str] = {
     (Worker, "metrics_file"): "is a setting of each host now: `runner worker --metrics-file PATH` (or "
-                                    "install-schedule's); delete it from runner.toml",
+    "install-schedule's); delete it from runner.toml",
 }
 
 
@@ -284,8 +335,12 @@ def _parse_roles(table: Any, where: str, problems: list[str], base: dict[str, Ro
                 if review_only in role_table:
                     problems.append(f"{where}: {name}.{review_only}: only [roles.review] takes {review_only}")
         roles[name] = _parse_table(
-            Role, role_table, where.replace("[roles]", f"[roles.{name}]") if "[roles]" in where else f"{where}.{name}",
-            problems, roles.get(name))
+            Role,
+            role_table,
+            where.replace("[roles]", f"[roles.{name}]") if "[roles]" in where else f"{where}.{name}",
+            problems,
+            roles.get(name),
+        )
     return {name: role for name, role in roles.items() if role.command}
 
 
@@ -298,18 +353,24 @@ def _parse_prices(table: Any, where: str, problems: list[str]) -> dict[str, Pric
 
 def _token_problems(config: Config, source: str) -> list[str]:
     """A command that names {model} needs a ladder of models to fill it."""
-    tables = [("[harness]", config.harness.command, config.harness.models),
-              *((f"[roles.{name}]", role.command, role.models) for name, role in config.roles.items())]
-    return [f"{source}: {where} command uses {{model}} but the table sets no models = [...]"
-            for where, command, models in tables if any("{model}" in word for word in command) and not models]
+    tables = [
+        ("[harness]", config.harness.command, config.harness.models),
+        *((f"[roles.{name}]", role.command, role.models) for name, role in config.roles.items()),
+    ]
+    return [
+        f"{source}: {where} command uses {{model}} but the table sets no models = [...]"
+        for where, command, models in tables
+        if any("{model}" in word for word in command) and not models
+    ]
 
 
 def _overlaid(config: Config, data: dict[str, Any], source: str, problems: list[str]) -> Config:
     changes: dict[str, Any] = {}
     for name, value in data.items():
         if name == "roles" and (source != "step" or isinstance(value, dict)):
-            changes["roles"] = _parse_roles(value, f"{source}: [roles]" if source != "step" else "roles", problems,
-                                            config.roles)
+            changes["roles"] = _parse_roles(
+                value, f"{source}: [roles]" if source != "step" else "roles", problems, config.roles
+            )
         elif name == "prices" and source != "step":
             changes["prices"] = _parse_prices(value, f"{source}: [prices]", problems)
         elif name in TABLES and (source != "step" or name in STEP_OVERRIDES):
@@ -341,11 +402,13 @@ def parse_config(text: str | None, source: str = "runner.toml") -> Config:
     if both := sorted(set(hooks.identities) & (set(hooks.people) | set(hooks.admins))):
         problems.append(
             f"{source}: [hooks] {', '.join(both)}: a pusher is a worker key (identities) or a person (people, admins), "
-            "never both")
+            "never both"
+        )
     problems += _token_problems(config, source)
     if hooks.identities and not hooks.pusher_env:
         problems.append(
-            f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name")
+            f"{source}: [hooks] identities needs pusher_env, the variable your git server sets to the pusher's name"
+        )
     if problems:
         raise BadInput(problems)
     return config
@@ -379,8 +442,11 @@ def _table_text(title: str, cls: type, skip: tuple[str, ...] = ()) -> list[str]:
 
 def default_toml() -> str:
     """The commented runner.toml `runner init` writes, generated from the schema."""
-    lines = ["# runner configuration. Lives on the queue branch: edit, commit, push.",
-             "# Every key, its default and its meaning: docs/protocol.md.", ""]
+    lines = [
+        "# runner configuration. Lives on the queue branch: edit, commit, push.",
+        "# Every key, its default and its meaning: docs/protocol.md.",
+        "",
+    ]
     for name, cls in TABLES.items():
         if name == "hooks":
             continue  # an empty [hooks] table would read as "hooks configured"
@@ -389,8 +455,10 @@ def default_toml() -> str:
     for role in ROLE_NAMES:
         skip = () if role == "review" else ("min_files", "boundaries")
         lines += ["# " + line if line else "" for line in _table_text(f"roles.{role}", Role, skip)]
-    lines += ["# Prices of models whose CLI reports tokens but no money (US dollars per million tokens):",
-              *("# " + line if line else "" for line in _table_text('prices."model-name"', Price))]
+    lines += [
+        "# Prices of models whose CLI reports tokens but no money (US dollars per million tokens):",
+        *("# " + line if line else "" for line in _table_text('prices."model-name"', Price)),
+    ]
     return "\n".join(lines).rstrip() + "\n"
 
 

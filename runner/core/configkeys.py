@@ -14,8 +14,12 @@ from runner.core.config import ROLE_NAMES, STEP_OVERRIDES, TABLES, Role
 from runner.core.errors import BadInput
 
 # A step key that wins over a plan-wide one for that step.
-STEP_KEY_FOR = {"queue.requires_approval": "requires_approval", "leases.max_attempts": "max_attempts",
-                "worker.default_timeout": "timeout", "harness.command": "run"}
+STEP_KEY_FOR = {
+    "queue.requires_approval": "requires_approval",
+    "leases.max_attempts": "max_attempts",
+    "worker.default_timeout": "timeout",
+    "harness.command": "run",
+}
 DEFAULT, FILE = "default", "runner.toml"
 
 
@@ -34,8 +38,9 @@ class ConfigKey:
 
     @property
     def spec(self) -> Field[Any]:
-        return next(f for f in fields(Role if self.table.startswith("roles.") else TABLES[self.table])
-                    if f.name == self.name)
+        return next(
+            f for f in fields(Role if self.table.startswith("roles.") else TABLES[self.table]) if f.name == self.name
+        )
 
     @property
     def default(self) -> Any:
@@ -58,11 +63,14 @@ def config_key(dotted: str) -> ConfigKey:
     if cls is None or name not in {f.name for f in fields(cls)}:
         import difflib
 
-        close = ([k for k in known_keys() if k.endswith(f".{dotted.strip()}")]
-                 or difflib.get_close_matches(dotted, known_keys(), n=1, cutoff=0.6))
+        close = [k for k in known_keys() if k.endswith(f".{dotted.strip()}")] or difflib.get_close_matches(
+            dotted, known_keys(), n=1, cutoff=0.6
+        )
         hint = f"did you mean {close[0]}? " if close else ""
-        raise BadInput(f"no runner.toml key {dotted!r}: {hint}keys are <table>.<key>, e.g. leases.lease "
-                       "(docs/protocol.md, section 3, lists them)")
+        raise BadInput(
+            f"no runner.toml key {dotted!r}: {hint}keys are <table>.<key>, e.g. leases.lease "
+            "(docs/protocol.md, section 3, lists them)"
+        )
     return ConfigKey(table, name)
 
 
@@ -74,8 +82,9 @@ def _at(data: Any, path: tuple[str, ...]) -> tuple[bool, Any]:
     return True, data
 
 
-def value_of(key: ConfigKey, toml_text: str, meta: dict[str, Any] | None = None,
-             step: str | None = None) -> tuple[Any, str]:
+def value_of(
+    key: ConfigKey, toml_text: str, meta: dict[str, Any] | None = None, step: str | None = None
+) -> tuple[Any, str]:
     """(the value that counts, where it comes from: "step STEP", "runner.toml" or "default");
     `meta`: a step's frontmatter, whose own value wins for that step."""
     if meta is not None:

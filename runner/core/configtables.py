@@ -15,21 +15,23 @@ Words = tuple[str, ...]  # a list of names
 
 @dataclass(frozen=True)
 class Hooks:
-    pusher_env: str | None = key(None, v.optional_text,
-                                 "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""')
-    people: Words = key((), v.strings,
-                        "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]")
+    pusher_env: str | None = key(
+        None, v.optional_text, "the variable the git server sets to the pusher's name (e.g. GL_USERNAME)", '""'
+    )
+    people: Words = key(
+        (), v.strings, "pushers who are people: only they approve, reject, retry, abort, resume, edit the plan", "[]"
+    )
     admins: Words = key((), v.strings, "people who may also change [hooks] and the branch names", "[]")
-    identities: dict[str, Words] = key({}, v.identities,
-                                                  "pusher -> the worker ids they may act as", "{}")
+    identities: dict[str, Words] = key({}, v.identities, "pusher -> the worker ids they may act as", "{}")
 
 
 @dataclass(frozen=True)
 class Price:
     input: float = key(0.0, v.price, "US dollars per million tokens sent (not read from a cache)")
     output: float = key(0.0, v.price, "per million tokens received (reasoning included)")
-    cache_read: float | None = key(None, v.price, "per million tokens read from the provider's cache (default: input)",
-                                   "input")
+    cache_read: float | None = key(
+        None, v.price, "per million tokens read from the provider's cache (default: input)", "input"
+    )
     cache_write: float | None = key(None, v.price, "per million tokens written to its cache (default: input)", "input")
 
 
@@ -46,30 +48,42 @@ def _notice_events(value: Any) -> Words:
 @dataclass(frozen=True)
 class Notify:
     command: Words = key(
-        (), v.argv,
+        (),
+        v.argv,
         "argv run for each notice, never by a shell; tokens {event} {step} {title} {status} {actor} {reason} {message} "
         "{queue}",
-        "[]")
+        "[]",
+    )
     urls: Words = key(
-        (), v.strings,
-        "notification URLs, sent with apprise (pip install apprise); \"env:NAME\" reads them from that variable on the "
+        (),
+        v.strings,
+        'notification URLs, sent with apprise (pip install apprise); "env:NAME" reads them from that variable on the '
         "host that records",
-        "[]")
+        "[]",
+    )
     events: Words = key(
-        NOTICE_EVENTS, _notice_events,
+        NOTICE_EVENTS,
+        _notice_events,
         "what is notified: needs-you, failed (for good), halted, drained (nothing left to run), worker-gone (its claim "
-        "taken over), paused (a provider's limit paused an account), stuck (a step no live worker can take)")
-    timeout: float = key(30.0, v.duration,
-                         "a notice still running after this long is killed and logged; it never holds up a tick",
-                         '"30s"')
+        "taken over), paused (a provider's limit paused an account), stuck (a step no live worker can take)",
+    )
+    timeout: float = key(
+        30.0,
+        v.duration,
+        "a notice still running after this long is killed and logged; it never holds up a tick",
+        '"30s"',
+    )
 
 
 @dataclass(frozen=True)
 class Secrets:
     env: Words = key(
-        (), v.strings,
+        (),
+        v.strings,
         "environment variables whose values never leave the worker (beside every name holding TOKEN, SECRET, "
         "PASSWORD or API_KEY, or ending in _KEY): redacted from what a step printed",
-        "[]")
-    allow: Words = key((), v.strings,
-                       "known false positives: texts never redacted, refused by the hook or held for a person", "[]")
+        "[]",
+    )
+    allow: Words = key(
+        (), v.strings, "known false positives: texts never redacted, refused by the hook or held for a person", "[]"
+    )

@@ -150,6 +150,7 @@ def optional_money(value: Any) -> float | None:
 
 def optional_count_from(minimum: int) -> Callable[[Any], int | None]:
     """A whole number, `minimum` or more; "none" for no limit."""
+
     def parse(value: Any) -> int | None:
         if isinstance(value, str) and value.strip().lower() == "none":
             return None

@@ -52,8 +52,10 @@ def notes_after(notes: bytes | None, event: Event) -> bytes | None:
     return rolled(text).encode("utf-8")
 
 
-TRIMMED = ("(Older notes were trimmed to keep this file under {kib} KiB: `git log -p plans/NOTES.md` on the queue "
-           "branch has them.)\n")
+TRIMMED = (
+    "(Older notes were trimmed to keep this file under {kib} KiB: `git log -p plans/NOTES.md` on the queue "
+    "branch has them.)\n"
+)
 
 
 def rolled(text: str) -> str:
@@ -63,8 +65,8 @@ def rolled(text: str) -> str:
     if len(data) <= MAX_NOTES_BYTES:
         return text
     note = TRIMMED.format(kib=MAX_NOTES_BYTES // 1024).encode()
-    kept = data[len(data) - (MAX_NOTES_BYTES - len(note)):]
-    kept = kept[kept.find(b"\n") + 1:]  # from a whole line
+    kept = data[len(data) - (MAX_NOTES_BYTES - len(note)) :]
+    kept = kept[kept.find(b"\n") + 1 :]  # from a whole line
     return (note + kept).decode("utf-8", "ignore")
 
 
@@ -86,8 +88,9 @@ def pause_file(before: bytes | None, event: Event) -> tuple[str, bytes] | None:
     """(path, bytes) of the account pause a release for a provider's limit writes, or None."""
     if not (event.account and event.kind == Kind.RELEASE and event.retry_at):
         return None
-    return pause_path(event.account), pause_after(before, event.account, event.retry_at, event.reason, event.actor,
-                                                  event.step)
+    return pause_path(event.account), pause_after(
+        before, event.account, event.retry_at, event.reason, event.actor, event.step
+    )
 
 
 def side_files(event: Event, before: Callable[[str], bytes | None]) -> dict[str, bytes]:

@@ -13,6 +13,7 @@ from runner.core.errors import EXIT_BAD_INPUT, BadInput, RunnerError
 @dataclass(frozen=True)
 class Failure:
     """A command's failure as it is told: its exit code, one message, and the problems of bad input."""
+
     code: int
     message: str
     problems: list[str] = field(default_factory=list)

@@ -53,8 +53,9 @@ def _python_files(package: Path) -> list[str]:
     for folder, dirs, files in os.walk(package):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         base = os.path.relpath(folder, package)
-        found += [os.path.normpath(os.path.join(base, name)).replace(os.sep, "/") for name in files
-                  if name.endswith(".py")]
+        found += [
+            os.path.normpath(os.path.join(base, name)).replace(os.sep, "/") for name in files if name.endswith(".py")
+        ]
     return found
 
 

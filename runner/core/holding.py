@@ -33,8 +33,9 @@ def holds(meta: dict[str, Any], actor: str, attempt: int | None, incarnation: st
     if meta.get("assignee") != actor:
         return f"the step is held by {meta.get('assignee')!r}, not {actor!r}"
     if attempt is not None and attempt != attempt_of(meta):
-        return (f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record "
-                "anything")
+        return (
+            f"the step is at attempt {attempt_of(meta)}; attempt {attempt} was taken over and may not record anything"
+        )
     held_by = (meta.get("holder") or {}).get("incarnation") if isinstance(meta.get("holder"), dict) else None
     if incarnation and held_by and incarnation != held_by:
         return f"the step is held by another incarnation of {actor} ({held_by})"

@@ -28,13 +28,23 @@ EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 # Variables that point git at a repository other than the one in the current folder (git
 # sets them for its hooks): runner's answers and a step's commands must not follow them.
-GIT_REPOSITORY_ENV = frozenset({"GIT_DIR", "GIT_COMMON_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
-                                "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE"})
+GIT_REPOSITORY_ENV = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_COMMON_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_NAMESPACE",
+    }
+)
 
 
 def without_repository_env(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` less GIT_REPOSITORY_ENV: git run with it finds its repository from its folder."""
     return {name: value for name, value in environ.items() if name not in GIT_REPOSITORY_ENV}
+
 
 # A large plan's steps go into 256 fan-out folders (named by a hash of the id), so every
 # tree a claim rewrites stays small at any size; a small plan stays flat for people to
@@ -45,8 +55,11 @@ FANOUT_FROM = 256  # steps
 def handoff_path(step_path: str) -> str:
     """Where a step's handoff goes: beside it under plans/handoffs, in the same folders (so a
     fanned-out plan's handoffs are fanned out too, and no tree a record rewrites grows large)."""
-    return (HANDOFFS_DIR + step_path[len(STEPS_DIR):] if step_path.startswith(STEPS_DIR + "/")
-            else f"{HANDOFFS_DIR}/{step_id_of(step_path)}.md")
+    return (
+        HANDOFFS_DIR + step_path[len(STEPS_DIR) :]
+        if step_path.startswith(STEPS_DIR + "/")
+        else f"{HANDOFFS_DIR}/{step_id_of(step_path)}.md"
+    )
 
 
 def new_step_path(step_id: str, fanned: bool) -> str:

@@ -184,7 +184,8 @@ def transition(meta: dict[str, Any], event: Event, context: Context = Context())
     if targets is None:
         allowed = " or ".join(s for (s, k) in TABLE if k == event.kind)
         raise TransitionError(
-            f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}")
+            f"{event.step or 'the step'} is {status}: a {event.kind} is allowed only when it is {allowed}"
+        )
     if event.spec.holder and (why := holds(meta, event.actor, event.attempt, event.incarnation)):
         raise TransitionError(f"{event.kind} by {event.actor} refused: {why}")
     if (event.fault or event.account) and event.kind != Kind.RELEASE:
@@ -252,21 +253,29 @@ def _takeover(meta: dict[str, Any], event: Event, context: Context) -> dict[str,
         raise TransitionError("the queue is halted (runner resume to continue)")
     if event.replaces != attempt_of(meta):
         raise TransitionError(
-            f"a takeover must name the attempt it replaces ({attempt_of(meta)}), not {event.replaces}")
+            f"a takeover must name the attempt it replaces ({attempt_of(meta)}), not {event.replaces}"
+        )
     # A holder that vanished (a crash, a lost host) counts as a failure: a step that kills
     # its worker ends failed instead of looping.
     failures = failures_of(meta) + 1
     lost = f"attempt {attempt_of(meta)} by {meta.get('assignee')} lost its holder: {event.reason or 'lease expired'}"
     if failures >= max_attempts_of(meta, context):
-        return {"status": Status.FAILED, **_cleared_claim(), "failures": failures, "resolve": None,
-                "last_error": lost + "; attempts spent"}
+        return {
+            "status": Status.FAILED,
+            **_cleared_claim(),
+            "failures": failures,
+            "resolve": None,
+            "last_error": lost + "; attempts spent",
+        }
     return {**_new_claim(meta, event, context), "failures": failures, "last_error": lost}
 
 
 def _release(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if event.account and not (is_account(event.account) and event.retry_at):
-        raise TransitionError(f"a release that pauses an account names it ({event.account!r}: letters, digits, '.', "
-                              "'_', '-') and until when (Runner-Retry-At)")
+        raise TransitionError(
+            f"a release that pauses an account names it ({event.account!r}: letters, digits, '.', "
+            "'_', '-') and until when (Runner-Retry-At)"
+        )
     # A hand-back (a person's release, a shutdown, a runner error) spends no attempt; a fault
     # of runner itself is counted, so that a few in a row hold the step for a person.
     updates = {
@@ -288,8 +297,11 @@ def _fail(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any
     if event.permanent:
         return {"status": Status.FAILED, **common, "last_error": reason}
     if failures >= limit:
-        return {"status": Status.FAILED, **common,
-                "last_error": f"{reason} (failure {failures} of {limit}: attempts spent)"}
+        return {
+            "status": Status.FAILED,
+            **common,
+            "last_error": f"{reason} (failure {failures} of {limit}: attempts spent)",
+        }
     return {
         "status": Status.READY,
         **common,
@@ -311,18 +323,24 @@ def _complete(meta: dict[str, Any], event: Event, context: Context) -> dict[str,
     common = {**_cleared_claim(), "result": event.result, "approved": None, "resolve": None}
     if needs_person(meta, event, context):
         # Nothing is merged yet: the result waits on its step branch for a person.
-        return {"status": Status.REVIEW, **common, "review": REVIEW_RESULT,
-                "last_error": event.reason if event.hold else None}
+        return {
+            "status": Status.REVIEW,
+            **common,
+            "review": REVIEW_RESULT,
+            "last_error": event.reason if event.hold else None,
+        }
     if (event.result or {}).get("commit") and not (event.result or {}).get("merge"):
         raise TransitionError(
-            f"a complete of {event.step} that needs no approval must name its merge into the integration branch")
+            f"a complete of {event.step} that needs no approval must name its merge into the integration branch"
+        )
     return {"status": Status.DONE, **common, "last_error": None}
 
 
 def _block(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     if event.review not in (REVIEW_DEVIATION, REVIEW_BLOCKED, REVIEW_BUDGET):
-        raise TransitionError(f"a block says why a person must decide: {REVIEW_DEVIATION}, {REVIEW_BLOCKED} or "
-                              f"{REVIEW_BUDGET}")
+        raise TransitionError(
+            f"a block says why a person must decide: {REVIEW_DEVIATION}, {REVIEW_BLOCKED} or {REVIEW_BUDGET}"
+        )
     return {
         "status": Status.REVIEW,
         **_cleared_claim(),
@@ -339,11 +357,19 @@ def _approve(meta: dict[str, Any], event: Event, context: Context) -> dict[str, 
         return _over_budget(f"approved by {event.actor}: go on over the budget (for one attempt)")
     if waiting != REVIEW_RESULT:
         # A deviation or a blocked run: go ahead, for the next attempt only.
-        return {"status": Status.READY, "review": None, "approved": True,
-                "last_error": f"approved by {event.actor}: go ahead"}
+        return {
+            "status": Status.READY,
+            "review": None,
+            "approved": True,
+            "last_error": f"approved by {event.actor}: go ahead",
+        }
     if event.reason:  # the merge into the integration branch conflicted: a worker resolves it onto the new tip
-        return {"status": Status.READY, "review": None, "resolve": True,
-                "last_error": f"approved by {event.actor}, but {event.reason}"}
+        return {
+            "status": Status.READY,
+            "review": None,
+            "resolve": True,
+            "last_error": f"approved by {event.actor}, but {event.reason}",
+        }
     result: dict[str, Any] = meta["result"] if isinstance(meta.get("result"), dict) else {}
     merge = (event.result or {}).get("merge")
     if result.get("commit") and not merge:
@@ -372,8 +398,12 @@ def _rejected(meta: dict[str, Any], event: Event) -> dict[str, Any]:
         return _over_budget(f"decided by {event.actor} (over the budget, for one attempt): {event.reason}")
     if (meta.get("review") or REVIEW_RESULT) != REVIEW_RESULT:
         # The person decided the deviation: their words guide the next implement run.
-        return {"status": Status.READY, "review": None, "approved": True,
-                "last_error": f"decided by {event.actor}: {event.reason}"}
+        return {
+            "status": Status.READY,
+            "review": None,
+            "approved": True,
+            "last_error": f"decided by {event.actor}: {event.reason}",
+        }
     return {"status": Status.READY, "review": None, "last_error": f"rejected by {event.actor}: {event.reason}"}
 
 
@@ -383,8 +413,13 @@ _SPENT_RE = re.compile(r" \(failure \d+ of \d+: attempts spent\)$|; attempts spe
 def _retry(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:
     # A fresh budget: the last failure stays as the next attempt's feedback, not as "attempts spent".
     last = _SPENT_RE.sub("", str(meta.get("last_error") or ""))
-    return {"status": Status.READY, **_cleared_claim(), "not_before": None, "failures": 0,
-            "last_error": f"retried by {event.actor}" + (f"; the last failure: {last}" if last else "")}
+    return {
+        "status": Status.READY,
+        **_cleared_claim(),
+        "not_before": None,
+        "failures": 0,
+        "last_error": f"retried by {event.actor}" + (f"; the last failure: {last}" if last else ""),
+    }
 
 
 def _abort(meta: dict[str, Any], event: Event, context: Context) -> dict[str, Any]:

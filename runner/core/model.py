@@ -95,13 +95,30 @@ def parse_time(value: Any) -> datetime | None:
 
 # The frontmatter keys a lean step keeps (see Step.lean): what plans, claims, leases and the
 # listings read for many steps at once. Anything else is read from the file when asked for.
-INDEX_KEYS = frozenset((
-    "status", "title", "name", "priority", "depends_on", "tags", "run", "requires_approval",
-    "assignee", "attempt", "failures", "lease", "claimed_at", "not_before", "holder", "last_updated", "last_error",
-    "touches",  # a claim compares a ready step's globs with every claimed step's
-    "agent",  # `agent: self`: a worker's claim leaves it for an agent you run yourself
-    "usage",  # a plan's spend is the sum of its steps' (the plan budget, the listings)
-))
+INDEX_KEYS = frozenset(
+    (
+        "status",
+        "title",
+        "name",
+        "priority",
+        "depends_on",
+        "tags",
+        "run",
+        "requires_approval",
+        "assignee",
+        "attempt",
+        "failures",
+        "lease",
+        "claimed_at",
+        "not_before",
+        "holder",
+        "last_updated",
+        "last_error",
+        "touches",  # a claim compares a ready step's globs with every claimed step's
+        "agent",  # `agent: self`: a worker's claim leaves it for an agent you run yourself
+        "usage",  # a plan's spend is the sum of its steps' (the plan budget, the listings)
+    )
+)
 
 
 SHARED_VALUES = frozenset(("status", "depends_on", "run", "tags", "assignee"))  # the same few values in many steps

@@ -24,8 +24,9 @@ class IdSet:
     __slots__ = ("_added", "_base", "_removed")
     FOLD = 64  # changes kept beside the base before they are folded into a new one
 
-    def __init__(self, base: Iterable[str] = (), added: frozenset[str] = frozenset(),
-                 removed: frozenset[str] = frozenset()):
+    def __init__(
+        self, base: Iterable[str] = (), added: frozenset[str] = frozenset(), removed: frozenset[str] = frozenset()
+    ):
         self._base = base if isinstance(base, frozenset) else frozenset(base)
         self._added = added  # not in the base
         self._removed = removed  # in the base
@@ -83,8 +84,13 @@ class Plan:
         moves: dict[str, tuple[set[str], set[str]]] = {}  # status -> (ids in, ids out)
         for new in changed:
             old = steps.get(new.id)
-            if (old is None or new.problems or old.path != new.path or old.depends_on != new.depends_on
-                    or old.priority != new.priority):
+            if (
+                old is None
+                or new.problems
+                or old.path != new.path
+                or old.depends_on != new.depends_on
+                or old.priority != new.priority
+            ):
                 return None
             moves.setdefault(old.status, (set(), set()))[1].add(old.id)
             moves.setdefault(new.status, (set(), set()))[0].add(new.id)
@@ -97,13 +103,26 @@ class Plan:
                 joined.add(status)
         # A step leaving a status keeps that status's bound true; one joining it may sit before it.
         first_at = {status: at for status, at in self.first_at.items() if status not in joined}
-        return Plan(steps=steps, invalid=self.invalid, halted=halted, order=self.order, by_status=by_status,
-                    dependent=self.dependent,
-                    first_at=first_at)
+        return Plan(
+            steps=steps,
+            invalid=self.invalid,
+            halted=halted,
+            order=self.order,
+            by_status=by_status,
+            dependent=self.dependent,
+            first_at=first_at,
+        )
 
     def with_halt(self, halted: str | None) -> Plan:
-        return Plan(steps=self.steps, invalid=self.invalid, halted=halted, order=self.order, by_status=self.by_status,
-                    dependent=self.dependent, first_at=self.first_at)
+        return Plan(
+            steps=self.steps,
+            invalid=self.invalid,
+            halted=halted,
+            order=self.order,
+            by_status=self.by_status,
+            dependent=self.dependent,
+            first_at=self.first_at,
+        )
 
     def status_counts(self) -> dict[str, int]:
         """How many of the plan's sound steps have each derived status, looking only at the
@@ -231,8 +250,13 @@ class Plan:
         """Steps a worker with `tags` may claim now, best first (priority, then id)."""
         return list(self.iter_ready(now, tags, include_backoff))
 
-    def iter_ready(self, now: datetime, tags: Iterable[str] | None = None, include_backoff: bool = False,
-                   max_backoff: float | None = None) -> Iterator[Step]:
+    def iter_ready(
+        self,
+        now: datetime,
+        tags: Iterable[str] | None = None,
+        include_backoff: bool = False,
+        max_backoff: float | None = None,
+    ) -> Iterator[Step]:
         """Claimable steps in claim order. A `not_before` further ahead than `max_backoff` was
         written by a host whose clock runs ahead of ours, and is not honoured."""
         worker_tags = set(tags or ())
@@ -247,8 +271,9 @@ def lacking_tags(step: Step, tags: Iterable[str] | None) -> list[str]:
     return sorted(set(step.tags) - set(tags or ()))
 
 
-def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = None,
-              max_backoff: float | None = None) -> bool:
+def claimable(
+    step: Step, tags: Iterable[str] | None, now: datetime | None = None, max_backoff: float | None = None
+) -> bool:
     """May a claimer with `tags` take `step`, as far as the step itself says: it has every tag
     the step needs and, given `now`, the step's back-off after a failure is over (a `not_before`
     further ahead than `max_backoff` seconds was written by a host whose clock runs ahead of
@@ -257,12 +282,18 @@ def claimable(step: Step, tags: Iterable[str] | None, now: datetime | None = Non
     if lacking_tags(step, tags):
         return False
     until = step.not_before
-    return (now is None or until is None or until <= now
-            or (max_backoff is not None and (until - now).total_seconds() > max_backoff))
+    return (
+        now is None
+        or until is None
+        or until <= now
+        or (max_backoff is not None and (until - now).total_seconds() > max_backoff)
+    )
 
 
-SELF_SERVE = ("for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "
-              "workers leave it)")
+SELF_SERVE = (
+    "for an agent you run yourself (agent: self: `runner work STEP --id ID` or the MCP tool claim takes it; "
+    "workers leave it)"
+)
 
 
 def _with_problem(step: Step, problem: str) -> Step:

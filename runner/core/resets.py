@@ -11,21 +11,44 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
 
-_MONTHS = {m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
-                                      "dec"), 1)}
+_MONTHS = {
+    m: i for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)
+}
 _EPOCH = re.compile(r"\|\s*(\d{10})(?:\d{3})?\b")
 _CLOCK = re.compile(
     r"(?:resets?|reset at|try again at|retry at|available at)\s+(?:on\s+)?"
     r"(?:(?P<month>[A-Za-z]{3})[a-z]*\.?\s+(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>\d{4}),?\s+)?(?:at\s+)?)?"
     r"(?P<hour>\d{1,2})(?::(?P<minute>\d\d))?\s*(?P<half>[ap]\.?m\.?)?"
     r"(?:\s*\((?P<zone>[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)*)\))?",
-    re.IGNORECASE)
-_UNITS = {"d": 86400, "day": 86400, "days": 86400, "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-          "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60, "s": 1, "sec": 1, "secs": 1, "second": 1,
-          "seconds": 1, "ms": 0.001}
-_WAIT = re.compile(r"(?:reset after|retry after|retry in|try again in|resets in|reset in|wait)\s+"
-                   r"(?P<spec>(?:\d+(?:\.\d+)?\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)(?![a-z])"
-                   r"[\s,]*(?:and\s+)?)+)", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_UNITS = {
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "ms": 0.001,
+}
+_WAIT = re.compile(
+    r"(?:reset after|retry after|retry in|try again in|resets in|reset in|wait)\s+"
+    r"(?P<spec>(?:\d+(?:\.\d+)?\s*(?:days?|d|hours?|hrs?|h|minutes?|mins?|ms|m|seconds?|secs?|s)(?![a-z])"
+    r"[\s,]*(?:and\s+)?)+)",
+    re.IGNORECASE,
+)
 _PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)", re.IGNORECASE)
 
 

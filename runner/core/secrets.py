@@ -71,7 +71,7 @@ def encodings(value: str) -> set[str]:
     for shift in range(3):
         encoded = base64.b64encode(b"\0" * shift + data).decode("ascii")
         start = (shift * 4 + 2) // 3  # characters that hold a bit of what comes before
-        core = encoded[start:(4 * (shift + len(data))) // 3]  # and not of what comes after
+        core = encoded[start : (4 * (shift + len(data))) // 3]  # and not of what comes after
         if len(core) >= MIN_SECRET_CHARS:
             found.add(core)
     return {text for text in found if len(text) >= MIN_SECRET_CHARS}
@@ -85,8 +85,12 @@ class Finding:
 
 
 class Scrubber:
-    def __init__(self, values: Mapping[str, str], allow: Iterable[str] = (),
-                 token_shapes: Iterable[Shape] | Callable[[], Iterable[Shape]] = ()):
+    def __init__(
+        self,
+        values: Mapping[str, str],
+        allow: Iterable[str] = (),
+        token_shapes: Iterable[Shape] | Callable[[], Iterable[Shape]] = (),
+    ):
         self.allow = frozenset(allow)
         variants: dict[str, str] = {}
         for value, name in values.items():
@@ -114,8 +118,11 @@ class Scrubber:
                 at = text.find(variant, at + len(variant))
         lowered = text.lower() if self.folded else None
         for shape in self.shapes:
-            spans += [Finding(start, end, shape.name) for start, end in shape.spans(text, lowered)
-                      if text[start:end] not in self.allow]
+            spans += [
+                Finding(start, end, shape.name)
+                for start, end in shape.spans(text, lowered)
+                if text[start:end] not in self.allow
+            ]
         return _merged(spans)
 
     def scrub(self, text: str, cut_start: bool = False) -> str:
@@ -129,7 +136,7 @@ class Scrubber:
             return text
         out, at = [], 0
         for found in _merged(spans):
-            out += [text[at:found.start], REDACTED.format(found.name)]
+            out += [text[at : found.start], REDACTED.format(found.name)]
             at = found.end
         return "".join(out) + text[at:]
 
@@ -155,7 +162,7 @@ class Scrubber:
             for size in range(len(variant) - 1, MIN_FRAGMENT_CHARS - 1, -1):
                 if text.startswith(variant[-size:], at):
                     return at + size
-        word = _CUT_WORD_START.match(text[at:at + 4096])
+        word = _CUT_WORD_START.match(text[at : at + 4096])
         return at + word.end() if word and _random_looking(word.group()) else None
 
     def _piece_before(self, text: str, at: int) -> int | None:
@@ -163,7 +170,7 @@ class Scrubber:
             for size in range(len(variant) - 1, MIN_FRAGMENT_CHARS - 1, -1):
                 if text.endswith(variant[:size], 0, at):
                     return at - size
-        word = _CUT_WORD_END.search(text[max(0, at - 4096):at])
+        word = _CUT_WORD_END.search(text[max(0, at - 4096) : at])
         return at - len(word.group()) if word and _random_looking(word.group()) else None
 
 
@@ -190,7 +197,7 @@ def tail_text(data: bytes, cut: bool) -> tuple[str, bool]:
     half (as limits.clip_tail), so no secret is cut in two at its start but in a line longer
     than that (the caller scrubs such a tail with cut_start)."""
     if cut and 0 <= (newline := data.find(b"\n")) < len(data) // 2:
-        return data[newline + 1:].decode("utf-8", "replace"), False
+        return data[newline + 1 :].decode("utf-8", "replace"), False
     return data.decode("utf-8", "replace"), cut
 
 
@@ -229,8 +236,13 @@ def scrubbed(value: Any, scrubber: Scrubber) -> Any:
 def scrub_event(event: Event, scrubber: Scrubber) -> Event:
     """An event with the texts it carries from a step's output scrubbed (its reason, notes, runs
     and the verdict it keeps): what a queue commit, a step file, NOTES.md and a notice say."""
-    return replace(event, reason=scrubbed(event.reason, scrubber), notes=scrubbed(event.notes, scrubber),
-                   runs=scrubbed(event.runs, scrubber), metrics=scrubbed(event.metrics, scrubber))
+    return replace(
+        event,
+        reason=scrubbed(event.reason, scrubber),
+        notes=scrubbed(event.notes, scrubber),
+        runs=scrubbed(event.runs, scrubber),
+        metrics=scrubbed(event.metrics, scrubber),
+    )
 
 
 # --- the scrubber of this process ---------------------------------------------------------

@@ -34,13 +34,23 @@ OWN: tuple[tuple[str, str, int], ...] = (
 # 256 KiB of text where the rest together take less), and Telegram's and Discord's bot tokens,
 # whose patterns hold no literal to find them by: each costs more than all the others together
 # on a heartbeat's 16 KiB of test output.
-SKIPPED = ("Base64 High Entropy String", "Hex High Entropy String", "Secret Keyword", "Public IP (ipv4)",
-           "IBM Cloud IAM Key", "IBM COS HMAC Credentials", "Cloudant Credentials", "SoftLayer Credentials",
-           "Telegram Bot Token", "Discord Bot Token")
+SKIPPED = (
+    "Base64 High Entropy String",
+    "Hex High Entropy String",
+    "Secret Keyword",
+    "Public IP (ipv4)",
+    "IBM Cloud IAM Key",
+    "IBM COS HMAC Credentials",
+    "Cloudant Credentials",
+    "SoftLayer Credentials",
+    "Telegram Bot Token",
+    "Discord Bot Token",
+)
 FORMAT = 1  # bump when what the cache holds changes
 TOKEN_CHARS = "A-Za-z0-9_\\-"
-_PRIVATE_END = re.compile(r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|^Private-MAC: *[0-9a-fA-F]*$",
-                          re.MULTILINE)
+_PRIVATE_END = re.compile(
+    r"-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|^Private-MAC: *[0-9a-fA-F]*$", re.MULTILINE
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ class Shape:
             if self.name == "JSON Web Token" and not _formally_a_jwt(match.group()):
                 continue
             groups = [i for i in range(1, (self.pattern.groups or 0) + 1) if match.group(i)]
-            for start, end in ([match.span(i) for i in groups[:1]] or [match.span()]):
+            for start, end in [match.span(i) for i in groups[:1]] or [match.span()]:
                 if self.name == "Private Key":
                     found.append(_private_key_block(text, start))
                 else:
@@ -128,9 +138,11 @@ def shapes(cache_dir: Path | None = None) -> tuple[Shape, ...]:
     global _loaded
     if _loaded is None:
         patterns = _cached_library_patterns(cache_dir or _cache_dir()) + [list(row) for row in OWN]
-        _loaded = tuple(Shape(name, pattern, flags, tuple(literals), bool(flags & re.IGNORECASE))
-                        for name, pattern, flags, *rest in patterns
-                        for literals in [rest[0] if rest else required_literals(pattern, flags)])
+        _loaded = tuple(
+            Shape(name, pattern, flags, tuple(literals), bool(flags & re.IGNORECASE))
+            for name, pattern, flags, *rest in patterns
+            for literals in [rest[0] if rest else required_literals(pattern, flags)]
+        )
     return _loaded
 
 
@@ -147,8 +159,9 @@ def library_key() -> str:
 
     spec = find_spec("detect_secrets")
     if spec is None or not spec.origin:
-        raise ImportError("detect-secrets is not installed (pip install detect-secrets): runner finds token shapes "
-                          "with it")
+        raise ImportError(
+            "detect-secrets is not installed (pip install detect-secrets): runner finds token shapes with it"
+        )
     digest = hashlib.sha1(f"{FORMAT}\0{spec.origin}".encode())
     with os.scandir(Path(spec.origin).parent / "plugins") as entries:
         for entry in sorted(entries, key=lambda e: e.name):
@@ -167,8 +180,9 @@ def _cached_library_patterns(cache_dir: Path) -> list[list]:
             return data["patterns"]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
-    patterns = [[name, pattern, flags, list(required_literals(pattern, flags))]
-                for name, pattern, flags in library_patterns()]
+    patterns = [
+        [name, pattern, flags, list(required_literals(pattern, flags))] for name, pattern, flags in library_patterns()
+    ]
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"shapes.{os.getpid()}.tmp")
@@ -191,11 +205,17 @@ def library_patterns() -> list[tuple[str, str, int]]:
     for module_info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"detect_secrets.plugins.{module_info.name}")
         for value in sorted(vars(module).values(), key=lambda v: getattr(v, "__name__", "")):
-            if (isinstance(value, type) and issubclass(value, RegexBasedDetector)
-                    and value.__module__ == module.__name__ and not getattr(value, "__abstractmethods__", None)
-                    and value.secret_type not in SKIPPED):
-                found += [(str(value.secret_type), str(regex.pattern), int(regex.flags) & ~re.UNICODE)
-                          for regex in value().denylist]
+            if (
+                isinstance(value, type)
+                and issubclass(value, RegexBasedDetector)
+                and value.__module__ == module.__name__
+                and not getattr(value, "__abstractmethods__", None)
+                and value.secret_type not in SKIPPED
+            ):
+                found += [
+                    (str(value.secret_type), str(regex.pattern), int(regex.flags) & ~re.UNICODE)
+                    for regex in value().denylist
+                ]
     return found
 
 

@@ -123,8 +123,10 @@ def schema_problems(step: Step, stem: str) -> list[str]:
     if meta.get("status") == Status.CLAIMED and not meta.get("assignee"):
         problems.append("a claimed step names its assignee")
     if meta.get("agent") == "self" and meta.get("run") is not None:
-        problems.append("agent: self and run: together: no worker runs a step an agent you run yourself takes, so its "
-                        "run: would never run (remove one)")
+        problems.append(
+            "agent: self and run: together: no worker runs a step an agent you run yourself takes, so its "
+            "run: would never run (remove one)"
+        )
     if not problems and (problem := _edit_problem(step.text, meta)):
         problems.append(problem)
     return problems
@@ -138,8 +140,10 @@ def _edit_problem(text: str, meta: dict[str, Any]) -> str | None:
     lines = parts[0].splitlines(keepends=True) if parts else []
     key_lines = [m.group(1) for line in lines if (m := _KEY_LINE_RE.match(line))]
     if len(key_lines) != len(set(key_lines)) or set(key_lines) != set(meta):
-        return ("runner cannot edit this frontmatter line by line (write one `key: value` per line, block style, each "
-                "key once)")
+        return (
+            "runner cannot edit this frontmatter line by line (write one `key: value` per line, block style, each "
+            "key once)"
+        )
     return None
 
 
@@ -186,8 +190,13 @@ def dump_flow(value: Any) -> str:
     written sorted, so the file an event writes never depends on the order a dict was built in
     (the hook replays events from JSON trailers, whose keys are sorted too)."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{dump_scalar(str(k))}: {dump_flow(v)}"
-                               for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{dump_scalar(str(k))}: {dump_flow(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))
+            )
+            + "}"
+        )
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(dump_flow(v) for v in value) + "]"
     return dump_scalar(value)
@@ -307,7 +316,8 @@ def tick_checks(text: str, passed_commands: set[str]) -> str:
     items = [item for section in TICKED_SECTIONS for item in checklist(text, section)]
     for number, ticked, label, command in items:
         if not ticked and (command if command is not None else label) in passed_commands:
-            lines[number] = _ITEM_RE.sub(lambda m: f"{m.group(1)}x{m.group(3)}{m.group(4)}",
-                                         lines[number].rstrip("\r\n"),
-                                         count=1) + lines[number][len(lines[number].rstrip("\r\n")) :]
+            lines[number] = (
+                _ITEM_RE.sub(lambda m: f"{m.group(1)}x{m.group(3)}{m.group(4)}", lines[number].rstrip("\r\n"), count=1)
+                + lines[number][len(lines[number].rstrip("\r\n")) :]
+            )
     return head + "".join(lines)

@@ -73,15 +73,21 @@ def _title(key: str, value: Any) -> list[str]:
 def _ids(key: str, value: Any) -> list[str]:
     if not (isinstance(value, str) or _is_str_list(value)):
         return [f"{key} must be a list of step ids"]
-    return [f"{key}: {problem}" for dep in ([value] if isinstance(value, str) else value)
-            if (problem := step_id_problem(dep))]
+    return [
+        f"{key}: {problem}"
+        for dep in ([value] if isinstance(value, str) else value)
+        if (problem := step_id_problem(dep))
+    ]
 
 
 def _outputs(key: str, value: Any) -> list[str]:
     if not _is_str_list(value):
         return [f"{key} must be a list of paths"]
-    return [f"{key}: {shown(path)} must be a relative path inside the worktree" for path in value
-            if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path) or ".." in re.split(r"[\\/]", path)]
+    return [
+        f"{key}: {shown(path)} must be a relative path inside the worktree"
+        for path in value
+        if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path) or ".." in re.split(r"[\\/]", path)
+    ]
 
 
 def _duration(key: str, value: Any) -> list[str]:
@@ -123,76 +129,191 @@ _TABLE = _must(lambda v: isinstance(v, dict), "a table")
 
 STEP_KEYS: tuple[StepKey, ...] = (
     # --- written by people -------------------------------------------------------------------
-    StepKey("step", PEOPLE, "a step id",
-            "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a letter or digit, no "
-            "`..`, not ending in `.` or `.lock`", lambda k, v: [], alias="id"),
+    StepKey(
+        "step",
+        PEOPLE,
+        "a step id",
+        "the id; must equal the file name's stem. 1-64 of `a-z 0-9 . _ -`, starting with a letter or digit, no "
+        "`..`, not ending in `.` or `.lock`",
+        lambda k, v: [],
+        alias="id",
+    ),
     StepKey("title", PEOPLE, "text", "what it does (no control characters)", _title, alias="name"),
     StepKey("depends_on", PEOPLE, "a list of step ids", "ids that must be `done` first", _ids),
     StepKey("priority", PEOPLE, "a whole number", "higher first; ties by id", _must(_is_int, "an integer")),
-    StepKey("tags", PEOPLE, "a list of strings", "only a worker started with all these `--tag`s takes it",
-            _must(lambda v: isinstance(v, str) or _is_str_list(v), "a list of strings")),
-    StepKey("run", PEOPLE, "an argv", "the implement argv (never run through a shell); absent: `[harness] command`",
-            _must(lambda v: _is_str_list(v) and bool(v), "a non-empty list of strings (an argv; no shell is used)")),
-    StepKey("agent", PEOPLE, "self", "`self`: an agent you run yourself takes it (`runner work`, `runner mcp`) and no "
-            "worker runs it, so it needs no `run:` or `[harness] command`; absent: workers run it",
-            _must(lambda v: v == "self", "self (an agent you run yourself; workers run a step without the key)")),
-    StepKey("timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`",
-            _timeout),
-    StepKey("max_attempts", PEOPLE, "a whole number, 1 or more", "failures before it fails for good; absent: `[leases] "
-            "max_attempts`", _must(lambda v: _is_int(v) and v >= 1, "a whole number, 1 or more")),
-    StepKey("required_outputs", PEOPLE, "a list of paths",
-            "paths that must exist in the worktree (relative, inside it)", _outputs),
-    StepKey("requires_approval", PEOPLE, "true or false", "true: the result waits for `runner approve` before it is "
-            "merged; absent: `[queue] requires_approval`", _must(lambda v: isinstance(v, bool), "true or false")),
-    StepKey("touches", PEOPLE, "a list of globs", "the files it changes (`src/parser/**`; at most 64 globs of 16 "
-            "segments): with `[queue] touches_exclusive`, it is not claimed while a claimed step's globs overlap its "
-            "own; `runner validate` warns when its last result changed a file outside them", glob_problems),
+    StepKey(
+        "tags",
+        PEOPLE,
+        "a list of strings",
+        "only a worker started with all these `--tag`s takes it",
+        _must(lambda v: isinstance(v, str) or _is_str_list(v), "a list of strings"),
+    ),
+    StepKey(
+        "run",
+        PEOPLE,
+        "an argv",
+        "the implement argv (never run through a shell); absent: `[harness] command`",
+        _must(lambda v: _is_str_list(v) and bool(v), "a non-empty list of strings (an argv; no shell is used)"),
+    ),
+    StepKey(
+        "agent",
+        PEOPLE,
+        "self",
+        "`self`: an agent you run yourself takes it (`runner work`, `runner mcp`) and no "
+        "worker runs it, so it needs no `run:` or `[harness] command`; absent: workers run it",
+        _must(lambda v: v == "self", "self (an agent you run yourself; workers run a step without the key)"),
+    ),
+    StepKey(
+        "timeout", PEOPLE, "a duration or none", "e.g. `30m`, or `none`; absent: `[worker] default_timeout`", _timeout
+    ),
+    StepKey(
+        "max_attempts",
+        PEOPLE,
+        "a whole number, 1 or more",
+        "failures before it fails for good; absent: `[leases] max_attempts`",
+        _must(lambda v: _is_int(v) and v >= 1, "a whole number, 1 or more"),
+    ),
+    StepKey(
+        "required_outputs",
+        PEOPLE,
+        "a list of paths",
+        "paths that must exist in the worktree (relative, inside it)",
+        _outputs,
+    ),
+    StepKey(
+        "requires_approval",
+        PEOPLE,
+        "true or false",
+        "true: the result waits for `runner approve` before it is merged; absent: `[queue] requires_approval`",
+        _must(lambda v: isinstance(v, bool), "true or false"),
+    ),
+    StepKey(
+        "touches",
+        PEOPLE,
+        "a list of globs",
+        "the files it changes (`src/parser/**`; at most 64 globs of 16 "
+        "segments): with `[queue] touches_exclusive`, it is not claimed while a claimed step's globs overlap its "
+        "own; `runner validate` warns when its last result changed a file outside them",
+        glob_problems,
+    ),
     StepKey("roles", PEOPLE, "a table", "this step's own `[roles.*]` values (runner.toml's schema)", _override),
     StepKey("brakes", PEOPLE, "a table", "this step's own `[brakes]` values", _override),
     StepKey("pipeline", PEOPLE, "a table", "this step's own `[pipeline]` values", _override),
     # --- written by runner only ----------------------------------------------------------------
-    StepKey("status", RUNNER, " / ".join(STORED_STATUSES), "where the step is in the state machine (absent: ready)",
-            _must(lambda v: v in STORED_STATUSES, f"one of {', '.join(STORED_STATUSES)}")),
-    StepKey("assignee", RUNNER, "a worker id", "the claim's worker", lambda k, v: [] if worker_id_problem(v) is None
-            else [f"{k} must be a worker id, not {shown(v)}"]),
+    StepKey(
+        "status",
+        RUNNER,
+        " / ".join(STORED_STATUSES),
+        "where the step is in the state machine (absent: ready)",
+        _must(lambda v: v in STORED_STATUSES, f"one of {', '.join(STORED_STATUSES)}"),
+    ),
+    StepKey(
+        "assignee",
+        RUNNER,
+        "a worker id",
+        "the claim's worker",
+        lambda k, v: [] if worker_id_problem(v) is None else [f"{k} must be a worker id, not {shown(v)}"],
+    ),
     StepKey("claimed_at", RUNNER, "a time", "when the claim was made", _time),
     StepKey("lease", RUNNER, "a duration", "the lease the claim was made under", _duration),
     StepKey("attempt", RUNNER, "a whole number", "the fencing token: +1 with every claim, never goes back", _COUNT),
-    StepKey("failures", RUNNER, "a whole number",
-            "failures that spend the budget (a crash counts, a hand-back does not)", _COUNT),
-    StepKey("holder", RUNNER, "a table", "the claim's process: `{host, pid, started, incarnation}`",
-            _must(lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)")),
-    StepKey("faults_in_a_row", RUNNER, "a whole number",
-            "faults of runner itself in a row on this step (released, nothing spent, backing off); a few hold it for a "
-            "person", _COUNT),
+    StepKey(
+        "failures",
+        RUNNER,
+        "a whole number",
+        "failures that spend the budget (a crash counts, a hand-back does not)",
+        _COUNT,
+    ),
+    StepKey(
+        "holder",
+        RUNNER,
+        "a table",
+        "the claim's process: `{host, pid, started, incarnation}`",
+        _must(lambda v: isinstance(v, dict), "a table (host, pid, started, incarnation)"),
+    ),
+    StepKey(
+        "faults_in_a_row",
+        RUNNER,
+        "a whole number",
+        "faults of runner itself in a row on this step (released, nothing spent, backing off); a few hold it for a "
+        "person",
+        _COUNT,
+    ),
     StepKey("not_before", RUNNER, "a time", "retry backoff", _time),
-    StepKey("last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback",
-            _TEXT),
-    StepKey("review_comments", RUNNER, "a list of tables", "a reviewer's comments on lines of the rejected result, "
-            "each `{file, line, end, text, line_text}` (`runner reject --comment`, the board): the next attempt's "
-            "feedback too, and its handoff says which it addressed", _comments),
-    StepKey("review", RUNNER, "result / deviation / blocked / budget", "in review: `result` (a change to approve), "
-            "`deviation` (orient), `blocked` (implement), `budget` (its agent runs spent the step's budget)",
-            _must(lambda v: v in ("result", "deviation", "blocked", "budget"), "result, deviation, blocked or budget")),
-    StepKey("approved", RUNNER, "true or false", "a person decided a deviation or block: the next attempt goes ahead",
-            _must(lambda v: isinstance(v, bool), "true or false")),
+    StepKey(
+        "last_error", RUNNER, "text", "the last failure, rejection or guidance; the next attempt's feedback", _TEXT
+    ),
+    StepKey(
+        "review_comments",
+        RUNNER,
+        "a list of tables",
+        "a reviewer's comments on lines of the rejected result, "
+        "each `{file, line, end, text, line_text}` (`runner reject --comment`, the board): the next attempt's "
+        "feedback too, and its handoff says which it addressed",
+        _comments,
+    ),
+    StepKey(
+        "review",
+        RUNNER,
+        "result / deviation / blocked / budget",
+        "in review: `result` (a change to approve), "
+        "`deviation` (orient), `blocked` (implement), `budget` (its agent runs spent the step's budget)",
+        _must(lambda v: v in ("result", "deviation", "blocked", "budget"), "result, deviation, blocked or budget"),
+    ),
+    StepKey(
+        "approved",
+        RUNNER,
+        "true or false",
+        "a person decided a deviation or block: the next attempt goes ahead",
+        _must(lambda v: isinstance(v, bool), "true or false"),
+    ),
     StepKey("result", RUNNER, "a table", "`{branch, commit, merge}` of the step's change", _TABLE),
-    StepKey("resolve", RUNNER, "true",
-            "a person approved the result but its merge conflicted: the worker that claims it brings that result onto "
-            "the new tip (a resolve pass), not a run from scratch",
-            _must(lambda v: v is True, "true")),
-    StepKey("scores", RUNNER, "a list of numbers", "the verifier's last scores (the plateau brake)",
-            _must(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers")),
-    StepKey("spent", RUNNER, "seconds", "wall time spent across attempts (the step budget)",
-            _must(lambda v: _is_number(v) and v >= 0, "a number of seconds")),
+    StepKey(
+        "resolve",
+        RUNNER,
+        "true",
+        "a person approved the result but its merge conflicted: the worker that claims it brings that result onto "
+        "the new tip (a resolve pass), not a run from scratch",
+        _must(lambda v: v is True, "true"),
+    ),
+    StepKey(
+        "scores",
+        RUNNER,
+        "a list of numbers",
+        "the verifier's last scores (the plateau brake)",
+        _must(lambda v: isinstance(v, list) and all(_is_number(x) for x in v), "a list of numbers"),
+    ),
+    StepKey(
+        "spent",
+        RUNNER,
+        "seconds",
+        "wall time spent across attempts (the step budget)",
+        _must(lambda v: _is_number(v) and v >= 0, "a number of seconds"),
+    ),
     StepKey("last_verdict", RUNNER, "a table", "the verifier's last verdict", _TABLE),
-    StepKey("usage", RUNNER, "a table", "what its agent runs spent, every attempt's: `{usd, input_tokens, "
-            "output_tokens, cache_read_tokens, cache_write_tokens, runs, unknown, unpriced, estimated}` (usd: an "
-            "estimate, of the runs whose money is known; unknown: runs whose CLI reported no usage)", _TABLE),
-    StepKey("rung", RUNNER, "a whole number", "its place on the roles' model ladders (`models`): up one after a "
-            "failing gate or verdict", _COUNT),
-    StepKey("budget_waived", RUNNER, "true", "a person let it go on over its budget: for its next attempt only",
-            _must(lambda v: v is True, "true")),
+    StepKey(
+        "usage",
+        RUNNER,
+        "a table",
+        "what its agent runs spent, every attempt's: `{usd, input_tokens, "
+        "output_tokens, cache_read_tokens, cache_write_tokens, runs, unknown, unpriced, estimated}` (usd: an "
+        "estimate, of the runs whose money is known; unknown: runs whose CLI reported no usage)",
+        _TABLE,
+    ),
+    StepKey(
+        "rung",
+        RUNNER,
+        "a whole number",
+        "its place on the roles' model ladders (`models`): up one after a failing gate or verdict",
+        _COUNT,
+    ),
+    StepKey(
+        "budget_waived",
+        RUNNER,
+        "true",
+        "a person let it go on over its budget: for its next attempt only",
+        _must(lambda v: v is True, "true"),
+    ),
     StepKey("last_updated", RUNNER, "a time", "when the last event was recorded", _time),
     StepKey("last_updated_by", RUNNER, "text", "who recorded it", _TEXT),
 )

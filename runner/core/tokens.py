@@ -8,15 +8,34 @@ from collections.abc import Callable
 
 # Every token runner fills in a role's command (implement's too): docs/pipeline.md.
 ROLE_TOKENS = (
-    "prompt_file", "prompt", "step_file", "step", "title", "attempt", "cwd", "worktree", "worker", "feedback",
-    "output", "diff_file", "verdict", "findings", "artifact", "notes_file", "current_task", "current_phase", "context",
-    "scenario", "model",
+    "prompt_file",
+    "prompt",
+    "step_file",
+    "step",
+    "title",
+    "attempt",
+    "cwd",
+    "worktree",
+    "worker",
+    "feedback",
+    "output",
+    "diff_file",
+    "verdict",
+    "findings",
+    "artifact",
+    "notes_file",
+    "current_task",
+    "current_phase",
+    "context",
+    "scenario",
+    "model",
 )
 
 
 def fill_tokens(text: str, tokens: dict[str, str | Callable[[], str]]) -> str:
     """Replace each {token} `tokens` has; any other {word} stays as written. A token's value
     may be a function, called only when the text names it (the diff costs git calls)."""
+
     def value(match: re.Match) -> str:
         found = tokens.get(match.group(1))
         if found is None:

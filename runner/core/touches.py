@@ -43,11 +43,15 @@ def glob_problems(key: str, value: Any) -> list[str]:
             problems.append(f"{key}: {glob!r} must be a relative path inside the repository, written with /")
         elif len(segments) > MAX_GLOB_SEGMENTS or segments.count("**") > MAX_GLOB_STARS:
             stars = segments.count("**")
-            problems.append(f"{key}: {glob[:40]!r} has {len(segments)} segments, {stars} of them `**`: a glob has at "
-                            f"most {MAX_GLOB_SEGMENTS}, and at most {MAX_GLOB_STARS} `**`")
+            problems.append(
+                f"{key}: {glob[:40]!r} has {len(segments)} segments, {stars} of them `**`: a glob has at "
+                f"most {MAX_GLOB_SEGMENTS}, and at most {MAX_GLOB_STARS} `**`"
+            )
     if total > MAX_TOUCH_SEGMENTS and not problems:
-        problems.append(f"{key}: its globs have {total} segments in all, over the {MAX_TOUCH_SEGMENTS} a step may "
-                        "declare (a claim compares them with every claimed step's)")
+        problems.append(
+            f"{key}: its globs have {total} segments in all, over the {MAX_TOUCH_SEGMENTS} a step may "
+            "declare (a claim compares them with every claimed step's)"
+        )
     return problems
 
 
@@ -139,11 +143,15 @@ def _parts_overlap(ga: _Glob, i: int, gb: _Glob, j: int) -> bool:
     """Could one path segment match both patterns? Exact for a plain name; otherwise the
     parts before the first wildcard and after the last must agree (errs towards yes)."""
     if not ga.wild[i] or not gb.wild[j]:
-        return fnmatch.fnmatchcase(ga.segments[i], gb.segments[j]) if not ga.wild[i] else fnmatch.fnmatchcase(
-            gb.segments[j], ga.segments[i])
+        return (
+            fnmatch.fnmatchcase(ga.segments[i], gb.segments[j])
+            if not ga.wild[i]
+            else fnmatch.fnmatchcase(gb.segments[j], ga.segments[i])
+        )
     (head_a, tail_a), (head_b, tail_b) = ga.ends[i], gb.ends[j]
-    return (head_a.startswith(head_b)
-            or head_b.startswith(head_a)) and (tail_a.endswith(tail_b) or tail_b.endswith(tail_a))
+    return (head_a.startswith(head_b) or head_b.startswith(head_a)) and (
+        tail_a.endswith(tail_b) or tail_b.endswith(tail_a)
+    )
 
 
 def overlapping(mine: Iterable[str], theirs: Iterable[str]) -> tuple[str, str] | None:

@@ -71,8 +71,12 @@ class Usage:
         fresh = max(self.input_tokens - self.cache_read_tokens - self.cache_write_tokens, 0)
         read = price.input if price.cache_read is None else price.cache_read  # a kind not priced costs what input does
         write = price.input if price.cache_write is None else price.cache_write
-        usd = (fresh * price.input + self.cache_read_tokens * read + self.cache_write_tokens * write
-               + self.output_tokens * price.output) / 1_000_000
+        usd = (
+            fresh * price.input
+            + self.cache_read_tokens * read
+            + self.cache_write_tokens * write
+            + self.output_tokens * price.output
+        ) / 1_000_000
         return replace(self, usd=round(usd, 6), usd_from=PRICES)
 
 
@@ -99,8 +103,11 @@ def from_record(value: Any) -> Usage | str | None:
         return UNKNOWN
     usd = _money(value.get("usd")) if value.get("usd") is not None else None
     source = value.get("usd_from")
-    return Usage(**counts, usd=usd,  # type: ignore[arg-type]
-                 usd_from=(str(source)[:40] if isinstance(source, str) else PRICES) if usd is not None else None)
+    return Usage(
+        **counts,  # type: ignore[arg-type]
+        usd=usd,
+        usd_from=(str(source)[:40] if isinstance(source, str) else PRICES) if usd is not None else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -132,13 +139,21 @@ class Spend:
             output_tokens=self.output_tokens + usage.output_tokens,
             cache_read_tokens=self.cache_read_tokens + usage.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + usage.cache_write_tokens,
-            runs=self.runs + 1, unknown=self.unknown,
+            runs=self.runs + 1,
+            unknown=self.unknown,
             unpriced=self.unpriced + (usage.usd is None and usage.tokens + usage.cache_read_tokens > 0),
-            estimated=self.estimated + (usage.usd is not None and usage.usd_from == PRICES))
+            estimated=self.estimated + (usage.usd is not None and usage.usd_from == PRICES),
+        )
 
     def plus(self, other: Spend) -> Spend:
-        return Spend(**{name: round(getattr(self, name) + getattr(other, name), 6) if name == "usd"
-                        else getattr(self, name) + getattr(other, name) for name in _SPEND_KEYS})
+        return Spend(
+            **{
+                name: round(getattr(self, name) + getattr(other, name), 6)
+                if name == "usd"
+                else getattr(self, name) + getattr(other, name)
+                for name in _SPEND_KEYS
+            }
+        )
 
     def as_meta(self) -> dict[str, Any]:
         """The step file's `usage:` value (only the counts that are not zero, in a fixed order)."""
@@ -166,9 +181,13 @@ class Spend:
         known = self.runs - self.unknown - self.unpriced
         if not known:
             return "money unknown"
-        source = ("reported by the agent CLI" if not self.estimated
-                  else "estimated from [prices]" if self.estimated == known
-                  else f"{known - self.estimated} reported, {self.estimated} estimated from [prices]")
+        source = (
+            "reported by the agent CLI"
+            if not self.estimated
+            else "estimated from [prices]"
+            if self.estimated == known
+            else f"{known - self.estimated} reported, {self.estimated} estimated from [prices]"
+        )
         return f"${self.usd:.4f} (estimate; {source})"
 
     def describe(self) -> str:
@@ -176,12 +195,23 @@ class Spend:
         if not self.runs:
             return "no agent usage recorded"
         gaps = [f"{n} {what}" for n, what in ((self.unknown, "unknown"), (self.unpriced, "unpriced")) if n]
-        return (f"{self.money()}; {tokens(self.input_tokens)} in, {tokens(self.output_tokens)} out; "
-                f"{self.runs} run{'s' if self.runs != 1 else ''}" + (f" ({', '.join(gaps)})" if gaps else ""))
+        return (
+            f"{self.money()}; {tokens(self.input_tokens)} in, {tokens(self.output_tokens)} out; "
+            f"{self.runs} run{'s' if self.runs != 1 else ''}" + (f" ({', '.join(gaps)})" if gaps else "")
+        )
 
 
-_SPEND_KEYS = ("usd", "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "runs", "unknown",
-               "unpriced", "estimated")
+_SPEND_KEYS = (
+    "usd",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "runs",
+    "unknown",
+    "unpriced",
+    "estimated",
+)
 
 
 def tokens(count: int) -> str:
@@ -221,7 +251,11 @@ def run_note(run: dict[str, Any]) -> str:
         return ""
     if not isinstance(usage, Usage):
         return "usage unknown"
-    money = (f"${usage.usd:.4f} " + ("estimated from [prices]" if usage.usd_from == PRICES else f"by {usage.usd_from}")
-             if usage.usd is not None else "money unknown")
-    return f"{money}; {tokens(usage.input_tokens)} in, {tokens(usage.output_tokens)} out" + (f"; {model}" if model
-                                                                                              else "")
+    money = (
+        f"${usage.usd:.4f} " + ("estimated from [prices]" if usage.usd_from == PRICES else f"by {usage.usd_from}")
+        if usage.usd is not None
+        else "money unknown"
+    )
+    return f"{money}; {tokens(usage.input_tokens)} in, {tokens(usage.output_tokens)} out" + (
+        f"; {model}" if model else ""
+    )

@@ -44,6 +44,7 @@ def load(text: str, line_offset: int = 0) -> Any:
 
 def _said(exc: yaml.MarkedYAMLError, line_offset: int) -> str:
     """PyYAML's message with the file's own line numbers (not the frontmatter's, nor its "<unicode string>")."""
+
     def at(mark: yaml.Mark | None) -> str:
         return f"(line {mark.line + 1 + line_offset}, column {mark.column + 1})" if mark is not None else ""
 

@@ -60,8 +60,9 @@ class HookCache:
 
     def index(self, tree: str) -> dict[str, list[str]] | None:
         found = self._read(self._file("index", tree))
-        if (not isinstance(found, dict)
-                or not all(isinstance(v, list) and all(isinstance(p, str) for p in v) for v in found.values())):
+        if not isinstance(found, dict) or not all(
+            isinstance(v, list) and all(isinstance(p, str) for p in v) for v in found.values()
+        ):
             return None
         return found
 
@@ -79,8 +80,15 @@ class HookCache:
 
     def step(self, path: str, blob: str) -> Step | None:
         row = self._read(self._file("steps", blob))
-        if not (isinstance(row, list) and len(row) == 5 and row[0] == path and isinstance(row[1], str)
-                and isinstance(row[2], dict) and isinstance(row[3], str) and isinstance(row[4], list)):
+        if not (
+            isinstance(row, list)
+            and len(row) == 5
+            and row[0] == path
+            and isinstance(row[1], str)
+            and isinstance(row[2], dict)
+            and isinstance(row[3], str)
+            and isinstance(row[4], list)
+        ):
             return None  # not this step (the same blob at another path is parsed again), or not readable
         return Step(row[1], path, row[2], row[3], [str(p) for p in row[4]])
 

@@ -43,8 +43,10 @@ class CommitCheck:
         headers = raw.split(b"\n\n", 1)[0]
         for line in headers.split(b"\n"):
             if line.startswith(b"encoding ") and line[9:].strip().lower().replace(b"-", b"") != b"utf8":
-                return (f"the commit declares encoding {line[9:49].decode('ascii', 'replace')!r}: runner's commits are "
-                        "UTF-8")
+                return (
+                    f"the commit declares encoding {line[9:49].decode('ascii', 'replace')!r}: runner's commits are "
+                    "UTF-8"
+                )
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -63,13 +65,19 @@ class CommitCheck:
         changes = self.store.diff_trees(self.store.commit(parent).tree if parent else EMPTY_TREE, commit.tree)
         if names := [c.path for c in changes if not is_utf8(c.path)]:
             return [f"a file name is not UTF-8: {names[0]!a}"]
-        if links := [c.path for c in changes
-                     if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None]:
+        if links := [
+            c.path
+            for c in changes
+            if c.oid is not None and not c.link and self.store.entry_at(commit.id, c.path) is None
+        ]:
             return [f"a gitlink (submodule) has no place on the queue branch: {', '.join(links[:5])}"]
         if len(commit.message.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:
             return [f"the commit message is over {MAX_EVENT_BYTES // 1024} KiB (runner clips what it carries)"]
-        if big := [f"{c.path} ({size:,} bytes, at most {file_bound(c.path):,})" for c in changes
-                   if c.oid is not None and (size := len(self.store.read(c.oid))) > file_bound(c.path)]:
+        if big := [
+            f"{c.path} ({size:,} bytes, at most {file_bound(c.path):,})"
+            for c in changes
+            if c.oid is not None and (size := len(self.store.read(c.oid))) > file_bound(c.path)
+        ]:
             return [f"a file on the queue branch is over its bound: {', '.join(big[:5])}"]
         try:
             decoded = decode(commit.message)
@@ -97,8 +105,9 @@ class CommitCheck:
             problems.append(f"plans/HALT is not what a {event.kind} writes")
         return problems
 
-    def check_step_event(self, event: Event, status: str | None, parent: str | None, commit: CommitInfo,
-                         changes) -> list[str]:
+    def check_step_event(
+        self, event: Event, status: str | None, parent: str | None, commit: CommitInfo, changes
+    ) -> list[str]:
         if parent is None or not event.step:
             return [f"a {event.kind} changes a step that exists: it needs a parent and a Runner-Step"]
         paths = self.plans.index(parent).get(event.step, [])
@@ -112,10 +121,12 @@ class CommitCheck:
         if outside := sorted(c.path for c in changes if c.path not in allowed_paths(event, path)):
             problems.append(
                 f"a {event.kind} may change only {', '.join(sorted(allowed_paths(event, path)))}, not "
-                f"{', '.join(outside)}")
+                f"{', '.join(outside)}"
+            )
         config = self.plans.config(parent)
-        context = context_for(config, self.plans.deps_done(parent, before),
-                              self.store.file_at(parent, HALT_FILE) is not None)
+        context = context_for(
+            config, self.plans.deps_done(parent, before), self.store.file_at(parent, HALT_FILE) is not None
+        )
         try:
             written = write_step_event(before, event, context)
         except TransitionError as exc:
@@ -125,11 +136,15 @@ class CommitCheck:
         pushed = self.store.file_at(commit.id, path)
         if pushed != written.text.encode("utf-8"):
             problems.append(
-                f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}")
+                f"{path} is not what a {event.kind} by {event.actor} writes{first_difference(pushed, written.text)}"
+            )
         for side, text in side_files(event, lambda name: self.store.file_at(parent, name)).items():
             if self.store.file_at(commit.id, side) != text:
-                what = ("the notes file with the step's notes appended" if side == NOTES_FILE
-                        else f"the account pause this {event.kind} writes")
+                what = (
+                    "the notes file with the step's notes appended"
+                    if side == NOTES_FILE
+                    else f"the account pause this {event.kind} writes"
+                )
                 problems.append(f"{side} is not {what}")
         if event.kind == Kind.TAKEOVER and (problem := self._live_holder(before, event, path, config.leases.lease)):
             problems.append(problem)
@@ -149,20 +164,26 @@ class CommitCheck:
         holder = step.assignee or ""
         if self.pushers.configured and not self.pushers.is_person() and self.pushers.may_act_as(holder) is None:
             return None
-        if (not self.pushers.configured and event.actor == holder
-                and (event.holder or {}).get("host") == step.holder.get("host")):
+        if (
+            not self.pushers.configured
+            and event.actor == holder
+            and (event.holder or {}).get("host") == step.holder.get("host")
+        ):
             return None
         try:
             lease = parse_duration(step.meta.get("lease")) if step.meta.get("lease") else default_lease
         except ValueError:
             lease = default_lease
         since = self.now - lease
-        for what, when in (("heartbeat", self._last_beat(step, holder, since)),
-                           ("claim", self._claim_arrived(step, path, since))):
+        for what, when in (
+            ("heartbeat", self._last_beat(step, holder, since)),
+            ("claim", self._claim_arrived(step, path, since)),
+        ):
             if when is not None:
                 return (
                     f"{holder}'s {what} for {step.id} attempt {step.attempt} reached this server "
-                    f"{self.now - when:.0f}s ago, within its lease ({lease:.0f}s): a live claim is not taken over")
+                    f"{self.now - when:.0f}s ago, within its lease ({lease:.0f}s): a live claim is not taken over"
+                )
         return None
 
     def _last_beat(self, step: Step, holder: str, since: float) -> float | None:
@@ -209,9 +230,11 @@ class CommitCheck:
                 problems += new_step_problems(after)
                 continue
             if touched := [k for k in MANAGED_KEYS if before.meta.get(k) != after.meta.get(k)]:
-                problems.append(f"{change.path}: changes runner-managed {', '.join(touched)} without a runner event"
-                                " (use runner claim/complete/approve/retry...; people edit titles, bodies and other "
-                                "fields)")
+                problems.append(
+                    f"{change.path}: changes runner-managed {', '.join(touched)} without a runner event"
+                    " (use runner claim/complete/approve/retry...; people edit titles, bodies and other "
+                    "fields)"
+                )
         if sound:
             problems += self.plans.plan_problems(commit.id, sound)
         if deleted:
@@ -226,14 +249,20 @@ class CommitCheck:
             return exc.problems
         old = self.plans.config(parent)
         problems = []
-        guarded = (old.hooks != new.hooks, old.queue.integration_branch != new.queue.integration_branch,
-                   old.queue.step_branch_prefix != new.queue.step_branch_prefix,
-                   old.notify != new.notify)  # what runs on the hosts that send notices
+        guarded = (
+            old.hooks != new.hooks,
+            old.queue.integration_branch != new.queue.integration_branch,
+            old.queue.step_branch_prefix != new.queue.step_branch_prefix,
+            old.notify != new.notify,
+        )  # what runs on the hosts that send notices
         if any(guarded) and (problem := self.pushers.may_administer()):
             problems.append(problem)
         if old.harness.command and not new.harness.command:
-            steps = [self.plans.parse(p, self.plans.blob(commit, p)) for paths in self.plans.index(commit).values()
-                     for p in paths]
+            steps = [
+                self.plans.parse(p, self.plans.blob(commit, p))
+                for paths in self.plans.index(commit).values()
+                for p in paths
+            ]
             problems += Plan.build(steps).unrunnable(False)
         return problems
 

@@ -37,8 +37,12 @@ def render_hook(name: str, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> str:
     # sys.executable as it is (a venv's python is a symlink that must stay one).
     return fill(
         shipped("hooks", name),
-        {"PYTHON": shlex.quote(sys.executable), "RUNNER_HOME": shlex.quote(str(runner_home)),
-         "QUEUE_BRANCH": shlex.quote(queue_branch), "LOST_RACE": LOST_RACE},
+        {
+            "PYTHON": shlex.quote(sys.executable),
+            "RUNNER_HOME": shlex.quote(str(runner_home)),
+            "QUEUE_BRANCH": shlex.quote(queue_branch),
+            "LOST_RACE": LOST_RACE,
+        },
     )
 
 
@@ -76,8 +80,9 @@ def install_hook(folder: Path, name: str, text: str) -> str:
 def uninstall_hook(folder: Path, name: str) -> str:
     target, saved = folder / name, folder / (name + SAVED_SUFFIX)
     if not is_runner_hook(target):
-        return f"{target}: no runner hook installed" + (" (left the hook that is there alone)" if target.exists()
-                                                        else "")
+        return f"{target}: no runner hook installed" + (
+            " (left the hook that is there alone)" if target.exists() else ""
+        )
     target.unlink()
     if saved.exists() or saved.is_symlink():
         saved.rename(target)
@@ -103,8 +108,12 @@ def _repository_problems(path: Path, bare: bool) -> list[str]:
         return [f"{path}: not a git repository"]
     is_bare = pygit2.Repository(found).is_bare
     if bare and not is_bare:
-        return [(f"{path}: not a bare repository (the server hook belongs in the remote's bare repository; use --repo "
-                "for a clone)")]
+        return [
+            (
+                f"{path}: not a bare repository (the server hook belongs in the remote's bare repository; use --repo "
+                "for a clone)"
+            )
+        ]
     if not bare and is_bare:
         return [f"{path}: a bare repository has no commits made in it (use --server for a remote)"]
     return []
@@ -125,8 +134,11 @@ def install_server(bare: Path, queue_branch: str = DEFAULT_QUEUE_BRANCH) -> list
     messages = [install_hook(hooks_dir(bare), "pre-receive", render_hook("pre-receive", queue_branch))]
     for key, value in SERVER_SETTINGS.items():
         run_git(bare, *_ANY_OWNER, "config", key, value)
-    messages.append("set " + ", ".join(f"{k}={v}" for k, v in SERVER_SETTINGS.items())
-                    + " (keep a `git gc` schedule on the server: docs/protocol.md)")
+    messages.append(
+        "set "
+        + ", ".join(f"{k}={v}" for k, v in SERVER_SETTINGS.items())
+        + " (keep a `git gc` schedule on the server: docs/protocol.md)"
+    )
     return messages
 
 

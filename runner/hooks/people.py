@@ -56,8 +56,11 @@ class Pushers:
         return bool(self.hooks.identities)
 
     def who(self) -> str:
-        return (f"pusher {self.pusher!r}" if self.pusher
-                else f"an unnamed pusher (${self.hooks.pusher_env or 'pusher_env'} is not set)")
+        return (
+            f"pusher {self.pusher!r}"
+            if self.pusher
+            else f"an unnamed pusher (${self.hooks.pusher_env or 'pusher_env'} is not set)"
+        )
 
     def unknown(self) -> str | None:
         """Why this pusher is nobody runner knows (with identities configured), or None."""
@@ -93,8 +96,9 @@ class Pushers:
     def may_edit(self) -> str | None:
         if not self.configured:
             return None
-        return (self.unknown()
-                or (None if self.is_person() else f"only people edit the plan: {self.who()} is a worker key"))
+        return self.unknown() or (
+            None if self.is_person() else f"only people edit the plan: {self.who()} is a worker key"
+        )
 
     def may_administer(self) -> str | None:
         if not self.configured:

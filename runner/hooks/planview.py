@@ -62,7 +62,8 @@ class PlanView:
                 step = self.parse(path, self.blob(commit, path))
                 if missing := sorted(set(step.depends_on) & gone) if not step.problems else []:
                     problems.append(
-                        f"deleting {', '.join(missing)} leaves {path} depending on a step that does not exist")
+                        f"deleting {', '.join(missing)} leaves {path} depending on a step that does not exist"
+                    )
         return problems
 
     def config(self, commit: str | None, strict: bool = False) -> Config:

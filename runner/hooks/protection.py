@@ -26,8 +26,14 @@ RUNNER_COMMIT = "\nRunner-Step: "
 MAX_FINDINGS = 5  # one push's refusal lists at most these
 
 
-def secrets_in_push(store: Store, updates: Iterable[tuple[str, str, str]], queue_ref: str, code_refs: Iterable[str],
-                    code_prefixes: Iterable[str], allow: Iterable[str]) -> list[str]:
+def secrets_in_push(
+    store: Store,
+    updates: Iterable[tuple[str, str, str]],
+    queue_ref: str,
+    code_refs: Iterable[str],
+    code_prefixes: Iterable[str],
+    allow: Iterable[str],
+) -> list[str]:
     """Why to refuse `updates` [(old, new, ref)] for the token shapes they add (empty: none).
     `code_refs` are the integration branches, `code_prefixes` the step branches' prefixes."""
     scan = _Scan(store, Scrubber({}, allow, shapes()))

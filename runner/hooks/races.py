@@ -53,8 +53,9 @@ def current(git_dir: str, ref: str) -> str | None:
     if os.path.isdir(os.path.join(git_dir, "reftable")):
         import subprocess
 
-        found = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=git_dir, capture_output=True,
-                               check=False)
+        found = subprocess.run(
+            ["git", "rev-parse", "--verify", "-q", ref], cwd=git_dir, capture_output=True, check=False
+        )
         return found.stdout.decode().strip() if found.returncode == 0 else ""
     try:
         text = _read(os.path.join(git_dir, ref)).strip()
@@ -85,8 +86,10 @@ def lost_race(git_dir: str, updates: list[tuple[str, str, str]], ref: str) -> st
         now = current(git_dir, ref)
         expected = "" if is_zero(old) else old
         if now is not None and now != expected:
-            return (f"{LOST} {ref} is at {now[:10] or 'nothing'}, not {expected[:10] or 'nothing'} as this push "
-                    "expected: another push landed first (fetch and try again)")
+            return (
+                f"{LOST} {ref} is at {now[:10] or 'nothing'}, not {expected[:10] or 'nothing'} as this push "
+                "expected: another push landed first (fetch and try again)"
+            )
     return None
 
 

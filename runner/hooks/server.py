@@ -49,8 +49,14 @@ def label(commit: CommitInfo) -> str:
 class PushCheck:
     """Checks the ref updates of one push. Caches parsed step files across its commits."""
 
-    def __init__(self, repo_path: str | Path, pusher: str | None = None, queue_branch: str | None = None,
-                 now: float | None = None, cache: bool = True):
+    def __init__(
+        self,
+        repo_path: str | Path,
+        pusher: str | None = None,
+        queue_branch: str | None = None,
+        now: float | None = None,
+        cache: bool = True,
+    ):
         self.store = open_store(repo_path, receiving=True)
         self.queue_ref = branch_ref(queue_branch or queue_branch_from_env())
         self.pusher_override = pusher
@@ -75,16 +81,23 @@ class PushCheck:
             config = self.plans.config(before, strict=True)
         except BadInput as exc:
             # Never fall back to defaults here: that would switch identities and protections off.
-            return [(
-                f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse ({exc.problems[0]}), "
-                "so nothing can be judged: an admin fixes it with the hook off "
-                "(uninstall-hooks --server, push the fix, install-hooks --server)")]
+            return [
+                (
+                    f"{CONFIG_FILE} on {self.queue_ref.removeprefix('refs/heads/')} does not parse "
+                    f"({exc.problems[0]}), "
+                    "so nothing can be judged: an admin fixes it with the hook off "
+                    "(uninstall-hooks --server, push the fix, install-hooks --server)"
+                )
+            ]
         self.pushers = Pushers.of(config.hooks, self.pusher_override)
         self.commits = CommitCheck(self.store, self.plans, self.pushers, self.queue_ref, self.now)
         self.lease = config.leases.lease
         queue_after = next((new for old, new, ref in updates if ref == self.queue_ref), before)
-        after = (self.plans.config(queue_after) if queue_after and self.store.object_type(queue_after) == "commit"
-                 else config)
+        after = (
+            self.plans.config(queue_after)
+            if queue_after and self.store.object_type(queue_after) == "commit"
+            else config
+        )
         integration = {branch_ref(config.queue.integration_branch), branch_ref(after.queue.integration_branch)}
         prefixes = {branch_ref(config.queue.step_branch_prefix), branch_ref(after.queue.step_branch_prefix)}
         problems: list[str] = []
@@ -98,7 +111,7 @@ class PushCheck:
             elif ref.startswith(HEARTBEAT_PREFIX):
                 found = self.check_heartbeat(old, new, ref)
             elif prefix := next((p for p in prefixes if ref.startswith(p)), None):
-                found = self.check_step_branch(new, ref[len(prefix):])
+                found = self.check_step_branch(new, ref[len(prefix) :])
             elif ref.startswith("refs/runner/"):
                 found = ["runner keeps no such ref (only refs/runner/heartbeats/<worker>)"]
             else:
@@ -124,10 +137,11 @@ class PushCheck:
         never a step recorded done whose change the integration branch does not hold."""
         moved = {ref: new for old, new, ref in updates}
         tips = [moved[ref] if ref in moved else self.store.ref(ref) for ref in integration]
-        return [f"{self.queue_ref}: records merge {merge[:10]}, which the integration branch does not hold after this "
-                "push"
-                for merge in sorted(self.commits.merges)
-                if not any(tip and tip != ZERO and self.store.is_ancestor(merge, tip) for tip in tips)]
+        return [
+            f"{self.queue_ref}: records merge {merge[:10]}, which the integration branch does not hold after this push"
+            for merge in sorted(self.commits.merges)
+            if not any(tip and tip != ZERO and self.store.is_ancestor(merge, tip) for tip in tips)
+        ]
 
     def _must_be(self, what: str, oid: str, kind: str) -> list[str]:
         found = self.store.object_type(oid)
@@ -147,8 +161,12 @@ class PushCheck:
             return problems
         if self.pushers.configured and not self.pushers.is_person() and new not in self.commits.merges:
             # Else a worker key could merge its own unapproved work without any queue event.
-            return [(f"{self.pushers.who()} moves the integration branch only in the push whose queue event records "
-                     "that merge (a complete that needs no approval); people merge by hand")]
+            return [
+                (
+                    f"{self.pushers.who()} moves the integration branch only in the push whose queue event records "
+                    "that merge (a complete that needs no approval); people merge by hand"
+                )
+            ]
         return []
 
     def check_queue(self, old: str, new: str) -> list[str]:
@@ -165,7 +183,7 @@ class PushCheck:
     # --- heartbeats -------------------------------------------------------------------------
 
     def check_heartbeat(self, old: str, new: str, ref: str) -> list[str]:
-        worker = ref[len(HEARTBEAT_PREFIX):]
+        worker = ref[len(HEARTBEAT_PREFIX) :]
         if new == ZERO:
             return self._heartbeat_deletion(worker, ref)
         if problem := worker_id_problem(worker):
@@ -185,7 +203,8 @@ class PushCheck:
         if info is None or info.get("worker") != worker or commit.tree != EMPTY_TREE:
             problems.append(
                 f"{new[:10]} is not a heartbeat of {worker} (runner writes an empty tree and a JSON body naming the "
-                "worker)")
+                "worker)"
+            )
         if problem := self.pushers.may_act_as(worker):
             problems.append(problem)
         return problems
@@ -201,14 +220,17 @@ class PushCheck:
             return [f"{worker} beat {self.now - beats[0][2]:.0f}s ago: a live worker's heartbeat may not be deleted"]
         return []
 
+
 def _clash(ref: str, names: list[str]) -> str | None:
     """Why `ref` would block one of runner's refs: git keeps refs as paths, so a ref named like
     a folder of runner's names (`runner/steps`), or one under runner's own branch names, makes
     git refuse runner's updates for good."""
     for name in names:
         if name.startswith(ref + "/"):
-            return (f"named like a folder of runner's refs ({name.rstrip('/')}...): git could not keep both; runner's "
-                    "would be blocked")
+            return (
+                f"named like a folder of runner's refs ({name.rstrip('/')}...): git could not keep both; runner's "
+                "would be blocked"
+            )
         if not name.endswith("/") and ref.startswith(name + "/"):
             return f"under runner's {name}: git could not keep both; runner's would be blocked"
     return None

@@ -16,8 +16,11 @@ def log(store: Store, tip: str, step_id: str | None = None, limit: int | None = 
     entries = []
     for info in store.workspace().log(tip):
         entry = log_entry(info.id, info.message, info.author, info.time)
-        if (step_id and entry["step"] != step_id
-                and not any(p.endswith(f"/{step_id}.md") for p in store.changed_paths(info.id))):
+        if (
+            step_id
+            and entry["step"] != step_id
+            and not any(p.endswith(f"/{step_id}.md") for p in store.changed_paths(info.id))
+        ):
             continue
         entries.append(entry)
         if limit and len(entries) >= limit:
@@ -40,8 +43,9 @@ def log_entry(commit: str, message: str, author: str, when: int) -> dict[str, An
         "event": str(event.kind) if event else trailers.get("Event", "edit"),
         "step": event.step if event else trailers.get("Step"),
         "actor": event.actor if event else trailers.get("Actor", trailers.get("Worker", author)),
-        "attempt": event.attempt if event else (int(trailers["Attempt"]) if trailers.get("Attempt", "").isdigit()
-                                                else None),
+        "attempt": event.attempt
+        if event
+        else (int(trailers["Attempt"]) if trailers.get("Attempt", "").isdigit() else None),
         "status": decoded.status if decoded else trailers.get("Status"),
         "reason": event.reason if event and event.kind != Kind.EDIT else None,
         "runs": list(event.runs) if event else [],
@@ -80,5 +84,6 @@ def touched_outside(store: Store, snap: Any) -> list[str]:
             shown = ", ".join(stray[:10]) + (f" and {len(stray) - 10} more" if len(stray) > 10 else "")
             warnings.append(
                 f"{step.path}: its last attempt (handoff of attempt {meta.get('attempt')}) changed files outside its "
-                f"touches: {shown}")
+                f"touches: {shown}"
+            )
     return warnings

@@ -74,8 +74,9 @@ class RefPace:
 
     def outpaced(self) -> bool:
         """Between the last two fetches the ref moved more often than one attempt lasts."""
-        return (bool(self.moved) and self.attempt_seconds is not None
-                and self.interval / self.moved < self.attempt_seconds)
+        return (
+            bool(self.moved) and self.attempt_seconds is not None and self.interval / self.moved < self.attempt_seconds
+        )
 
 
 class Deferral:

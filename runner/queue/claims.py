@@ -15,8 +15,18 @@ from runner.queue.leases import LeaseObserver
 from runner.queue.snapshot import Snapshot
 
 
-def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation: str, tags: list[str], now: datetime,
-               step_id: str | None = None, ignore_deps: bool = False, spread: bool = False, by_agent: bool = False):
+def candidates(
+    observer: LeaseObserver,
+    snap: Snapshot,
+    worker: str,
+    incarnation: str,
+    tags: list[str],
+    now: datetime,
+    step_id: str | None = None,
+    ignore_deps: bool = False,
+    spread: bool = False,
+    by_agent: bool = False,
+):
     """(step, claim | takeover, reason), best first (with `spread`, spread by worker id among
     equals). `by_agent`: the claimer is an agent you run yourself (`runner work`, `runner mcp`),
     the only one that takes a step with `agent: self`."""
@@ -40,8 +50,11 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
             # dropped by an earlier tick that could not record (the remote was down, say).
             expired[step.id] = "abandoned by an earlier tick of this worker"
     takeovers = sorted(
-        ((plan.steps[sid], Kind.TAKEOVER, why) for sid, why in expired.items()
-         if (step_id is None or sid == step_id) and not _not_for(plan.steps[sid], tags, by_agent)),
+        (
+            (plan.steps[sid], Kind.TAKEOVER, why)
+            for sid, why in expired.items()
+            if (step_id is None or sid == step_id) and not _not_for(plan.steps[sid], tags, by_agent)
+        ),
         key=lambda item: sort_key(item[0]),
     )
     if step_id is not None:
@@ -51,13 +64,17 @@ def candidates(observer: LeaseObserver, snap: Snapshot, worker: str, incarnation
     # busy queue it would otherwise wait for the plan to drain.
     yield from takeovers
     max_backoff = snap.config.leases.backoff_cap * 1.25 + 60  # beyond any backoff runner writes, plus jitter
-    ready = ((step, Kind.CLAIM, None) for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
-             if not plan.held_back(step, holders, by_agent) and not (paused and paused(step)))
+    ready = (
+        (step, Kind.CLAIM, None)
+        for step in plan.iter_ready(now, tags, max_backoff=max_backoff)
+        if not plan.held_back(step, holders, by_agent) and not (paused and paused(step))
+    )
     yield from spread_out(ready) if spread else ready
 
 
-def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = False,
-             by_agent: bool = False) -> list[str]:
+def barriers(
+    snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = False, by_agent: bool = False
+) -> list[str]:
     """Why this claimer cannot claim `step`, named by a person (`runner claim STEP`), now:
     each reason that holds, as "STEP <reason>" reads; [] when it can. A STEP named is taken
     even while it backs off after a failure (a person asked for it)."""
@@ -71,7 +88,7 @@ def barriers(snap: Snapshot, step: Step, tags: list[str], ignore_deps: bool = Fa
     if status != Status.READY and not ignore_deps:
         late = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status != Status.DONE]
         failed = [d for d in late if d not in plan.steps or plan.steps[d].status == Status.FAILED]
-        waits = (f"waits for {', '.join(late)}" + (f" ({', '.join(failed)} failed or missing)" if failed else ""))
+        waits = f"waits for {', '.join(late)}" + (f" ({', '.join(failed)} failed or missing)" if failed else "")
         reasons.append(f"{waits} (a person may run it anyway: --ignore-deps --by NAME)")
     if not reasons and (why := held_back(snap, step, by_agent)):
         reasons.append(f"is held back: {why}")
@@ -82,15 +99,18 @@ def _not_for(step: Step, tags: list[str], by_agent: bool) -> list[str]:
     """What keeps this claimer from a step whatever its state: the tags it lacks, an `agent: self` it is not."""
     reasons = []
     if missing := lacking_tags(step, tags):
-        reasons.append(f"needs tag{'s' if len(missing) > 1 else ''} {', '.join(missing)} (this claimer has "
-                       f"{', '.join(tags) or 'none'}: --tag {' --tag '.join(missing)})")
+        reasons.append(
+            f"needs tag{'s' if len(missing) > 1 else ''} {', '.join(missing)} (this claimer has "
+            f"{', '.join(tags) or 'none'}: --tag {' --tag '.join(missing)})"
+        )
     if step.self_serve and not by_agent:
         reasons.append(f"is {SELF_SERVE}")
     return reasons
 
 
-def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_deps: bool = False,
-                by_agent: bool = False) -> str:
+def why_nothing(
+    snap: Snapshot, tags: list[str], step_id: str | None, ignore_deps: bool = False, by_agent: bool = False
+) -> str:
     plan = snap.plan
     now = utc_now()
     if step_id:
@@ -122,8 +142,9 @@ def why_nothing(snap: Snapshot, tags: list[str], step_id: str | None, ignore_dep
 def held_back(snap: Snapshot, step: Step, by_agent: bool = False) -> str | None:
     """Why a ready step is not for this claimer now: Plan.held_back (agent: self, touches) under
     this queue's runner.toml, or an account it would spend that a provider's limit paused."""
-    touched = snap.plan.held_back(step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None,
-                                  by_agent)
+    touched = snap.plan.held_back(
+        step, snap.plan.touch_holders() if snap.config.queue.touches_exclusive else None, by_agent
+    )
     paused = pause_hold(snap, utc_now())
     return touched or (paused(step) if paused else None)
 

@@ -49,9 +49,14 @@ def charges(store: Store, tip: str, step_id: str | None = None, since: str | Non
             usage = from_record(run.get("usage")) if isinstance(run, dict) else None
             if usage is None:
                 continue
-            yield Charge(event.step, event.actor, str(run.get("name", "?")).split(":", 1)[0],
-                         format_time(event.at)[:10], usage, run.get("model") if isinstance(run.get("model"), str)
-                         else None)
+            yield Charge(
+                event.step,
+                event.actor,
+                str(run.get("name", "?")).split(":", 1)[0],
+                format_time(event.at)[:10],
+                usage,
+                run.get("model") if isinstance(run.get("model"), str) else None,
+            )
 
 
 def summed(found: list[Charge], by: str) -> dict[str, Spend]:
@@ -69,8 +74,9 @@ def report(store: Store, tip: str, step_id: str | None = None, by: str = "step")
         total = total.add(charge.usage)
 
     def rows(key: str) -> list[dict[str, Any]]:
-        return [{key: name, **spend.as_json(), "money": spend.money()}
-                for name, spend in sorted(summed(found, key).items())]
+        return [
+            {key: name, **spend.as_json(), "money": spend.money()} for name, spend in sorted(summed(found, key).items())
+        ]
 
     data: dict[str, Any] = {"total": {**total.as_json(), "money": total.money()}, "steps": rows("step")}
     if by != "step":

@@ -125,8 +125,11 @@ class LeaseObserver:
             key = f"{step.id}#{step.attempt}"
             evidence = _evidence(step, beats)
             entry = seen.get(key)
-            if (not isinstance(entry, dict) or entry.get("evidence") != evidence
-                    or not isinstance(entry.get("since"), (int, float))):
+            if (
+                not isinstance(entry, dict)
+                or entry.get("evidence") != evidence
+                or not isinstance(entry.get("since"), (int, float))
+            ):
                 entry = {"evidence": evidence, "since": now}
             keep[key] = entry
             lease = lease_of(step, default_lease)
@@ -173,6 +176,7 @@ def _foreign_stale(step: Step, beats: dict[str, Beat], lease: float) -> str | No
         return None
     age = wall_clock() - step.claimed_at.timestamp()
     if age > lease:
-        return (f"claimed by {step.assignee} {age:.0f}s ago by another tool, and no runner heartbeat was ever seen for "
-                "it")
+        return (
+            f"claimed by {step.assignee} {age:.0f}s ago by another tool, and no runner heartbeat was ever seen for it"
+        )
     return None

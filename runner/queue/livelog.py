@@ -23,17 +23,29 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
     step = snap.plan.find(step_id)
     if step is None:
         raise BadInput(f"no step {step_id!r} (see `runner status`)")
-    found = {"step": step.id, "status": snap.plan.derived_status(step), "attempt": step.attempt if step.valid else None,
-             "worker": step.assignee, "running": step.status == Status.CLAIMED, "run": None, "output": None,
-             "output_bytes": None, "at": None}
+    found = {
+        "step": step.id,
+        "status": snap.plan.derived_status(step),
+        "attempt": step.attempt if step.valid else None,
+        "worker": step.assignee,
+        "running": step.status == Status.CLAIMED,
+        "run": None,
+        "output": None,
+        "output_bytes": None,
+        "at": None,
+    }
     # Written scrubbed; scrubbed again as it is shown, for what an older runner or a hand wrote.
     scrubber = secrets.for_config(snap.config.secrets)
     if step.status == Status.CLAIMED:
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
         if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):
-            found.update(run=info.get("run"), output=scrubber.scrub(info["output"]),
-                         output_bytes=info.get("output_bytes"), at=info.get("at"))
+            found.update(
+                run=info.get("run"),
+                output=scrubber.scrub(info["output"]),
+                output_bytes=info.get("output_bytes"),
+                at=info.get("at"),
+            )
         return found
     if read_file is not None:
         data = read_file(handoff_path(step.path))
@@ -56,7 +68,7 @@ def new_output(before: dict[str, Any] | None, now: dict[str, Any]) -> str:
     data = text.encode("utf-8")
     if grown > len(data):
         return f"[... {grown - len(data):,} bytes printed between two heartbeats were not carried ...]\n" + text
-    return data[len(data) - grown:].decode("utf-8", "replace")
+    return data[len(data) - grown :].decode("utf-8", "replace")
 
 
 def rest_after(shown: str, final: str) -> str:
@@ -65,5 +77,5 @@ def rest_after(shown: str, final: str) -> str:
     for size in (400, 120, 40):
         end = shown[-size:]
         if len(end) >= min(size, len(shown)) and end and (at := final.rfind(end)) >= 0:
-            return final[at + len(end):]
+            return final[at + len(end) :]
     return ""

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
     from runner.queue.queue import Queue
 
 
-def merge_update(store: Store, snap: Snapshot, result: str, step: str, attempt: int,
-                 actor: str) -> RefUpdate | Conflict:
+def merge_update(
+    store: Store, snap: Snapshot, result: str, step: str, attempt: int, actor: str
+) -> RefUpdate | Conflict:
     """Merge a step's result into the integration branch as this snapshot saw it: the
     compare-and-swap that publishes the merge (its `new` is the merge commit), or the conflict."""
     branch = snap.config.queue.integration_branch
@@ -54,10 +55,12 @@ def approve(queue: Queue, step_id: str, person: str) -> Published:
         step = snap.plan.find(step_id)
         step = step and step.full()
         result = (step.meta.get("result") or {}) if step is not None and step.valid else {}
-        waiting = (step is not None and step.status == Status.REVIEW
-                   and (step.meta.get("review") or "result") == "result")
-        base = Event(Kind.APPROVE, person, utc_now(), step=step_id,
-                     attempt=step.attempt if step and step.valid else None)
+        waiting = (
+            step is not None and step.status == Status.REVIEW and (step.meta.get("review") or "result") == "result"
+        )
+        base = Event(
+            Kind.APPROVE, person, utc_now(), step=step_id, attempt=step.attempt if step and step.valid else None
+        )
         if not (waiting and isinstance(result, dict) and result.get("commit")):
             return queue.step_change(snap, base)
         assert step is not None  # it waits for this approval
@@ -65,7 +68,8 @@ def approve(queue: Queue, step_id: str, person: str) -> Published:
         if isinstance(update, Conflict):
             conflict = (
                 f"the merge into {snap.config.queue.integration_branch} conflicts in {', '.join(update.paths)}: "
-                "a worker brings the result onto the new tip (a resolve pass)")
+                "a worker brings the result onto the new tip (a resolve pass)"
+            )
             return queue.step_change(snap, replace(base, reason=conflict))
         event = replace(base, result={"merge": update.new})
         prune = step_branch_update(snap.config, step_id, result["commit"], done=True)

@@ -65,12 +65,24 @@ def queue_families(snap: Snapshot) -> list[Family]:
         workers[row["liveness"]] = workers.get(row["liveness"], 0) + 1
     spent = plan_spend(plan)
     return [
-        ("runner_steps", "gauge", "Steps of the plan by status (waiting, blocked and invalid derived).",
-         [({"status": s}, n) for s, n in sorted(counts.items())]),
-        ("runner_steps_stuck", "gauge", "Steps no live worker will take (runner ready says why).",
-         [({}, len(stuck_steps(snap)))]),
-        ("runner_workers", "gauge", "Workers by the liveness of their heartbeat.",
-         [({"liveness": state}, n) for state, n in sorted(workers.items())]),
+        (
+            "runner_steps",
+            "gauge",
+            "Steps of the plan by status (waiting, blocked and invalid derived).",
+            [({"status": s}, n) for s, n in sorted(counts.items())],
+        ),
+        (
+            "runner_steps_stuck",
+            "gauge",
+            "Steps no live worker will take (runner ready says why).",
+            [({}, len(stuck_steps(snap)))],
+        ),
+        (
+            "runner_workers",
+            "gauge",
+            "Workers by the liveness of their heartbeat.",
+            [({"liveness": state}, n) for state, n in sorted(workers.items())],
+        ),
         ("runner_plan_halted", "gauge", "1 while the queue is halted.", [({}, 1 if plan.halted else 0)]),
         *_spend_families("runner_plan", "the plan's steps", spent),
     ]
@@ -79,10 +91,18 @@ def queue_families(snap: Snapshot) -> list[Family]:
 def _spend_families(prefix: str, whose: str, spent: Spend) -> list[Family]:
     return [
         (f"{prefix}_usd", "gauge", f"Money {whose} spent on agent runs, where known.", [({}, round(spent.usd, 6))]),
-        (f"{prefix}_tokens", "gauge", f"Tokens {whose} spent on agent runs.",
-         [({"direction": "input"}, spent.input_tokens), ({"direction": "output"}, spent.output_tokens)]),
-        (f"{prefix}_agent_runs", "gauge", f"Agent runs of {whose} (those of unknown usage included).",
-         [({}, spent.runs)]),
+        (
+            f"{prefix}_tokens",
+            "gauge",
+            f"Tokens {whose} spent on agent runs.",
+            [({"direction": "input"}, spent.input_tokens), ({"direction": "output"}, spent.output_tokens)],
+        ),
+        (
+            f"{prefix}_agent_runs",
+            "gauge",
+            f"Agent runs of {whose} (those of unknown usage included).",
+            [({}, spent.runs)],
+        ),
     ]
 
 
@@ -127,26 +147,62 @@ class WorkerCounts:
         with self.lock:
             return [
                 ("runner_worker_ticks", "counter", "Ticks of this worker.", [(w, self.ticks)]),
-                ("runner_worker_tick_seconds", "summary", "Seconds spent in ticks.",
-                 [({**w, "__suffix": "_sum"}, round(self.tick_seconds, 3)), ({**w, "__suffix": "_count"}, self.ticks)]),
+                (
+                    "runner_worker_tick_seconds",
+                    "summary",
+                    "Seconds spent in ticks.",
+                    [
+                        ({**w, "__suffix": "_sum"}, round(self.tick_seconds, 3)),
+                        ({**w, "__suffix": "_count"}, self.ticks),
+                    ],
+                ),
                 ("runner_worker_claims", "counter", "Steps this worker claimed and ran.", [(w, self.claims)]),
-                ("runner_worker_lost_races", "counter", "Publishes that lost the compare-and-swap, built again.",
-                 [(w, races_lost)]),
-                ("runner_worker_lost_claims", "counter", "Claims lost while the step ran (aborted or taken over).",
-                 [(w, self.lost_claims)]),
+                (
+                    "runner_worker_lost_races",
+                    "counter",
+                    "Publishes that lost the compare-and-swap, built again.",
+                    [(w, races_lost)],
+                ),
+                (
+                    "runner_worker_lost_claims",
+                    "counter",
+                    "Claims lost while the step ran (aborted or taken over).",
+                    [(w, self.lost_claims)],
+                ),
                 ("runner_worker_hook_refusals", "counter", "Pushes the server hook refused.", [(w, self.refusals)]),
-                ("runner_worker_steps", "counter", "Steps run, by how they ended.",
-                 [({**w, "outcome": o}, n) for o, n in sorted(self.steps.items())]),
-                ("runner_worker_step_seconds", "summary", "Seconds of the ticks that ran a step.",
-                 [({**w, "__suffix": "_sum"}, round(self.step_seconds, 3)),
-                  ({**w, "__suffix": "_count"}, self.claims)]),
-                ("runner_worker_fix_passes", "counter", "Fix-loop passes: implement runs after an attempt's first.",
-                 [(w, self.fix_passes)]),
-                ("runner_worker_resolve_passes", "counter", "Resolve passes on a result whose merge conflicted.",
-                 [(w, self.resolve_passes)]),
-                *[(name, kind, helptext, [({**w, **labels}, v) for labels, v in samples])
-                  for name, kind, helptext, samples in _spend_families("runner_worker", "this worker's steps",
-                                                                       self.spent)],
+                (
+                    "runner_worker_steps",
+                    "counter",
+                    "Steps run, by how they ended.",
+                    [({**w, "outcome": o}, n) for o, n in sorted(self.steps.items())],
+                ),
+                (
+                    "runner_worker_step_seconds",
+                    "summary",
+                    "Seconds of the ticks that ran a step.",
+                    [
+                        ({**w, "__suffix": "_sum"}, round(self.step_seconds, 3)),
+                        ({**w, "__suffix": "_count"}, self.claims),
+                    ],
+                ),
+                (
+                    "runner_worker_fix_passes",
+                    "counter",
+                    "Fix-loop passes: implement runs after an attempt's first.",
+                    [(w, self.fix_passes)],
+                ),
+                (
+                    "runner_worker_resolve_passes",
+                    "counter",
+                    "Resolve passes on a result whose merge conflicted.",
+                    [(w, self.resolve_passes)],
+                ),
+                *[
+                    (name, kind, helptext, [({**w, **labels}, v) for labels, v in samples])
+                    for name, kind, helptext, samples in _spend_families(
+                        "runner_worker", "this worker's steps", self.spent
+                    )
+                ],
             ]
 
 

@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 
 OPT_IN_ENV = "RUNNER_NOTIFY"  # 1: this process sends; 0: it does not, whatever git's config says
 OPT_IN_KEY = "runner.notify"  # git config (the clone's, or the user's): true to send from this host
-NOT_OPTED_IN = ("not sent: [notify] comes from the queue branch, and this host has not opted in to run it "
-                f"(`git config {OPT_IN_KEY} true` in this clone, {OPT_IN_ENV}=1, or a worker's --notify)")
+NOT_OPTED_IN = (
+    "not sent: [notify] comes from the queue branch, and this host has not opted in to run it "
+    f"(`git config {OPT_IN_KEY} true` in this clone, {OPT_IN_ENV}=1, or a worker's --notify)"
+)
 WHY_REVIEW = {
     "result": "its result waits for your approval",
     "deviation": "orient reported a major deviation",
@@ -58,9 +60,15 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     wanted = before.config.notify.events
     step = before.plan.find(event.step) if event.step else None
     reason = " ".join((event.reason or change.updates.get("last_error") or "").split())
-    base = {"step": event.step or "", "title": step.title if step else "", "status": change.status or "",
-            "actor": event.actor,
-            "reason": reason, "queue": queue.branch, "commit": published.commit}
+    base = {
+        "step": event.step or "",
+        "title": step.title if step else "",
+        "status": change.status or "",
+        "actor": event.actor,
+        "reason": reason,
+        "queue": queue.branch,
+        "commit": published.commit,
+    }
     found = []
 
     def add(name: str, message: str) -> None:
@@ -72,15 +80,21 @@ def notices_of(queue: Queue, published: Published) -> list[dict[str, Any]]:
     if event.account and event.account not in before.pauses(event.at):  # one notice a pause, not one a worker
         add("paused", f"account {event.account} is paused by a provider's limit: {reason}")
     if event.kind == Kind.TAKEOVER and step is not None:
-        add("worker-gone",
-            f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over")
+        add(
+            "worker-gone",
+            f"{step.assignee} was gone while holding {step.id} (attempt {event.replaces}); {event.actor} took it over",
+        )
     if change.status == Status.REVIEW:
         why = WHY_REVIEW.get(str(change.updates.get("review") or "result"), "a person must decide")
         add("needs-you", f"{event.step} needs you: {why}" + (f" ({reason})" if reason else ""))
     if change.status == Status.FAILED and not event.spec.person:
         add("failed", f"{event.step} failed for good" + (f": {reason}" if reason else ""))
-    if (event.step and change.status in (Status.DONE, Status.FAILED, Status.REVIEW) and "drained" in wanted
-            and (counts := drained(queue, published))):
+    if (
+        event.step
+        and change.status in (Status.DONE, Status.FAILED, Status.REVIEW)
+        and "drained" in wanted
+        and (counts := drained(queue, published))
+    ):
         add("drained", "the plan drained: " + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())))
     return found
 
@@ -146,11 +160,23 @@ def send(store, settings, notices: list[dict[str, Any]]) -> None:
     env.pop(TAG, None)  # its own lifetime (its timeout), not that of a step command that recorded the event
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")]))
     for notice in notices:
-        payload = json.dumps({"notice": notice, "log": str(log), "command": list(settings.command),
-                              "urls": list(settings.urls),
-                              "timeout": settings.timeout})
-        _started.append(subprocess.Popen([sys.executable, "-m", "runner.queue.notifier", payload],
-                                         cwd=str(store.workdir),
-                                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL,
-                                         start_new_session=True))
+        payload = json.dumps(
+            {
+                "notice": notice,
+                "log": str(log),
+                "command": list(settings.command),
+                "urls": list(settings.urls),
+                "timeout": settings.timeout,
+            }
+        )
+        _started.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "runner.queue.notifier", payload],
+                cwd=str(store.workdir),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )

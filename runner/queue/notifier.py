@@ -41,8 +41,14 @@ def run_command(command: list[str], notice: dict[str, Any], deadline: float, log
     what = f"{notice['event']} {notice['step']}".strip()
     tag = new_prefix("notify.")
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True, env={**os.environ, TAG: tag})
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**os.environ, TAG: tag},
+        )
     except OSError as exc:
         write(log, f"{what}: the notify command {argv[0]!r} could not start: {exc.strerror}")
         return False
@@ -79,8 +85,9 @@ def send_urls(urls: list[str], notice: dict[str, Any], deadline: float, log: Pat
     try:
         sender = apprise.Apprise()
         bad = [url.split(":", 1)[0] for url in found if not sender.add(url)]
-        sent = (bool(sender)
-                and sender.notify(title=f"runner: {notice['message']}"[:250], body=notice["message"] + _reason(notice)))
+        sent = bool(sender) and sender.notify(
+            title=f"runner: {notice['message']}"[:250], body=notice["message"] + _reason(notice)
+        )
     except TimeoutError:
         write(log, f"{what}: sending to the notification URLs timed out")
         return False

@@ -28,9 +28,18 @@ Then = Callable[[Snapshot, bool], Change]
 class Publisher:
     """One publish of the change `build` makes, by `actor` (Queue.publish says what each option does)."""
 
-    def __init__(self, queue: Queue, build: Build, actor: str, snapshot: Snapshot | None = None,
-                 tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0,
-                 then: Then | None = None, defer: bool = False):
+    def __init__(
+        self,
+        queue: Queue,
+        build: Build,
+        actor: str,
+        snapshot: Snapshot | None = None,
+        tries: int | None = None,
+        branches: Iterable[str] = (),
+        patience: float = 0.0,
+        then: Then | None = None,
+        defer: bool = False,
+    ):
         self.queue = queue
         self.store = queue.store
         self.build = build
@@ -50,8 +59,11 @@ class Publisher:
         queue = self.queue
         for attempt in range(self.tries):
             if self.lost:
-                time.sleep(race_backoff(attempt - 1, remote=bool(self.store.remote),
-                                        outpaced=self.defer and queue.pace.outpaced()))
+                time.sleep(
+                    race_backoff(
+                        attempt - 1, remote=bool(self.store.remote), outpaced=self.defer and queue.pace.outpaced()
+                    )
+                )
                 self.fresh()
             began = time.monotonic()
             change = self.build(self.snap)  # Skip when nothing is left to claim, however busy the ref
@@ -82,10 +94,13 @@ class Publisher:
             else:
                 queue.races_lost += 1
                 self.lost = True
-        waits = (f" (and {self.waited} more tries waited while it moved faster than a claim takes)"
-                 if self.waited else "")
-        raise LostRace(f"lost {self.tries - self.waited} compare-and-swap races in a row on {queue.branch}{waits}; "
-                       "giving up this time")
+        waits = (
+            f" (and {self.waited} more tries waited while it moved faster than a claim takes)" if self.waited else ""
+        )
+        raise LostRace(
+            f"lost {self.tries - self.waited} compare-and-swap races in a row on {queue.branch}{waits}; "
+            "giving up this time"
+        )
 
     def fresh(self) -> None:
         """Read the queue (and the branches) again; the same snapshot while the remote is away."""
@@ -99,8 +114,9 @@ class Publisher:
         ref, tip = self.queue.ref, self.snap.tip
         refs = {update.ref: update for update in [RefUpdate(ref, commit, tip), *change.refs]}
         if following is not None:
-            refs.update({update.ref: update
-                         for update in [RefUpdate(ref, following.commit, tip), *following.change.refs]})
+            refs.update(
+                {update.ref: update for update in [RefUpdate(ref, following.commit, tip), *following.change.refs]}
+            )
         return list(refs.values())
 
     def following(self, commit: str, change: Change, after_lost_race: bool) -> Published | None:

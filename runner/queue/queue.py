@@ -84,9 +84,17 @@ class Queue:
 
     # --- publishing: the one retry policy -----------------------------------------------
 
-    def publish(self, build: Callable[[Snapshot], Change], actor: str, snapshot: Snapshot | None = None,
-                tries: int | None = None, branches: Iterable[str] = (), patience: float = 0.0,
-                then: Callable[[Snapshot, bool], Change] | None = None, defer: bool = False) -> Published:
+    def publish(
+        self,
+        build: Callable[[Snapshot], Change],
+        actor: str,
+        snapshot: Snapshot | None = None,
+        tries: int | None = None,
+        branches: Iterable[str] = (),
+        patience: float = 0.0,
+        then: Callable[[Snapshot, bool], Change] | None = None,
+        defer: bool = False,
+    ) -> Published:
         """Build a change on the tip and publish it with every ref it moves, all or none; on a
         lost race read the queue (and `branches`) again and rebuild. With `patience`, a failure
         to reach the remote is tried again for that many seconds (an outcome costs work to redo;
@@ -100,8 +108,9 @@ class Queue:
         fetch."""
         return Publisher(self, build, actor, snapshot, tries, branches, patience, then, defer).run()
 
-    def step_change(self, snap: Snapshot, event: Event, handoff: bytes | None = None,
-                    refs: Iterable[RefUpdate] = ()) -> Change:
+    def step_change(
+        self, snap: Snapshot, event: Event, handoff: bytes | None = None, refs: Iterable[RefUpdate] = ()
+    ) -> Change:
         """The commit of one step event on this snapshot (TransitionError when refused)."""
         step = snap.plan.find(event.step or "")
         if step is None:
@@ -138,10 +147,19 @@ class Queue:
 
     # --- claiming ------------------------------------------------------------------------
 
-    def claim(self, worker: str, incarnation: str, holder: dict[str, Any], tags: Iterable[str] = (),
-              step_id: str | None = None,
-              snapshot: Snapshot | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
-              ignore_deps: bool = False, by_agent: bool = False) -> Published:
+    def claim(
+        self,
+        worker: str,
+        incarnation: str,
+        holder: dict[str, Any],
+        tags: Iterable[str] = (),
+        step_id: str | None = None,
+        snapshot: Snapshot | None = None,
+        beat: dict[str, Any] | None = None,
+        by: str | None = None,
+        ignore_deps: bool = False,
+        by_agent: bool = False,
+    ) -> Published:
         """Claim the best step this worker may take (or `step_id`); Skip when there is none.
         The worker's heartbeat rides in the same push when `beat` is given. `by_agent`: an
         agent you run yourself claims (runner.queue.claims.candidates)."""
@@ -150,18 +168,29 @@ class Queue:
         def build(snap: Snapshot) -> Change:
             spread = bool(tries)  # after a lost race, racers spread over the next best steps
             tries.append(1)
-            return self.claim_change(snap, worker, incarnation, holder, tags, step_id, beat, by, ignore_deps, spread,
-                                     by_agent)
+            return self.claim_change(
+                snap, worker, incarnation, holder, tags, step_id, beat, by, ignore_deps, spread, by_agent
+            )
 
         # A claim won after a lost race is built on a snapshot read again then: the integration
         # branch is read with it, so the step starts from its dependencies' merges.
         branches = list(snapshot.tips) if snapshot is not None else self.branches()
         return self.publish(build, by or worker, snapshot, branches=branches, defer=True)
 
-    def claim_change(self, snap: Snapshot, worker: str, incarnation: str, holder: dict[str, Any],
-                     tags: Iterable[str] = (),
-                     step_id: str | None = None, beat: dict[str, Any] | None = None, by: str | None = None,
-                     ignore_deps: bool = False, spread: bool = False, by_agent: bool = False) -> Change:
+    def claim_change(
+        self,
+        snap: Snapshot,
+        worker: str,
+        incarnation: str,
+        holder: dict[str, Any],
+        tags: Iterable[str] = (),
+        step_id: str | None = None,
+        beat: dict[str, Any] | None = None,
+        by: str | None = None,
+        ignore_deps: bool = False,
+        spread: bool = False,
+        by_agent: bool = False,
+    ) -> Change:
         """The claim of the best step on this snapshot (Skip when there is none)."""
         tags = list(tags)
         if step_id is not None and snap.plan.find(step_id) is None:
@@ -169,16 +198,29 @@ class Queue:
         if snap.plan.halted:
             raise Skip(f"queue halted: {snap.plan.halted}")
         now = utc_now()
-        for step, kind, reason in candidates(self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps,
-                                             spread, by_agent):
+        for step, kind, reason in candidates(
+            self.observer, snap, worker, incarnation, tags, now, step_id, ignore_deps, spread, by_agent
+        ):
             lease = format_duration(snap.config.leases.lease)
             event = Event(
-                kind, worker, now, step=step.id, attempt=step.attempt + 1,
+                kind,
+                worker,
+                now,
+                step=step.id,
+                attempt=step.attempt + 1,
                 replaces=step.attempt if kind == Kind.TAKEOVER else None,
-                incarnation=incarnation, holder=holder, lease=lease, reason=reason, ignore_deps=ignore_deps, by=by,
+                incarnation=incarnation,
+                holder=holder,
+                lease=lease,
+                reason=reason,
+                ignore_deps=ignore_deps,
+                by=by,
             )
-            refs = ([self.beat_update(worker, beat_with_claim(beat, step.id, step.attempt + 1, incarnation))]
-                    if beat is not None else [])
+            refs = (
+                [self.beat_update(worker, beat_with_claim(beat, step.id, step.attempt + 1, incarnation))]
+                if beat is not None
+                else []
+            )
             return self.step_change(snap, event, refs=refs)
         raise Skip(why_nothing(snap, tags, step_id, ignore_deps, by_agent))
 
@@ -188,8 +230,9 @@ class Queue:
         """The move of this worker's heartbeat ref: a commit chained on its previous beat."""
         previous = self.store.heartbeat(worker)
         body = _beat_body(info)
-        commit = self.store.make_commit([previous] if previous else [], {}, encode_beat(worker, body),
-                                        author_for(worker), base_tree=EMPTY_TREE)
+        commit = self.store.make_commit(
+            [previous] if previous else [], {}, encode_beat(worker, body), author_for(worker), base_tree=EMPTY_TREE
+        )
         return RefUpdate(heartbeat_ref(worker), commit, previous)
 
     def beat(self, worker: str, info: dict[str, Any]) -> str:
@@ -225,7 +268,8 @@ class Queue:
             outcome = self.store.publish([RefUpdate(self.ref, commit, None)])
             if not isinstance(outcome, Won):
                 raise LostRace(
-                    f"could not create {self.branch}: {outcome or 'another process created it at the same time'}")
+                    f"could not create {self.branch}: {outcome or 'another process created it at the same time'}"
+                )
             self.published = commit
             messages.append(f"created queue branch {self.branch}")
         else:
@@ -296,8 +340,9 @@ def _scrubbed(snap: Snapshot, event: Event, handoff: bytes | None) -> tuple[Even
     return secrets.scrub_event(event, scrubber), text
 
 
-def open_queue(repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH,
-               one_shot: bool = False) -> Queue:
+def open_queue(
+    repo: str | Path = ".", remote: str | None = "auto", branch: str = DEFAULT_QUEUE_BRANCH, one_shot: bool = False
+) -> Queue:
     """The queue of a repository (for scripts and tests; the CLI builds it from its options).
     `one_shot`: for a command that reads a little and exits (runner.store.choice.open_store)."""
     return Queue(open_store(repo, remote=remote, one_shot=one_shot), branch=branch)

@@ -20,7 +20,7 @@ from runner.queue.queue import Queue
 def paired(specs: list[str], texts: list[str]) -> list[tuple[str, str]]:
     """`--comment FILE:LINE TEXT ...`: each spec with the text that follows it on the command line."""
     if len(specs) != len(texts):
-        raise BadInput(f"{len(specs)} --comment and {len(texts)} texts: write each as --comment FILE:LINE \"TEXT\"")
+        raise BadInput(f'{len(specs)} --comment and {len(texts)} texts: write each as --comment FILE:LINE "TEXT"')
     return list(zip(specs, texts))
 
 
@@ -51,12 +51,16 @@ def _number(problem: str) -> int:
 def _refuse(problems: list[str]) -> None:
     if problems:
         shown = "; ".join(problems)
-        raise BadInput(f"{len(problems)} bad review comment{'s' if len(problems) > 1 else ''}: {shown}"
-                       if len(problems) > 1 else shown)
+        raise BadInput(
+            f"{len(problems)} bad review comment{'s' if len(problems) > 1 else ''}: {shown}"
+            if len(problems) > 1
+            else shown
+        )
 
 
-def with_lines(queue: Queue, step_id: str, given: list[dict[str, Any]],
-               problems: list[str] | None = None) -> tuple[dict[str, Any], ...]:
+def with_lines(
+    queue: Queue, step_id: str, given: list[dict[str, Any]], problems: list[str] | None = None
+) -> tuple[dict[str, Any], ...]:
     """The comments, each with the text of its lines in the step's result; BadInput (one line)
     names every comment whose file or lines the result does not have, with `problems` found before."""
     problems = list(problems or [])
@@ -86,8 +90,10 @@ def with_lines(queue: Queue, step_id: str, given: list[dict[str, Any]],
             problems.append(f"comment {index}: {path} is not in the result {commit[:10]}")
         elif lines is None:
             count = len(data.decode("utf-8", "replace").splitlines())
-            problems.append(f"comment {index}: {review_comments.where({**comment, 'line': line, 'end': end})} is past "
-                            f"the end of {path} ({count} lines)")
+            problems.append(
+                f"comment {index}: {review_comments.where({**comment, 'line': line, 'end': end})} is past "
+                f"the end of {path} ({count} lines)"
+            )
         else:
             try:
                 out.append(review_comments.make(path, line, end, str(comment.get("text") or ""), lines))
@@ -97,8 +103,15 @@ def with_lines(queue: Queue, step_id: str, given: list[dict[str, Any]],
     return tuple(out)
 
 
-def reject(queue: Queue, step_id: str, actor: str, reason: str | None, given: list[dict[str, Any]],
-           abort: bool = False, problems: list[str] | None = None) -> Published:
+def reject(
+    queue: Queue,
+    step_id: str,
+    actor: str,
+    reason: str | None,
+    given: list[dict[str, Any]],
+    abort: bool = False,
+    problems: list[str] | None = None,
+) -> Published:
     """Reject a step in review, with the reviewer's comments on lines of its result, in one event
     (BadInput, one line, names every comment that is not right, `problems` among them)."""
     found = with_lines(queue, step_id, given, problems)

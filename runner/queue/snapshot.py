@@ -49,9 +49,16 @@ class Snapshot:
     remote), so other workers' heartbeats are as fresh as they can be (leases are judged only
     on such a view)."""
 
-    def __init__(self, tip: str, plan: Plan, config: Config, tips: dict[str, str | None],
-                 read_beats: Callable[[], dict[str, Beat]],
-                 fetched: bool = True, read_pauses: Callable[[], dict[str, bytes]] | None = None):
+    def __init__(
+        self,
+        tip: str,
+        plan: Plan,
+        config: Config,
+        tips: dict[str, str | None],
+        read_beats: Callable[[], dict[str, Beat]],
+        fetched: bool = True,
+        read_pauses: Callable[[], dict[str, bytes]] | None = None,
+    ):
         self.tip = tip
         self.fetched = fetched
         self.plan = plan
@@ -116,8 +123,11 @@ class Reader:
         """plans/pauses at `tip`: file name -> bytes (nothing read when the folder is not there)."""
         if self.store.tree_id(tip, PAUSES_DIR) is None:
             return {}
-        return {entry.path.rsplit("/", 1)[-1]: self.store.read(entry.oid)
-                for entry in self.store.list_files(tip, PAUSES_DIR)[:256] if not entry.link}
+        return {
+            entry.path.rsplit("/", 1)[-1]: self.store.read(entry.oid)
+            for entry in self.store.list_files(tip, PAUSES_DIR)[:256]
+            if not entry.link
+        }
 
     def config_at(self, tip: str) -> Config:
         return self.files.config(self.store.file_at(tip, CONFIG_FILE) or b"", f"{CONFIG_FILE} on {self.branch}")
@@ -171,8 +181,9 @@ class Reader:
             changes = self.store.diff_trees(last_tree, steps_tree)
         if any(c.kind != "M" or c.link or not is_step_path(c.path) for c in changes):
             return None
-        return last_plan.updated([self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes if c.oid is not None],
-                                 halted)
+        return last_plan.updated(
+            [self._parse(f"{STEPS_DIR}/{c.path}", c.oid) for c in changes if c.oid is not None], halted
+        )
 
     def _written_changes(self, tip: str, last_tree: str) -> list[Change] | None:
         """The step files `tip` changed, when this process made it on the commit the last
@@ -188,7 +199,7 @@ class Reader:
                 entry = self.store.entry_at(tip, path)
                 if entry is None:
                     return None
-                changes.append(Change(path[len(prefix):], entry.oid, "M", entry.link))
+                changes.append(Change(path[len(prefix) :], entry.oid, "M", entry.link))
         return changes
 
     def _built_plan(self, tip: str, halted: str | None) -> Plan:
@@ -289,8 +300,11 @@ class Reader:
         step = self._cached(path, oid)
         if step is None or (not step.is_lean and len(step.text) >= 65536):
             return None
-        row: list[Any] = ([path, oid, step.id, step.index, None, []] if step.is_lean
-                          else [path, oid, step.id, step.meta, step.text, step.problems])
+        row: list[Any] = (
+            [path, oid, step.id, step.index, None, []]
+            if step.is_lean
+            else [path, oid, step.id, step.meta, step.text, step.problems]
+        )
         try:
             return json.dumps(row) + "\n"
         except (TypeError, ValueError):

@@ -55,10 +55,15 @@ def _dependency_why(snap: Snapshot, step: Step) -> str | None:
     plan = snap.plan
     gone = [d for d in step.depends_on if d not in plan.steps or plan.steps[d].status == Status.FAILED]
     if not gone:
-        late = [d for d in step.depends_on if d in plan.steps and plan.steps[d].status == Status.READY
-                and plan.derived_status(plan.steps[d]) == "blocked"]
+        late = [
+            d
+            for d in step.depends_on
+            if d in plan.steps
+            and plan.steps[d].status == Status.READY
+            and plan.derived_status(plan.steps[d]) == "blocked"
+        ]
         return f"waits for {', '.join(late)}, blocked in turn" if late else None
-    return (f"waits for {', '.join(gone)}, failed for good or missing (runner retry, or edit its depends_on)")
+    return f"waits for {', '.join(gone)}, failed for good or missing (runner retry, or edit its depends_on)"
 
 
 def stuck_steps(snap: Snapshot, now: datetime | None = None) -> dict[str, str]:
@@ -100,8 +105,9 @@ def left_behind(snap: Snapshot, tags: list[str], now: datetime | None = None) ->
             found[step.id] = "agent: self (an agent you run yourself takes it)"
         elif not claimable(step, tags):
             others = sorted(w for w, t in workers.items() if t is not None and claimable(step, t))
-            found[step.id] = (f"needs tag{'s' if len(step.tags) > 1 else ''} {', '.join(sorted(step.tags))}"
-                              + (f": {', '.join(others)} may take it" if others else ": no live worker has it"))
+            found[step.id] = f"needs tag{'s' if len(step.tags) > 1 else ''} {', '.join(sorted(step.tags))}" + (
+                f": {', '.join(others)} may take it" if others else ": no live worker has it"
+            )
         elif paused and (why := paused(step)):
             found[step.id] = why
     return found
@@ -138,6 +144,17 @@ def notices(snap: Snapshot, branch: str, fresh: dict[str, str]) -> list[dict[str
     """The "stuck" notices of the steps newly stuck ([notify] events)."""
     if "stuck" not in snap.config.notify.events:
         return []
-    return [{"event": "stuck", "step": step, "title": snap.plan.steps[step].title, "status": Status.READY, "actor": "",
-             "reason": why, "queue": branch, "commit": snap.tip,
-             "message": f"{step} is stuck: {why}"} for step, why in fresh.items()]
+    return [
+        {
+            "event": "stuck",
+            "step": step,
+            "title": snap.plan.steps[step].title,
+            "status": Status.READY,
+            "actor": "",
+            "reason": why,
+            "queue": branch,
+            "commit": snap.tip,
+            "message": f"{step} is stuck: {why}",
+        }
+        for step, why in fresh.items()
+    ]

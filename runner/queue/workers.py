@@ -45,27 +45,31 @@ def worker_rows(snap: Snapshot) -> list[dict[str, Any]]:
         info = beat.info
         lease = float(info.get("lease") or snap.config.leases.lease)
         held = [s for s in snap.plan.with_status(Status.CLAIMED) if s.assignee == worker]
-        current = next((s for s in held if s.attempt == info.get("attempt") and s.id == info.get("step")),
-                       held[0] if held else None)
+        current = next(
+            (s for s in held if s.attempt == info.get("attempt") and s.id == info.get("step")),
+            held[0] if held else None,
+        )
         state = liveness(info, lease)
-        rows.append({
-            "worker": worker,
-            "liveness": state,
-            "state": info.get("state"),
-            "host": info.get("host"),
-            "pid": info.get("pid"),
-            "incarnation": info.get("incarnation"),
-            "step": current.id if current else None,
-            "claims": [c["step"] for c in beat_claims(info)],  # a daemon with --slots runs several
-            "attempt": current.attempt if current else None,
-            "last": info.get("last"),
-            "ticks": info.get("ticks"),
-            "started": info.get("started"),
-            "last_beat": info.get("at"),
-            "beat_age_s": round(age, 1) if (age := beat_age(info)) is not None else None,
-            "lease_s": lease,
-            "commit": beat.commit,
-        })
+        rows.append(
+            {
+                "worker": worker,
+                "liveness": state,
+                "state": info.get("state"),
+                "host": info.get("host"),
+                "pid": info.get("pid"),
+                "incarnation": info.get("incarnation"),
+                "step": current.id if current else None,
+                "claims": [c["step"] for c in beat_claims(info)],  # a daemon with --slots runs several
+                "attempt": current.attempt if current else None,
+                "last": info.get("last"),
+                "ticks": info.get("ticks"),
+                "started": info.get("started"),
+                "last_beat": info.get("at"),
+                "beat_age_s": round(age, 1) if (age := beat_age(info)) is not None else None,
+                "lease_s": lease,
+                "commit": beat.commit,
+            }
+        )
     return rows
 
 

@@ -22,7 +22,23 @@ from runner.schedules.options import Target, build_spec, choose_target
 from runner.schedules.registry import NAMES, SCHEDULERS, get, native
 
 __all__ = [
-    "MODES", "NAMES", "NO_ACTIVATE_ENV", "SCHEDULERS", "Command", "OsState", "Outcome", "RenderedFile",
-    "ScheduleSpec", "Scheduler", "Target", "build_spec", "choose_target", "get", "install", "native",
-    "status", "uninstall", "worker_argv",
+    "MODES",
+    "NAMES",
+    "NO_ACTIVATE_ENV",
+    "SCHEDULERS",
+    "Command",
+    "OsState",
+    "Outcome",
+    "RenderedFile",
+    "ScheduleSpec",
+    "Scheduler",
+    "Target",
+    "build_spec",
+    "choose_target",
+    "get",
+    "install",
+    "native",
+    "status",
+    "uninstall",
+    "worker_argv",
 ]

@@ -78,7 +78,7 @@ def has_control_char(value: str) -> bool:
 def as_text(content: bytes) -> str:
     """A rendered file's text: UTF-16LE after a BOM (task files), else UTF-8."""
     if content.startswith(UTF16_BOM):
-        return content[len(UTF16_BOM):].decode("utf-16-le")
+        return content[len(UTF16_BOM) :].decode("utf-16-le")
     return content.decode("utf-8", errors="replace")
 
 

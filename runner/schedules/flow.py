@@ -172,8 +172,9 @@ def _remove_empty_dirs(folder: Path, *, stop: Path, outcome: Outcome) -> None:
 # --- install / uninstall ----------------------------------------------------------
 
 
-def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_run: bool = False,
-            activate: bool = True) -> Outcome:
+def install(
+    target: Target, *, output_dir: str | os.PathLike | None = None, dry_run: bool = False, activate: bool = True
+) -> Outcome:
     """Write the schedule's files where its OS looks for them (or into output_dir) and start it."""
     spec, scheduler = target.spec, registry.get(target.spec.scheduler)
     outcome = Outcome(dry_run=dry_run, warnings=list(target.assumed))
@@ -182,14 +183,18 @@ def install(target: Target, *, output_dir: str | os.PathLike | None = None, dry_
         _put(files, Path(output_dir), outcome)
         outcome.notes.append("nothing was installed: the files were only written")
         held = "files" if len(files) > 1 else "file"
-        where = (f"copy the files in {output_dir} into {scheduler.load_folder} (keeping their folders), then run"
-                 if scheduler.load_folder else f"run, in the folder that holds the {held}")
+        where = (
+            f"copy the files in {output_dir} into {scheduler.load_folder} (keeping their folders), then run"
+            if scheduler.load_folder
+            else f"run, in the folder that holds the {held}"
+        )
         outcome.notes.append(f"to load it on the computer it is for, {where}:")
         outcome.notes += [f"  {line}" for line in scheduler.load_commands(spec, files)]
         return outcome
     if not target.here and not dry_run:
         raise BadInput(
-            "this schedule is for another computer: pass --output DIR to write its files, or --dry-run to print them")
+            "this schedule is for another computer: pass --output DIR to write its files, or --dry-run to print them"
+        )
     blocker = None if dry_run else activation_blocker(scheduler, activate)
     if blocker is not None and blocker == os_blocker(scheduler):
         outcome.not_activated = blocker  # it was asked for and could not be done
@@ -277,8 +282,9 @@ def status(scheduler_name: str | None, worker_id: str) -> dict:
     folder = scheduler.install_dir()
     spec = read_record(scheduler, worker_id)
     if spec is None:
-        leftovers = [folder / rel for m in MODES for rel in scheduler.own_files(worker_id, m)
-                     if (folder / rel).exists()]
+        leftovers = [
+            folder / rel for m in MODES for rel in scheduler.own_files(worker_id, m) if (folder / rel).exists()
+        ]
         report["files"] = [{"path": str(p), "state": "unrecorded"} for p in leftovers]
         report["problems"].append(
             "files of this worker exist without a record of their install: run uninstall-schedule, then "
@@ -296,15 +302,23 @@ def status(scheduler_name: str | None, worker_id: str) -> dict:
         except (OSError, subprocess.TimeoutExpired) as exc:
             reason = f"{scheduler.tool} did not answer ({exc})"
         else:
-            report.update(os_asked=True, enabled=state.enabled, running=state.running, failing=state.failing,
-                          os_answers=state.answers)
+            report.update(
+                os_asked=True,
+                enabled=state.enabled,
+                running=state.running,
+                failing=state.failing,
+                os_answers=state.answers,
+            )
             report["drifted"] = report["drifted"] or state.drifted
             report["problems"] += state.problems
     if reason is not None:
         report["os_not_asked_because"] = reason
         report["problems"].append(f"{reason}, so whether the schedule is enabled, running or failing is unknown")
     report["healthy"] = (
-        report["os_asked"] and not report["drifted"] and report["enabled"] is True and report["running"] is True
+        report["os_asked"]
+        and not report["drifted"]
+        and report["enabled"] is True
+        and report["running"] is True
         and report["failing"] is False
     )
     return report
@@ -332,4 +346,5 @@ def _check_files(scheduler: Scheduler, spec: ScheduleSpec, report: dict) -> None
     if not os.path.exists(spec.python):
         report["drifted"] = True
         report["problems"].append(
-            f"the interpreter {spec.python} no longer exists: re-run install-schedule with --python")
+            f"the interpreter {spec.python} no longer exists: re-run install-schedule with --python"
+        )

@@ -64,14 +64,15 @@ def read_env_file(path: str) -> dict[str, str]:
         if not line or line.startswith(("#", ";")):
             continue
         if line.startswith("export "):
-            line = line[len("export "):].lstrip()
+            line = line[len("export ") :].lstrip()
         name, equals, value = line.partition("=")
         name, value = name.strip(), _unquote(value.strip())
         if not equals or not _ENV_NAME.fullmatch(name):
             problems.append(f"{path}:{number}: expected NAME=value, where NAME is letters, digits and _")
         elif has_control_char(value.replace("\t", " ")):
             problems.append(
-                f"{path}:{number}: the value of {name} contains a control character, which a plist cannot carry")
+                f"{path}:{number}: the value of {name} contains a control character, which a plist cannot carry"
+            )
         else:
             values[name] = value
     if problems:
@@ -120,8 +121,11 @@ class Launchd(Scheduler):
 
     def load_commands(self, spec: ScheduleSpec, files: list[RenderedFile]) -> list[str]:
         # the user's GUI domain on that computer, as its shell finds it; the path as its shell expands it
-        return [re.sub(r"'~/([\w@%+=:,./-]+)'", r"~/\1", line.replace(gui_domain(), "gui/$(id -u)"))
-                for line in super().load_commands(spec, files)]
+        return [
+            re.sub(r"'~/([\w@%+=:,./-]+)'", r"~/\1", line.replace(gui_domain(), "gui/$(id -u)"))
+            for line in super().load_commands(spec, files)
+        ]
+
     tool = "launchctl"
 
     def target_home(self, repo: str) -> tuple[str, str | None]:
@@ -146,8 +150,9 @@ class Launchd(Scheduler):
         values = {
             "LABEL": escape(name),
             "PROGRAM_ARGUMENTS": _lines([_string(arg) for arg in worker_argv(spec)]),
-            "ENVIRONMENT_VARIABLES": _lines([f"<key>{escape(k)}</key>\n\t\t{_string(v)}"
-                                             for k, v in sorted(environment.items())]),
+            "ENVIRONMENT_VARIABLES": _lines(
+                [f"<key>{escape(k)}</key>\n\t\t{_string(v)}" for k, v in sorted(environment.items())]
+            ),
             "EXIT_TIMEOUT": str(stop_timeout(spec)),
             "LOG_FILE": escape(posixpath.join(log_dir(spec.home), name + ".log")),
             "INTERVAL": str(spec.interval),
@@ -178,7 +183,8 @@ class Launchd(Scheduler):
             state.enabled = state.running = False
             state.problems.append(
                 f"{target} is not loaded: run launchctl bootstrap {gui_domain()} "
-                f"{self.install_dir() / self.own_files(spec.worker_id, spec.mode)[0]}")
+                f"{self.install_dir() / self.own_files(spec.worker_id, spec.mode)[0]}"
+            )
             return state
         fields = parse_print(done.stdout)
         status, last_exit = fields.get("state", "unknown"), fields.get("last exit code", "(never exited)")

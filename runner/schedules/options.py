@@ -38,8 +38,12 @@ def _path_problems(what: str, value: str, scheduler: Scheduler | None) -> list[s
     if not value:
         return [f"{what} is empty"]
     if has_control_char(value):
-        return [(f"{what} {value!r} contains a newline or another control character, which unit files, plists and task "
-                "files cannot carry safely: use a path without them")]
+        return [
+            (
+                f"{what} {value!r} contains a newline or another control character, which unit files, plists and task "
+                "files cannot carry safely: use a path without them"
+            )
+        ]
     if not (scheduler.paths if scheduler else os.path).isabs(value):
         return [f"{what} {value!r} is not an absolute path"]
     return []
@@ -60,11 +64,16 @@ def _interval_problems(scheduler: Scheduler | None, mode: str, interval: int) ->
     if scheduler is None or mode != "tick":
         return []
     if interval < scheduler.min_interval:
-        return [(f"--interval {interval} is too short for {scheduler.name}, which repeats a task at most once a "
-                 f"minute: use --interval {scheduler.min_interval} or more")]
+        return [
+            (
+                f"--interval {interval} is too short for {scheduler.name}, which repeats a task at most once a "
+                f"minute: use --interval {scheduler.min_interval} or more"
+            )
+        ]
     if scheduler.max_interval is not None and interval > scheduler.max_interval:
-        return [(f"--interval {interval} is too long for {scheduler.name} ({scheduler.max_interval // 86400} days at "
-                "most)")]
+        return [
+            (f"--interval {interval} is too long for {scheduler.name} ({scheduler.max_interval // 86400} days at most)")
+        ]
     return []
 
 
@@ -103,7 +112,8 @@ def build_spec(
     if grace is not None:
         if mode == "tick":
             problems.append(
-                "--grace applies to --mode daemon: a tick has no grace period (it is stopped like any service)")
+                "--grace applies to --mode daemon: a tick has no grace period (it is stopped like any service)"
+            )
         elif not isinstance(grace, int) or grace < 0:
             problems.append(f"--grace must be a whole number of seconds, 0 or more (got {grace!r})")
     if slots != 1 and (mode == "tick" or not isinstance(slots, int) or not 1 <= slots <= 64):
@@ -177,7 +187,8 @@ def choose_target(
         if chosen is registry.native():
             raise BadInput(
                 "--target-repo names the repository on another computer and goes with --output DIR (or --dry-run); to "
-                "install here, use --repo")
+                "install here, use --repo"
+            )
         raise BadInput(
             f"{chosen.name} is not the scheduler of this computer ({sys.platform}), so it cannot be installed here: "
             "pass --output DIR to write its files, or --dry-run to print them"
@@ -189,12 +200,14 @@ def choose_target(
             python = sys.executable
             assumed.append(
                 f"assumed --python {python} (this computer's interpreter): pass --python with the interpreter runner "
-                f"is installed in {there}")
+                f"is installed in {there}"
+            )
         if target_repo is None:
             target_repo = _local_repo(repo)
             assumed.append(
                 f"assumed --target-repo {target_repo} (this computer's path): pass --target-repo with the worker's "
-                f"clone {there}")
+                f"clone {there}"
+            )
     else:
         rules = f"{chosen.name} files use other path rules than this computer's"
         if python is None:
@@ -225,7 +238,8 @@ def _spec_here(chosen: Scheduler, repo, python: str | None, options: dict) -> Sc
         spec, problems = None, list(exc.problems)
     if not os.path.exists(python):
         problems.append(
-            f"the interpreter {python} does not exist: pass --python with the interpreter runner is installed in")
+            f"the interpreter {python} does not exist: pass --python with the interpreter runner is installed in"
+        )
     env_file = options.get("env_file")
     if env_file is not None and not os.path.isfile(env_file):
         problems.append(f"the env file {_absolute(env_file, None)} does not exist")
@@ -248,17 +262,26 @@ def repo_problems(repo: str, remote: str | None, branch: str) -> list[str]:
         return [f"{repo} is not a git repository: {clone}"]
     remotes = run_git(repo, "remote", check=False).stdout.decode(errors="replace").split()
     if remote is not None and remote.lower() != "none" and remote not in remotes:
-        return [(f"{repo} has no remote named {remote!r} (it has: {', '.join(remotes) or 'none'}): pass --remote with "
-                f"one of them, or add it (git -C {repo} remote add {remote} URL)")]
+        return [
+            (
+                f"{repo} has no remote named {remote!r} (it has: {', '.join(remotes) or 'none'}): pass --remote with "
+                f"one of them, or add it (git -C {repo} remote add {remote} URL)"
+            )
+        ]
     if remote is None:
         remote = "origin" if "origin" in remotes else None  # as the worker chooses
     elif remote.lower() == "none":
         remote = None
     refs = [f"refs/heads/{branch}"] + ([f"refs/remotes/{remote}/{branch}"] if remote else [])
-    found = run_git(repo, "for-each-ref", "--format=%(refname)", *refs,
-                    check=False).stdout.decode(errors="replace").split()
+    found = (
+        run_git(repo, "for-each-ref", "--format=%(refname)", *refs, check=False).stdout.decode(errors="replace").split()
+    )
     if not set(found) & set(refs):
         fetch = f"`git -C {repo} fetch {remote}` if the queue is there, or " if remote else ""
-        return [(f"{repo} holds no queue branch {branch} (looked for {' and '.join(refs)}): {fetch}start a queue with "
-                f"`runner init --repo {repo}`")]
+        return [
+            (
+                f"{repo} holds no queue branch {branch} (looked for {' and '.join(refs)}): {fetch}start a queue with "
+                f"`runner init --repo {repo}`"
+            )
+        ]
     return []

@@ -22,8 +22,11 @@ def native() -> Scheduler | None:
 def problem(name: str | None) -> str | None:
     """Why `name` (None: this computer's) names no scheduler, or None."""
     if name is None:
-        return (None if native()
-                else f"no scheduler for platform {sys.platform!r}: pass --os {', '.join(NAMES[:-1])} or {NAMES[-1]}")
+        return (
+            None
+            if native()
+            else f"no scheduler for platform {sys.platform!r}: pass --os {', '.join(NAMES[:-1])} or {NAMES[-1]}"
+        )
     return None if name in SCHEDULERS else f"unknown scheduler {name!r}: use {', '.join(NAMES[:-1])} or {NAMES[-1]}"
 
 

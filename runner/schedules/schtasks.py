@@ -70,15 +70,16 @@ class Schtasks(Scheduler):
         problems = []
         # Task Scheduler expands %VAR% in a task's command line and has no escape for it.
         values = [("the interpreter", spec.python), ("the repository path", spec.repo)]
-        values += [(
-            "a tag",
-            tag) for tag in spec.tags] + [("the remote", spec.remote or ""), ("the queue branch",
-            spec.queue_branch or "")]
+        values += [("a tag", tag) for tag in spec.tags] + [
+            ("the remote", spec.remote or ""),
+            ("the queue branch", spec.queue_branch or ""),
+        ]
         for what, value in values:
             if "%" in value:
                 problems.append(
                     f"{what} {value!r} contains %, which Task Scheduler would expand as an environment variable: use a "
-                    "value without it")
+                    "value without it"
+                )
         if len(spec.python) > MAX_PATH:
             problems.append(f"the interpreter path is longer than Task Scheduler's {MAX_PATH} characters")
         if spec.env_file is not None:
@@ -114,13 +115,17 @@ class Schtasks(Scheduler):
         Path(log_file(spec.worker_id, spec.mode, here=True)).parent.mkdir(parents=True, exist_ok=True)
 
     def activate(self, spec: ScheduleSpec, paths: list[Path], replaced: bool) -> list[Command]:
-        return [Command(
-            ["schtasks", "/Create", "/XML", str(paths[0]), "/TN", task_name(spec.worker_id, spec.mode), "/F"],
-            windows=True)]
+        return [
+            Command(
+                ["schtasks", "/Create", "/XML", str(paths[0]), "/TN", task_name(spec.worker_id, spec.mode), "/F"],
+                windows=True,
+            )
+        ]
 
     def deactivate(self, worker_id: str, mode: str, links_removed: bool = False) -> list[Command]:
-        return [Command(["schtasks", "/Delete", "/TN", task_name(worker_id, mode), "/F"], on_failure="warn",
-                        windows=True)]
+        return [
+            Command(["schtasks", "/Delete", "/TN", task_name(worker_id, mode), "/F"], on_failure="warn", windows=True)
+        ]
 
     def query(self, spec: ScheduleSpec) -> OsState:
         name = task_name(spec.worker_id, spec.mode)
@@ -138,8 +143,11 @@ class Schtasks(Scheduler):
             state.problems.append(f"task {name} is disabled: run schtasks /Change /TN {name} /ENABLE")
         exec_ = task.find("t:Actions/t:Exec", TASK_NS)
         argv = self.argv(spec)
-        registered = ((exec_.findtext("t:Command", "", TASK_NS), exec_.findtext("t:Arguments", "", TASK_NS))
-                      if exec_ is not None else None)
+        registered = (
+            (exec_.findtext("t:Command", "", TASK_NS), exec_.findtext("t:Arguments", "", TASK_NS))
+            if exec_ is not None
+            else None
+        )
         if registered != (argv[0], subprocess.list2cmdline(argv[1:])):
             state.drifted = True
             state.problems.append(f"task {name} runs another command than its file: re-run install-schedule")
@@ -150,14 +158,17 @@ class Schtasks(Scheduler):
             last = int(rows[0][6]) if rows else None
         except ValueError:
             last = None
-        state.answers[f"query {name}"] = (f"{'enabled' if state.enabled else 'disabled'}, last result "
-                                          f"{last if last is not None else 'unknown'}")
+        state.answers[f"query {name}"] = (
+            f"{'enabled' if state.enabled else 'disabled'}, last result {last if last is not None else 'unknown'}"
+        )
         state.running = last == RUNNING if spec.mode == "daemon" else state.enabled
         if spec.mode == "daemon" and not state.running:
             state.problems.append(
-                f"task {name} is not running now: it starts within a minute if enabled; run schtasks /Run /TN {name}")
+                f"task {name} is not running now: it starts within a minute if enabled; run schtasks /Run /TN {name}"
+            )
         state.failing = None if last is None else last not in (0, RUNNING, NOT_YET_RUN)
         if state.failing:
             state.problems.append(
-                f"task {name} last exited with {last}: see {log_file(spec.worker_id, spec.mode, here=True)}")
+                f"task {name} last exited with {last}: see {log_file(spec.worker_id, spec.mode, here=True)}"
+            )
         return state

@@ -78,12 +78,14 @@ class Systemd(Scheduler):
         if bad:
             problems.append(
                 f"systemd cannot run an interpreter whose path contains {' '.join(bad)}: {spec.python!r}; pass "
-                "--python with another path to it (a symlink works)")
+                "--python with another path to it (a symlink works)"
+            )
         env_file = spec.env_file
         if env_file is not None and (env_file != env_file.rstrip() or env_file.endswith("\\")):
             problems.append(
                 f"the env file path {env_file!r} ends with a space or a backslash, which a unit file cannot carry: "
-                "rename it")
+                "rename it"
+            )
         return problems
 
     def install_dir(self) -> Path:
@@ -117,10 +119,14 @@ class Systemd(Scheduler):
         files.append(RenderedFile(service_dropin, text.encode("utf-8")))
         if timer_dropin:
             assert spec.interval is not None  # a tick's spec always has one (options.build_spec)
-            values = {"WORKER_ID": spec.worker_id, "INTERVAL": str(spec.interval),
-                      "JITTER": str(timer_jitter(spec.interval))}
-            files.append(RenderedFile(timer_dropin[0],
-                                      fill_template(values, "systemd", "instance-timer.conf").encode("utf-8")))
+            values = {
+                "WORKER_ID": spec.worker_id,
+                "INTERVAL": str(spec.interval),
+                "JITTER": str(timer_jitter(spec.interval)),
+            }
+            files.append(
+                RenderedFile(timer_dropin[0], fill_template(values, "systemd", "instance-timer.conf").encode("utf-8"))
+            )
         return files
 
     def activate(self, spec: ScheduleSpec, paths: list[Path], replaced: bool) -> list[Command]:
@@ -173,8 +179,11 @@ class Systemd(Scheduler):
         if not user or Path("/var/lib/systemd/linger", user).exists():
             return []
         return [
-            (f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. To run it "
-             f"from boot without a login, run: loginctl enable-linger {user}")
+            (
+                f"lingering is off for {user}: the worker starts only when {user} logs in and stops at logout. "
+                f"To run it "
+                f"from boot without a login, run: loginctl enable-linger {user}"
+            )
         ]
 
     def query(self, spec: ScheduleSpec) -> OsState:
@@ -188,27 +197,35 @@ class Systemd(Scheduler):
         state.running = is_active == "active"
         if not state.enabled:
             state.problems.append(
-                f"{enabled_unit} is {is_enabled}, not enabled: run systemctl --user enable --now {enabled_unit}")
+                f"{enabled_unit} is {is_enabled}, not enabled: run systemctl --user enable --now {enabled_unit}"
+            )
         if not state.running and is_active not in ("failed", "activating"):
             state.problems.append(f"{enabled_unit} is {is_active}: run systemctl --user start {enabled_unit}")
         units = [enabled_unit] + ([runs] if runs != enabled_unit else [])
-        shown = ask(["systemctl", "--user", "show", "--property=Id,ActiveState,SubState,Result,NeedDaemonReload",
-                     *units])
+        shown = ask(
+            ["systemctl", "--user", "show", "--property=Id,ActiveState,SubState,Result,NeedDaemonReload", *units]
+        )
         for block in shown.stdout.strip().split("\n\n"):
             props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
             name = props.get("Id", "?")
             if props.get("NeedDaemonReload") == "yes":
                 state.drifted = True
                 state.problems.append(
-                    f"{name} changed on disk since systemd loaded it: run systemctl --user daemon-reload")
+                    f"{name} changed on disk since systemd loaded it: run systemctl --user daemon-reload"
+                )
             if name == runs:
-                state.answers[f"show {runs}"] = (f"{props.get('ActiveState')}/{props.get('SubState')}, result "
-                                                 f"{props.get('Result')}")
-                if (props.get("ActiveState") == "failed" or props.get("SubState") == "auto-restart"
-                        or props.get("Result", "success") != "success"):
+                state.answers[f"show {runs}"] = (
+                    f"{props.get('ActiveState')}/{props.get('SubState')}, result {props.get('Result')}"
+                )
+                if (
+                    props.get("ActiveState") == "failed"
+                    or props.get("SubState") == "auto-restart"
+                    or props.get("Result", "success") != "success"
+                ):
                     state.failing = True
                     state.problems.append(
-                        f"{runs} failed (result {props.get('Result')}): see journalctl --user -u {runs}")
+                        f"{runs} failed (result {props.get('Result')}): see journalctl --user -u {runs}"
+                    )
                 else:
                     state.failing = False
         return state

@@ -39,6 +39,7 @@ ABSENT = None  # the expected old value of a ref that must not exist yet
 class Author:
     """Who a commit is by. Its email is the repository's configured `user.email` when there is
     one (as git's own commits would carry); `email` only when none is configured."""
+
     name: str
     email: str
 
@@ -127,6 +128,7 @@ class NoSuchPlace(StoreError):
 class Store(Protocol):
     """Refs, objects, commits, publish and fetch: what every store does itself, the plumbing
     store included (a one-shot command, the server's hook)."""
+
     remote: str | None  # the remote's name, None when the queue is local
     remote_url: str | None  # where the remote is (None when the queue is local)
     state_dir: Path  # this host's private state for this repository (caches, logs, worktrees)
@@ -162,8 +164,14 @@ class Store(Protocol):
 
     # -- writing objects (by an Author: its email is configured_email() when there is one) --
     def configured_email(self) -> str | None: ...  # the repository's user.email; None when none is configured
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
-                    base_tree: str | None = None) -> str: ...
+    def make_commit(
+        self,
+        parents: list[str],
+        files: Mapping[str, bytes | None],
+        message: str,
+        author: Author,
+        base_tree: str | None = None,
+    ) -> str: ...
 
     # -- moving refs, all or none; the queue's home --
     def publish(self, updates: list[RefUpdate]) -> Outcome: ...

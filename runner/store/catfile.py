@@ -75,9 +75,14 @@ class CatFile:
 
     def _cat_file(self) -> subprocess.Popen:
         if self._batch is None or self._batch.poll() is not None:
-            self._batch = subprocess.Popen(["git", *QUIET_GIT, "cat-file", "--batch"], cwd=self.git_dir,
-                                           env=git_env(extra=self.objects_env), stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            self._batch = subprocess.Popen(
+                ["git", *QUIET_GIT, "cat-file", "--batch"],
+                cwd=self.git_dir,
+                env=git_env(extra=self.objects_env),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
         return self._batch
 
 
@@ -133,8 +138,8 @@ def _tree_entries(data: bytes, id_bytes: int) -> list[Entry]:
     while at < len(data):
         space = data.index(b" ", at)
         nul = data.index(b"\0", space)
-        oid = data[nul + 1:nul + 1 + id_bytes].hex()
-        entries.append((data[at:space].decode(), data[space + 1:nul].decode("utf-8", "surrogateescape"), oid))
+        oid = data[nul + 1 : nul + 1 + id_bytes].hex()
+        entries.append((data[at:space].decode(), data[space + 1 : nul].decode("utf-8", "surrogateescape"), oid))
         at = nul + 1 + id_bytes
     return entries
 
@@ -153,8 +158,14 @@ def _commit_info(oid: str, data: bytes) -> CommitInfo:
         elif key == b"committer":
             when = int(value.rsplit(b" ", 2)[-2])
     # As UTF-8 whatever the commit's `encoding` header says, as GitStore reads it.
-    return CommitInfo(oid, tuple(parents), tree, message.decode("utf-8", errors="replace"),
-                      author.decode("utf-8", errors="replace"), when)
+    return CommitInfo(
+        oid,
+        tuple(parents),
+        tree,
+        message.decode("utf-8", errors="replace"),
+        author.decode("utf-8", errors="replace"),
+        when,
+    )
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes:

@@ -8,8 +8,9 @@ from pathlib import Path
 from runner.store import Store
 
 
-def open_store(path: str | Path = ".", remote: str | None = "auto", receiving: bool = False,
-               one_shot: bool = False) -> Store:
+def open_store(
+    path: str | Path = ".", remote: str | None = "auto", receiving: bool = False, one_shot: bool = False
+) -> Store:
     """The store of the repository at `path`. `remote`: "auto" (origin when there is one), a
     remote's name, or None (this repository alone). `receiving`: the server's repository
     during pre-receive, with the pushed objects that wait in git's quarantine (read through

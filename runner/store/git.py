@@ -277,8 +277,14 @@ class GitStore:
         for commit in walker:
             yield self.commit(str(commit.id))
 
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
-                    base_tree: str | None = None) -> str:
+    def make_commit(
+        self,
+        parents: list[str],
+        files: Mapping[str, bytes | None],
+        message: str,
+        author: Author,
+        base_tree: str | None = None,
+    ) -> str:
         """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
         if base_tree is None and parents:
             base_tree = str(self._commit(parents[0]).tree_id)
@@ -353,8 +359,11 @@ def write_tree(repo: pygit2.Repository, base: str | None, files: Mapping[str, by
         else:
             builder.insert(name, repo.create_blob(data), pygit2.GIT_FILEMODE_BLOB)
     for name, sub in below.items():
-        sub_base = (str(base_tree[name].id) if base_tree is not None and name in base_tree
-                    and base_tree[name].type_str == "tree" else None)
+        sub_base = (
+            str(base_tree[name].id)
+            if base_tree is not None and name in base_tree and base_tree[name].type_str == "tree"
+            else None
+        )
         sub_tree = write_tree(repo, sub_base, sub)
         if len(trees.tree_of(repo, sub_tree)) == 0:
             if base_tree is not None and name in base_tree:

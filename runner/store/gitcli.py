@@ -11,8 +11,16 @@ from pathlib import Path
 from runner.core.layout import HEARTBEAT_PREFIX, heartbeats_seen_from, without_repository_env
 from runner.store import StoreError
 
-QUIET_GIT = ("-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.askPass=", "-c",
-             "credential.interactive=false")
+QUIET_GIT = (
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "core.askPass=",
+    "-c",
+    "credential.interactive=false",
+)
 
 
 def git_env(inherit_repository: bool = False, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -21,16 +29,30 @@ def git_env(inherit_repository: bool = False, extra: Mapping[str, str] | None = 
     return env
 
 
-def run_git(cwd: str | Path, *args: str, check: bool = True, input: bytes | None = None, timeout: float = 600,
-            inherit_repository: bool = False, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_git(
+    cwd: str | Path,
+    *args: str,
+    check: bool = True,
+    input: bytes | None = None,
+    timeout: float = 600,
+    inherit_repository: bool = False,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess:
     """Run git (argv, never a shell). The one way runner starts a git process. git works on
     the repository at `cwd`, not on one a GIT_DIR (or its kin) in runner's environment names:
     git sets them for its hooks, and a worker started from one must not fetch into, push from
     or check out over another repository. A hook's own git call inherits them. `env`: more
     variables (an author's name for commit-tree, say)."""
     try:
-        proc = subprocess.run(["git", *QUIET_GIT, *args], cwd=str(cwd), env=git_env(inherit_repository, env),
-                              input=input, capture_output=True, timeout=timeout, check=False)
+        proc = subprocess.run(
+            ["git", *QUIET_GIT, *args],
+            cwd=str(cwd),
+            env=git_env(inherit_repository, env),
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise StoreError(f"git {' '.join(args[:2])} did not answer within {timeout:.0f}s") from exc
     except OSError as exc:
@@ -66,5 +88,12 @@ def fetch_args(remote_url: str, remote: str, branches: list[str], heartbeats: bo
     specs = [f"+refs/heads/{b}*:refs/remotes/{remote}/{b}*" for b in dict.fromkeys(branches)]
     if heartbeats:
         specs.append(f"+{HEARTBEAT_PREFIX}*:{heartbeats_seen_from(remote)}*")
-    return ["fetch", "--quiet", *(["--prune"] if heartbeats else []), "--no-write-fetch-head", "--no-tags", remote_url,
-            *specs]
+    return [
+        "fetch",
+        "--quiet",
+        *(["--prune"] if heartbeats else []),
+        "--no-write-fetch-head",
+        "--no-tags",
+        remote_url,
+        *specs,
+    ]

@@ -93,8 +93,10 @@ class MemoryStore:
     def _put_tree(self, tree: Tree) -> str:
         """Named as git names a tree: its entries in git's order (a folder sorts as 'name/')."""
         order = sorted(tree, key=lambda name: name + "/" if tree[name][0] == "tree" else name)
-        data = b"".join(b"%s %s\0" % (b"40000" if tree[n][0] == "tree" else b"100644",
-                                      n.encode()) + bytes.fromhex(tree[n][1]) for n in order)
+        data = b"".join(
+            b"%s %s\0" % (b"40000" if tree[n][0] == "tree" else b"100644", n.encode()) + bytes.fromhex(tree[n][1])
+            for n in order
+        )
         oid = self._id("tree", data)
         self.trees[oid] = dict(tree)
         return oid
@@ -207,8 +209,14 @@ class MemoryStore:
     def configured_email(self) -> str | None:
         return None  # an in-memory repository has no configuration: the author's own email
 
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
-                    base_tree: str | None = None) -> str:
+    def make_commit(
+        self,
+        parents: list[str],
+        files: Mapping[str, bytes | None],
+        message: str,
+        author: Author,
+        base_tree: str | None = None,
+    ) -> str:
         if base_tree is None and parents:
             base_tree = self.commit(parents[0]).tree
         tree = self._write(base_tree, files)
@@ -230,7 +238,7 @@ class MemoryStore:
         return self.refs.get(heartbeat_ref(worker))
 
     def heartbeats(self) -> dict[str, str]:
-        return {r[len(HEARTBEAT_PREFIX):]: oid for r, oid in self.refs.items() if r.startswith(HEARTBEAT_PREFIX)}
+        return {r[len(HEARTBEAT_PREFIX) :]: oid for r, oid in self.refs.items() if r.startswith(HEARTBEAT_PREFIX)}
 
     def publish(self, updates: list[RefUpdate]) -> Outcome:
         for u in updates:
@@ -303,8 +311,10 @@ def parents_first(parents_of: Callable[[str], Sequence[str]], old: str | None, n
 def merged_files(store: MemoryStore, ours: str, theirs: str) -> dict[str, str] | Conflict:
     """git's three-way merge of two commits' files (path -> blob), a whole file the unit of a conflict."""
     base = merge_base(store, ours, theirs)
-    files = {t: store._files(store.commit(c).tree) if c else {}
-             for t, c in (("base", base), ("ours", ours), ("theirs", theirs))}
+    files = {
+        t: store._files(store.commit(c).tree) if c else {}
+        for t, c in (("base", base), ("ours", ours), ("theirs", theirs))
+    }
     merged, conflicts = dict(files["ours"]), []
     for path in set(files["theirs"]) | set(files["base"]):
         b, o, t = files["base"].get(path), files["ours"].get(path), files["theirs"].get(path)

@@ -38,8 +38,10 @@ from runner.store.gitcli import run_git
 from runner.store.reffiles import UNSURE, RefFiles
 from runner.store.remote import chosen_remote
 
-_MOVED = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
-                    r"unable to resolve|is missing)")
+_MOVED = re.compile(
+    r"cannot lock ref '(?P<ref>[^']+)': (?!Unable to create).*(but expected|already exists|"
+    r"unable to resolve|is missing)"
+)
 
 
 def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[CommitInfo]:
@@ -57,8 +59,20 @@ def _commits_between(store: PlumbingStore, old: str | None, new: str) -> list[Co
     if old and at == old:  # a short line of single-parent commits on top of old: no git process
         store._between = ((old, new), chain[::-1])
         return chain[::-1]
-    listed = run_git(store.git_dir, "rev-list", "--topo-order", "--reverse", new, *([f"^{old}"] if old else []),
-                     "--", env=store.objects_env).stdout.decode().split()
+    listed = (
+        run_git(
+            store.git_dir,
+            "rev-list",
+            "--topo-order",
+            "--reverse",
+            new,
+            *([f"^{old}"] if old else []),
+            "--",
+            env=store.objects_env,
+        )
+        .stdout.decode()
+        .split()
+    )
     found = [store.commit(oid) for oid in listed]
     store._between = ((old, new), found)
     return list(found)
@@ -110,8 +124,13 @@ def _discovered(path: str | Path) -> tuple[Path, int, Path]:
 
 
 class PlumbingStore:
-    def __init__(self, path: str | Path = ".", remote: str | None = "auto",
-                 objects_env: Mapping[str, str] | None = None, known: tuple[Path, int, Path] | None = None):
+    def __init__(
+        self,
+        path: str | Path = ".",
+        remote: str | None = "auto",
+        objects_env: Mapping[str, str] | None = None,
+        known: tuple[Path, int, Path] | None = None,
+    ):
         """`objects_env`: where git finds objects beyond the repository's own (a push's
         quarantine, for the server's hook: runner.store.plumbing.receiving); `known`: (git dir,
         id bytes, work tree) when the caller knows them (the hook runs in the git dir)."""
@@ -255,8 +274,12 @@ class PlumbingStore:
             return False
         if self.object_type(descendant) == "commit" and ancestor in self.commit(descendant).parents:
             return True  # a push of one commit: no git process for what its parent line says
-        return run_git(self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False,
-                       env=self.objects_env).returncode == 0
+        return (
+            run_git(
+                self.git_dir, "merge-base", "--is-ancestor", ancestor, descendant, check=False, env=self.objects_env
+            ).returncode
+            == 0
+        )
 
     commits_between = _commits_between
     reflog = _reflog
@@ -266,8 +289,14 @@ class PlumbingStore:
 
     # --- writing objects -----------------------------------------------------------------
 
-    def make_commit(self, parents: list[str], files: Mapping[str, bytes | None], message: str, author: Author,
-                    base_tree: str | None = None) -> str:
+    def make_commit(
+        self,
+        parents: list[str],
+        files: Mapping[str, bytes | None],
+        message: str,
+        author: Author,
+        base_tree: str | None = None,
+    ) -> str:
         """A commit of `files` (path -> content, None deletes) on top of parents[0]'s tree (or base_tree)."""
         if base_tree is None and parents:
             base_tree = self.commit(parents[0]).tree
@@ -278,8 +307,15 @@ class PlumbingStore:
         minutes = time.localtime(now).tm_gmtoff // 60
         zone = f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02d}{abs(minutes) % 60:02d}"
         who = f"{author.name} <{self.configured_email() or author.email}> {int(now)} {zone}"
-        body = "".join([f"tree {tree}\n", *[f"parent {parent}\n" for parent in parents], f"author {who}\n",
-                        f"committer {who}\n\n", message])
+        body = "".join(
+            [
+                f"tree {tree}\n",
+                *[f"parent {parent}\n" for parent in parents],
+                f"author {who}\n",
+                f"committer {who}\n\n",
+                message,
+            ]
+        )
         return self._write_object("commit", body.encode("utf-8"))
 
     def configured_email(self) -> str | None:
@@ -321,8 +357,10 @@ class PlumbingStore:
 
     def _mktree(self, entries: Mapping[str, tuple[str, str]]) -> str:
         kinds = {TREE: "tree", GITLINK: "commit"}
-        listing = b"".join(f"{mode} {kinds.get(mode, 'blob')} {oid}\t".encode()
-                           + name.encode("utf-8", "surrogateescape") + b"\0" for name, (mode, oid) in entries.items())
+        listing = b"".join(
+            f"{mode} {kinds.get(mode, 'blob')} {oid}\t".encode() + name.encode("utf-8", "surrogateescape") + b"\0"
+            for name, (mode, oid) in entries.items()
+        )
         return run_git(self.git_dir, "mktree", "-z", input=listing).stdout.decode().strip()
 
     # --- moving refs and fetching (runner.store.remote) ----------------------------------
@@ -355,8 +393,15 @@ class PlumbingStore:
                 lines.append(" ".join(["update", update.ref, update.new, *old]))
         lines += ["prepare", "commit"]
         try:
-            done = run_git(self.git_dir, "update-ref", "-m", "runner", "--stdin",
-                           input="".join(line + "\n" for line in lines).encode(), check=False)
+            done = run_git(
+                self.git_dir,
+                "update-ref",
+                "-m",
+                "runner",
+                "--stdin",
+                input="".join(line + "\n" for line in lines).encode(),
+                check=False,
+            )
         finally:
             self._moved()
         if done.returncode != 0:
@@ -376,7 +421,7 @@ def _remote_urls(git_dir: Path) -> dict[str, str]:
     for record in found.decode(errors="replace").split("\0"):
         key, _, url = record.partition("\n")
         if key.startswith("remote.") and key.endswith(".url") and len(key) > len("remote..url"):
-            urls.setdefault(key[len("remote."):-len(".url")], url)
+            urls.setdefault(key[len("remote.") : -len(".url")], url)
     return urls
 
 
@@ -395,8 +440,11 @@ def receiving(path: str | Path) -> PlumbingStore:
     import os
 
     names = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_QUARANTINE_PATH")
-    found = {name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
-             for name in names if (value := os.environ.get(name))}
+    found = {
+        name: os.path.abspath(value) if name != "GIT_ALTERNATE_OBJECT_DIRECTORIES" else value
+        for name in names
+        if (value := os.environ.get(name))
+    }
     try:
         known = known_repository(Path(path).resolve())  # git runs the hook in the repository's git dir
     except OSError:

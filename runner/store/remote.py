@@ -34,8 +34,10 @@ def chosen_remote(remote: str | None, names: Iterable[str]) -> str | None:
     if remote == "auto":
         return "origin" if "origin" in names else None
     if remote is not None and remote not in names:
-        raise NoSuchPlace(f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; "
-                          "--remote none for local only)")
+        raise NoSuchPlace(
+            f"no remote named {remote!r} (this repository has: {', '.join(names) or 'none'}; "
+            "--remote none for local only)"
+        )
     return remote
 
 
@@ -44,9 +46,9 @@ def view_ref(store: GitLike, ref: str) -> str:
     if not store.remote:
         return ref
     if ref.startswith("refs/heads/"):
-        return f"refs/remotes/{store.remote}/{ref[len('refs/heads/'):]}"
+        return f"refs/remotes/{store.remote}/{ref[len('refs/heads/') :]}"
     if ref.startswith(HEARTBEAT_PREFIX):
-        return heartbeats_seen_from(store.remote) + ref[len(HEARTBEAT_PREFIX):]
+        return heartbeats_seen_from(store.remote) + ref[len(HEARTBEAT_PREFIX) :]
     return ref
 
 
@@ -61,7 +63,7 @@ def heartbeat(store: GitLike, worker: str) -> str | None:
 def heartbeats(store: GitLike) -> dict[str, str]:
     """worker id -> the commit of its last beat, as we see them."""
     prefix = view_ref(store, HEARTBEAT_PREFIX + "x")[:-1]
-    found = {name[len(prefix):]: store.ref(name) for name in store.ref_names_under(prefix)}
+    found = {name[len(prefix) :]: store.ref(name) for name in store.ref_names_under(prefix)}
     return {worker: target for worker, target in found.items() if target}
 
 
@@ -86,10 +88,16 @@ def clash_failure(ref: str, other: str) -> Refused:
     """A ref runner needs is blocked by a name someone else gave a ref: not a lost race (it
     would be lost for ever) nor a failure to try again, a refusal that says what to remove."""
     branch = other.removeprefix("refs/heads/")
-    return Refused(((
-        f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot (a branch named like "
-        f"runner's own refs?); remove or rename it: git push <remote> --delete {branch} (and git branch -D "
-        f"{branch})"),))
+    return Refused(
+        (
+            (
+                f"cannot create {ref}: {other} exists, and git keeps refs as paths, so both cannot "
+                f"(a branch named like "
+                f"runner's own refs?); remove or rename it: git push <remote> --delete {branch} (and git branch -D "
+                f"{branch})"
+            ),
+        )
+    )
 
 
 def _transaction(store: GitLike, updates: list[RefUpdate]) -> Outcome:
@@ -152,8 +160,11 @@ def remote_refs(store: GitLike, refs: list[str]) -> dict[str, str]:
 def remote_branches(store: GitLike) -> dict[str, str]:
     """The branches of the queue's home as it answers now: the remote's, or this repository's."""
     if not store.remote:
-        return {name.removeprefix("refs/heads/"): target
-                for name in store.ref_names_under("refs/heads/") if (target := store.ref(name))}
+        return {
+            name.removeprefix("refs/heads/"): target
+            for name in store.ref_names_under("refs/heads/")
+            if (target := store.ref(name))
+        }
     return {ref.removeprefix("refs/heads/"): oid for ref, oid in remote_refs(store, ["refs/heads/*"]).items()}
 
 
@@ -171,8 +182,9 @@ def _track(store: GitLike, updates: list[RefUpdate]) -> bool:
     """Mirror the refs we just pushed into our view, so the next read needs no fetch. False when
     a tracking ref was busy (another process's fetch holds its lock): the view lags."""
     try:
-        store.mirror_refs({local: update.new for update in updates
-                           if (local := store.view_ref(update.ref)) != update.ref})
+        store.mirror_refs(
+            {local: update.new for update in updates if (local := store.view_ref(update.ref)) != update.ref}
+        )
         return True
     except RefWriteError as exc:
         locks.clear_stale(str(exc), store.git_dir, store.workdir)
@@ -217,8 +229,10 @@ class RefWriteError(Exception):
 
 _PORCELAIN_RE = re.compile(r"^(?P<flag>.)\t(?P<spec>[^\t]*)\t(?P<summary>.*)$")
 # What the remote's git says when a ref cannot be created because another's name is its path.
-_CLASH_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?:'(?P<other>[^']+)' exists; cannot create|"
-                       r"there is a non-empty directory '(?:[^']*/)?(?P<dir>refs/[^']+)' blocking)")
+_CLASH_RE = re.compile(
+    r"cannot lock ref '(?P<ref>[^']+)': (?:'(?P<other>[^']+)' exists; cannot create|"
+    r"there is a non-empty directory '(?:[^']*/)?(?P<dir>refs/[^']+)' blocking)"
+)
 
 
 def _push_outcome(out: str, err: str) -> Outcome:
@@ -245,11 +259,11 @@ def _push_outcome(out: str, err: str) -> Outcome:
         else:
             failed.append(f"{ref}: {summary}")
     if refused:
-        reasons = [line[len("remote: "):].strip() for line in err.splitlines() if line.startswith("remote: ")]
+        reasons = [line[len("remote: ") :].strip() for line in err.splitlines() if line.startswith("remote: ")]
         if lost_at := [r for r in reasons if r.startswith(LOST_RACE)]:
             # The server's hook saw the ref moved before replaying anything (runner.hooks.races):
             # git would have rejected the update after the hook; the same lost race.
-            return Lost(lost_at[0][len(LOST_RACE):].split()[0])
+            return Lost(lost_at[0][len(LOST_RACE) :].split()[0])
         return Refused(tuple(r for r in reasons if r) or ("the remote's hook declined the push",))
     if clash := _CLASH_RE.search(err):
         return clash_failure(clash["ref"], clash["other"] or clash["dir"])

@@ -14,8 +14,11 @@ from runner.store import Change
 
 DIFF_IN_C = 2048  # entries of two trees past which libgit2 compares them whatever they hold
 _FILE_TYPES = {
-    pygit2.GIT_FILEMODE_BLOB: "blob", pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "blob", pygit2.GIT_FILEMODE_LINK: "link",
-    pygit2.GIT_FILEMODE_COMMIT: "gitlink", pygit2.GIT_FILEMODE_TREE: "tree",
+    pygit2.GIT_FILEMODE_BLOB: "blob",
+    pygit2.GIT_FILEMODE_BLOB_EXECUTABLE: "blob",
+    pygit2.GIT_FILEMODE_LINK: "link",
+    pygit2.GIT_FILEMODE_COMMIT: "gitlink",
+    pygit2.GIT_FILEMODE_TREE: "tree",
 }
 
 
@@ -30,17 +33,25 @@ def _diff(repo: pygit2.Repository, old: pygit2.Tree, new: pygit2.Tree, base: str
     if len(old) + len(new) > DIFF_IN_C or not (_may_hold_trees(old) or _may_hold_trees(new)):
         for delta in old.diff_to_tree(new).deltas:
             kind = delta.status_char()
-            out.append(Change(base + (delta.new_file.path or delta.old_file.path),
-                              None if kind == "D" else str(delta.new_file.id),
-                              kind, delta.new_file.mode == pygit2.GIT_FILEMODE_LINK))
+            out.append(
+                Change(
+                    base + (delta.new_file.path or delta.old_file.path),
+                    None if kind == "D" else str(delta.new_file.id),
+                    kind,
+                    delta.new_file.mode == pygit2.GIT_FILEMODE_LINK,
+                )
+            )
         return
     before = {entry.name: entry for entry in old}
     for entry in new:
         was = before.pop(entry.name, None)
         if was is None:
             _all_files(repo, entry, base, "A", out)
-        elif (was.id == entry.id and was.type == entry.type
-                and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode)):
+        elif (
+            was.id == entry.id
+            and was.type == entry.type
+            and (entry.type != pygit2.GIT_OBJECT_BLOB or was.filemode == entry.filemode)
+        ):
             # An entry's type follows from its mode, and only a blob's mode varies: its mode (an
             # enum, slow) is read last.
             continue

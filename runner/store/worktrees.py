@@ -103,9 +103,11 @@ def remove_worktree(store: GitStore, path: Path) -> None:
             except (pygit2.GitError, KeyError, OSError):
                 continue
 
+
 def prune_worktrees(store: GitStore) -> None:
     with _worktree_lock(store):
         run_git(store.git_dir, "worktree", "prune", check=False)
+
 
 def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list[str]]:
     """Stage everything in a worktree as `git add -A` would (.gitignore honoured), in
@@ -121,6 +123,7 @@ def snapshot_worktree(store: GitStore, path: Path, base: str) -> tuple[str, list
     changed = store.diff_trees(str(store._commit(base).tree_id), tree)
     return tree, sorted({c.path for c in changed})
 
+
 def merge_in_worktree(store: GitStore, path: Path, ours: str, theirs: str) -> tuple[str, ...]:
     """Merge `theirs` into the worktree's content, committed as `ours`, with git's own merge
     (its .gitattributes drivers, rerere, the user's conflict style); nothing is committed.
@@ -134,7 +137,8 @@ def merge_in_worktree(store: GitStore, path: Path, ours: str, theirs: str) -> tu
     conflicted = tuple(sorted(name for name in unmerged.split("\0") if name))
     if done.returncode != 0 and not conflicted:
         raise StoreError(
-            f"git merge of {theirs[:10]} in {path} failed: {done.stderr.decode(errors='replace').strip()[:500]}")
+            f"git merge of {theirs[:10]} in {path} failed: {done.stderr.decode(errors='replace').strip()[:500]}"
+        )
     return conflicted
 
 
@@ -153,8 +157,9 @@ def diff_text(store: GitStore, path: Path, base: str) -> bytes:
 def staged_files(store: GitStore) -> tuple[list[FileEntry], set[str]]:
     """(every file in the index being committed, the paths the commit adds or changes).
     `git commit -a` and `git commit PATH` stage into a temporary index named by GIT_INDEX_FILE."""
-    names = run_git(store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT",
-                    inherit_repository=True).stdout.decode("utf-8", errors="replace")
+    names = run_git(
+        store.workdir, "diff", "--cached", "--name-only", "-z", "--diff-filter=ACMRT", inherit_repository=True
+    ).stdout.decode("utf-8", errors="replace")
     index_file = os.environ.get("GIT_INDEX_FILE")
     index = pygit2.Index(os.path.abspath(index_file)) if index_file else store.repo.index
     entries = [FileEntry(e.path, str(e.id), e.mode == pygit2.GIT_FILEMODE_LINK) for e in index]
@@ -170,5 +175,8 @@ def attribute(store: GitStore, path: Path, paths: list[str], name: str) -> dict[
     except StoreError:
         return {}
     fields = done.stdout.decode("utf-8", "surrogateescape").split("\0") if done.returncode == 0 else []
-    return {p: value for p, _, value in zip(fields[0::3], fields[1::3], fields[2::3])
-            if value not in ("unspecified", "unset")}
+    return {
+        p: value
+        for p, _, value in zip(fields[0::3], fields[1::3], fields[2::3])
+        if value not in ("unspecified", "unset")
+    }

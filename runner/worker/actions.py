@@ -48,6 +48,7 @@ class Where:
     """Where an attempt's commands run and what they write: the step's worktree and the commit it
     was made at, this attempt's files (prompts, outputs, notes), its log, and the folder of the
     session records a takeover on this host reads to kill what a dead holder left running."""
+
     worker: str
     worktree: Path
     base: str
@@ -61,6 +62,7 @@ class Stops:
     """What ends an attempt early, each named where it is made: `cancel` (the grace period spent
     or a second signal: the running command is killed), `lost` (the heartbeat lost the claim) and
     `stopping` (the worker claims nothing more: the pipeline takes no further pass)."""
+
     cancel: threading.Event
     lost: threading.Event
     stopping: threading.Event
@@ -124,8 +126,14 @@ class WorktreeActions:
 
     def gates(self, state: State) -> list[GateResult]:
         walk = (lambda name, label: self.walk_through(name, label, state)) if state.config.roles.get("qa") else None
-        return run_gates(self.worktree, state.step.text, state.step.get("required_outputs", []), state.config,
-                         lambda name, argv: self.gate(name, argv, state), walk)
+        return run_gates(
+            self.worktree,
+            state.step.text,
+            state.step.get("required_outputs", []),
+            state.config,
+            lambda name, argv: self.gate(name, argv, state),
+            walk,
+        )
 
     def gate(self, name: str, argv: list[str], state: State) -> RunResult:
         """A gate or test command, within this host's `[worker] max_parallel_gates` (runner.worker.hostguard)."""
@@ -188,8 +196,9 @@ class WorktreeActions:
         step: Step = state.step
         scenario = self.scenario if role == "qa" else ""
         tokens: dict[str, Any]
-        prompt = lambda: prompt_text(role, self.read_queue_file, step.text, state.feedback, tokens, state.context,
-                                     scenario)
+        prompt = lambda: prompt_text(
+            role, self.read_queue_file, step.text, state.feedback, tokens, state.context, scenario
+        )
         tokens = {
             "prompt_file": lambda: write(self.files / f"{role}.prompt.md", prompt()),
             "prompt": lambda: as_argument(prompt(), self.files / f"{role}.prompt.md"),
@@ -236,9 +245,17 @@ class WorktreeActions:
             "RUNNER_WORKER": self.worker,
             "RUNNER_WORKTREE": str(cwd),
             # an agent CLI's own telemetry, attributed to the step, attempt and worker
-            "OTEL_RESOURCE_ATTRIBUTES": ",".join(filter(None, [
-                os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip(","), f"runner.step={state.step.id}",
-                f"runner.attempt={state.attempt}", f"runner.worker={quote(self.worker, safe='')}"])),
+            "OTEL_RESOURCE_ATTRIBUTES": ",".join(
+                filter(
+                    None,
+                    [
+                        os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip(","),
+                        f"runner.step={state.step.id}",
+                        f"runner.attempt={state.attempt}",
+                        f"runner.worker={quote(self.worker, safe='')}",
+                    ],
+                )
+            ),
         }
 
     def timeout(self, state: State, role: str | None = None) -> float | None:
@@ -259,17 +276,26 @@ class WorktreeActions:
             timeout = left if timeout is None else min(timeout, left)
         return timeout
 
-    def execute(self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None,
-                role: str | None = None) -> RunResult:
+    def execute(
+        self, name: str, argv: list[str], state: State, cwd: Path, output: Path | None, role: str | None = None
+    ) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(f"{name}: {shlex.join(argv)}", stdout)  # the run, and its command as a shell would read it
         try:
-            box, env = sandbox.wrap(state.config, role, cwd, self.files, self.store.state_dir, self.store.workdir,
-                                    self.env(state, cwd))
-            result = executor.run(argv, cwd, env, self.log_path, self.timeout(state, role),
-                                  self.cancel, stdout,
-                                  session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json",
-                                  sandbox=box)
+            box, env = sandbox.wrap(
+                state.config, role, cwd, self.files, self.store.state_dir, self.store.workdir, self.env(state, cwd)
+            )
+            result = executor.run(
+                argv,
+                cwd,
+                env,
+                self.log_path,
+                self.timeout(state, role),
+                self.cancel,
+                stdout,
+                session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json",
+                sandbox=box,
+            )
         finally:
             self.live.running(None)
         written = output.read_text(errors="replace") if output and output.exists() else ""

@@ -59,11 +59,25 @@ class AgentHost:
         self.beating: dict[str, Heartbeat] = {}
         self.mutex = threading.Lock()
 
-    def facts(self, state: str, step: str | None = None, attempt: int | None = None, incarnation: str | None = None,
-              last: dict | None = None) -> dict[str, Any]:
-        return {"state": state, "step": step, "attempt": attempt, "incarnation": incarnation or self.incarnation,
-                "agent": True, "pid": os.getpid(), "started": self.started,
-                "process_started": self.holder.get("started"), "last": last}
+    def facts(
+        self,
+        state: str,
+        step: str | None = None,
+        attempt: int | None = None,
+        incarnation: str | None = None,
+        last: dict | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "state": state,
+            "step": step,
+            "attempt": attempt,
+            "incarnation": incarnation or self.incarnation,
+            "agent": True,
+            "pid": os.getpid(),
+            "started": self.started,
+            "process_started": self.holder.get("started"),
+            "last": last,
+        }
 
     @contextmanager
     def locked(self):
@@ -73,8 +87,9 @@ class AgentHost:
             try:
                 lock.acquire(timeout=0)
             except Timeout:
-                raise RunnerError(f"another runner command of {self.agent} is working on this repository; "
-                                  "try again when it ends") from None
+                raise RunnerError(
+                    f"another runner command of {self.agent} is working on this repository; try again when it ends"
+                ) from None
             try:
                 yield
             finally:
@@ -94,9 +109,16 @@ class AgentHost:
         claim is kept by its keeper process instead)."""
         if not self.in_process:
             return
-        beating = Heartbeat(self.queue, self.agent, session.step, session.attempt, session.incarnation, interval,
-                            lambda: self.facts("running", session.step, session.attempt, session.incarnation),
-                            lambda kind, line: None)
+        beating = Heartbeat(
+            self.queue,
+            self.agent,
+            session.step,
+            session.attempt,
+            session.incarnation,
+            interval,
+            lambda: self.facts("running", session.step, session.attempt, session.incarnation),
+            lambda kind, line: None,
+        )
         self.beating[session.step] = beating
         beating.start()
 
@@ -127,9 +149,12 @@ class AgentHost:
 
     def mine(self, session: Session | None, step) -> TypeGuard[Session]:
         """`session` is this process's (or, for a shell agent, this host's) claim of `step`."""
-        return (session is not None and session.attempt == step.attempt
-                and session.incarnation == step.holder.get("incarnation")
-                and (self.incarnation is None or session.incarnation == self.incarnation))
+        return (
+            session is not None
+            and session.attempt == step.attempt
+            and session.incarnation == step.holder.get("incarnation")
+            and (self.incarnation is None or session.incarnation == self.incarnation)
+        )
 
     def held(self, snap: Snapshot, step_id: str) -> tuple[Session | None, Step]:
         """(this host's session or None, the step in full) of a step the agent holds in `snap`."""
@@ -137,8 +162,9 @@ class AgentHost:
         if step is None:
             raise BadInput(f"no step {step_id!r} (see `runner ready` or `runner status`)")
         session = self.sessions.load(step_id)
-        if session is not None and (not step.valid
-                                    or holds(step.meta, self.agent, session.attempt, session.incarnation)):
+        if session is not None and (
+            not step.valid or holds(step.meta, self.agent, session.attempt, session.incarnation)
+        ):
             self.end(session, None)  # its claim is gone: taken over, aborted, recorded elsewhere
             session = None
         why = holds(step.meta, self.agent, None) if step.valid else "the step is invalid"
@@ -160,10 +186,19 @@ class AgentHost:
         files = self.files(session)
         files.mkdir(parents=True, exist_ok=True)
         beating = self.beating.get(session.step)
-        where = Where(worker=self.agent, worktree=Path(session.worktree), base=session.base, files=files,
-                      log_path=self.log_path(session), sessions_dir=self.sessions_dir)
-        stops = Stops(cancel=threading.Event(), lost=beating.lost if beating is not None else threading.Event(),
-                      stopping=threading.Event())
+        where = Where(
+            worker=self.agent,
+            worktree=Path(session.worktree),
+            base=session.base,
+            files=files,
+            log_path=self.log_path(session),
+            sessions_dir=self.sessions_dir,
+        )
+        stops = Stops(
+            cancel=threading.Event(),
+            lost=beating.lost if beating is not None else threading.Event(),
+            stopping=threading.Event(),
+        )
         actions = WorktreeActions(self.store, where, stops, snap)
         # the budget counts from the claim
         actions.started = time.monotonic() - max(wall_clock() - session.claimed, 0.0)
@@ -182,13 +217,28 @@ def keep_claim(queue: Queue, agent: str, step_id: str) -> None:
     holder, started = holder_info(), format_time(utc_now())
 
     def facts() -> dict[str, Any]:
-        return {"state": "running", "step": session.step, "attempt": session.attempt,
-                "incarnation": session.incarnation, "agent": True, "pid": os.getpid(), "started": started,
-                "process_started": holder.get("started"), "last": None}
+        return {
+            "state": "running",
+            "step": session.step,
+            "attempt": session.attempt,
+            "incarnation": session.incarnation,
+            "agent": True,
+            "pid": os.getpid(),
+            "started": started,
+            "process_started": holder.get("started"),
+            "last": None,
+        }
 
-    beating = Heartbeat(queue, agent, session.step, session.attempt, session.incarnation,
-                        snap.config.heartbeat_interval, facts,
-                        lambda kind, line: print(f"{format_time(utc_now())} {kind} {line}", flush=True))
+    beating = Heartbeat(
+        queue,
+        agent,
+        session.step,
+        session.attempt,
+        session.incarnation,
+        snap.config.heartbeat_interval,
+        facts,
+        lambda kind, line: print(f"{format_time(utc_now())} {kind} {line}", flush=True),
+    )
     beating.start()
     # Also ends with its session file (ended by this host, or its clone deleted): a keeper
     # never outlives what it keeps, even when the remote cannot be reached to say so.

@@ -21,6 +21,7 @@ class ReadyStep:
 @dataclass(frozen=True)
 class Ready:
     """What an agent may take now, best first; when nothing, why."""
+
     steps: tuple[ReadyStep, ...]
     why: str | None
 
@@ -31,6 +32,7 @@ class Ready:
 @dataclass(frozen=True)
 class Shown:
     """A step as an agent reads it (`text`: its status and holder, then its context) and those facts."""
+
     step: str
     title: str
     status: str
@@ -46,6 +48,7 @@ class Shown:
 @dataclass(frozen=True)
 class Claimed:
     """A claim the agent holds: its worktree and the step's prompt."""
+
     step: str
     title: str
     attempt: int

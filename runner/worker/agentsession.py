@@ -59,8 +59,17 @@ class Session:
         self.passes += 1
 
     def restore_runs(self) -> list[Run]:
-        return [Run(r.get("name", "?"), r.get("result", "not run"), r.get("seconds"), r.get("detail", ""),
-                    from_record(r.get("usage")), r.get("model")) for r in self.runs]
+        return [
+            Run(
+                r.get("name", "?"),
+                r.get("result", "not run"),
+                r.get("seconds"),
+                r.get("detail", ""),
+                from_record(r.get("usage")),
+                r.get("model"),
+            )
+            for r in self.runs
+        ]
 
 
 class Sessions:
@@ -111,11 +120,23 @@ def state_of(session: Session, step, config) -> State:
     config = config.for_step(step.meta)
     scores = session.scores or [float(x) for x in step.get("scores", []) if isinstance(x, (int, float))]
     feedback = session.feedback or feedback_of(step.meta)
-    return State(step=step, attempt=session.attempt, config=config, feedback=feedback,
-                 scores=scores, spent_before=float(step.get("spent", 0) or 0), runs=session.restore_runs(),
-                 implement_runs=session.passes + 1, fixes=session.fixes, reviews=session.reviews, swept=session.swept,
-                 resolves=session.resolves, context=session.context, usage_before=Spend.from_meta(step.get("usage")),
-                 rung=int(step.get("rung") or 0))
+    return State(
+        step=step,
+        attempt=session.attempt,
+        config=config,
+        feedback=feedback,
+        scores=scores,
+        spent_before=float(step.get("spent", 0) or 0),
+        runs=session.restore_runs(),
+        implement_runs=session.passes + 1,
+        fixes=session.fixes,
+        reviews=session.reviews,
+        swept=session.swept,
+        resolves=session.resolves,
+        context=session.context,
+        usage_before=Spend.from_meta(step.get("usage")),
+        rung=int(step.get("rung") or 0),
+    )
 
 
 def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts: tuple[str, ...] = ()) -> TickResult:
@@ -123,8 +144,13 @@ def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts
     (outcome resolve): nothing recorded, the step still the agent's."""
     from runner.worker.record import qa_doc
 
-    hand_in = HandIn(session.worktree, feedback, state.config.brakes.max_fix_attempts - state.fixes,
-                     state.config.brakes.max_review_attempts - state.reviews, conflicts)
+    hand_in = HandIn(
+        session.worktree,
+        feedback,
+        state.config.brakes.max_fix_attempts - state.fixes,
+        state.config.brakes.max_review_attempts - state.reviews,
+        conflicts,
+    )
     outcome = TickOutcome.RESOLVE if conflicts else TickOutcome.FIX
     report = StepReport.of(state, Status.CLAIMED, [], [], None, qa_doc(state.step.text))
     return TickResult(None, outcome, agent, None, state.step.id, state.attempt, report=report, hand_in=hand_in)
@@ -133,8 +159,9 @@ def not_yet(session: Session, state: State, feedback: str, agent: str, conflicts
 # --- what an agent reads ------------------------------------------------------------------------
 
 
-def context(read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None,
-            caller: str = "") -> str:
+def context(
+    read, plan, step, feedback: str, header: str | None = None, tokens: dict | None = None, caller: str = ""
+) -> str:
     """root.md, NOTES.md, the step, what its dependencies left (clipped) and the feedback;
     after `header` (its {tokens} filled) when one is given."""
 
@@ -169,14 +196,22 @@ def shown(store, snap, step_id: str) -> dict[str, Any]:
     claimed = step.get("status") == Status.CLAIMED
     holder = f", held by {step.assignee} (attempt {step.attempt})" if claimed else ""
     head = f"{step.id}: {step.title} [{status}{holder}]\n" + "".join(f"problem: {p}\n" for p in step.problems)
-    facts = {"step": step.id, "title": step.title, "status": status, "assignee": step.assignee if claimed else None,
-             "attempt": step.attempt if step.valid else None, "problems": list(step.problems)}
+    facts = {
+        "step": step.id,
+        "title": step.title,
+        "status": status,
+        "assignee": step.assignee if claimed else None,
+        "attempt": step.attempt if step.valid else None,
+        "problems": list(step.problems),
+    }
     if not step.valid:
         return {**facts, "text": head}
     step = step.full()
     feedback = feedback_of(step.meta)
-    return {**facts, "text": head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step,
-                                                     feedback)}
+    return {
+        **facts,
+        "text": head + "\n" + context(lambda path: store.file_at(snap.tip, path), snap.plan, step, feedback),
+    }
 
 
 # --- the keeper: a shell agent's heartbeat --------------------------------------------------------
@@ -187,15 +222,32 @@ def start_keeper(repo: Path, remote: str | None, branch: str, agent: str, step: 
     it, and ends when the claim does); its pid and start time."""
     from runner.queue.leases import process_start_time
 
-    argv = [sys.executable, "-m", "runner", "keep-claim", step, "--id", agent, "--repo", str(repo),
-            "--queue-branch", branch]
+    argv = [
+        sys.executable,
+        "-m",
+        "runner",
+        "keep-claim",
+        step,
+        "--id",
+        agent,
+        "--repo",
+        str(repo),
+        "--queue-branch",
+        branch,
+    ]
     if remote != "auto":
         argv += ["--remote", remote or "none"]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         path = os.pathsep.join(filter(None, [_package_root(), os.environ.get("PYTHONPATH")]))
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": path})
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            env={**os.environ, "PYTHONPATH": path},
+        )
     return {"pid": proc.pid, "started": process_start_time(proc.pid)}
 
 

@@ -50,8 +50,9 @@ class AgentWork:
     mcp`, whose pid the claim names), or a callable(session) -> keeper facts that starts a
     process to keep it (`runner work`)."""
 
-    def __init__(self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread",
-                 header: str = ""):
+    def __init__(
+        self, queue: Queue, agent: str, tags: list[str] | None = None, heartbeat: Any = "thread", header: str = ""
+    ):
         self.queue = queue
         self.header = header  # the start of a claimed step's prompt (runner.agents.prime; plans/prompts/agent.md wins)
         self.store = queue.store.workspace()
@@ -73,10 +74,22 @@ class AgentWork:
         from runner.queue.claims import why_nothing
 
         snap = self.snapshot()
-        steps = () if snap.plan.halted else tuple(
-            ReadyStep(s.id, s.title, s.priority, s.depends_on) for s in snap.plan.ready(utc_now(), self.tags))
-        why = None if steps else (f"queue halted: {snap.plan.halted}" if snap.plan.halted
-                                  else why_nothing(snap, self.tags, None, by_agent=True))
+        steps = (
+            ()
+            if snap.plan.halted
+            else tuple(
+                ReadyStep(s.id, s.title, s.priority, s.depends_on) for s in snap.plan.ready(utc_now(), self.tags)
+            )
+        )
+        why = (
+            None
+            if steps
+            else (
+                f"queue halted: {snap.plan.halted}"
+                if snap.plan.halted
+                else why_nothing(snap, self.tags, None, by_agent=True)
+            )
+        )
         return Ready(steps, why)
 
     def show(self, step_id: str) -> Shown:
@@ -96,39 +109,61 @@ class AgentWork:
                     return self.claimed(session, snap)  # the same claim again: its worktree and prompt
                 if not local_holder_gone(held.holder):
                     where = "" if self.host.mine(session, held) else " in another session"
-                    raise NotHeld(f"{self.agent} already holds {held.id} (attempt {held.attempt}){where}: complete, "
-                                  f"fail or release it first (one step at a time per id)")
+                    raise NotHeld(
+                        f"{self.agent} already holds {held.id} (attempt {held.attempt}){where}: complete, "
+                        f"fail or release it first (one step at a time per id)"
+                    )
                 step_id = step_id or held.id  # its session died on this host: take it over
             incarnation = self.host.incarnation or new_incarnation(self.agent)
             facts = self.host.facts("running", incarnation=incarnation)
             if not self.host.in_process:
                 facts.pop("pid"), facts.pop("process_started")  # the keeper's beats name the keeper
-            published = self.queue.claim(self.agent, incarnation, self.host.holder, self.tags, step_id=step_id,
-                                         snapshot=snap, beat=facts, by_agent=True)
+            published = self.queue.claim(
+                self.agent,
+                incarnation,
+                self.host.holder,
+                self.tags,
+                step_id=step_id,
+                snapshot=snap,
+                beat=facts,
+                by_agent=True,
+            )
             change = published.change
             if change.status == Status.FAILED:
-                raise RunnerError(f"{published.step}: {change.updates.get('last_error')} "
-                                  "(its attempts are spent; a person may retry it)")
+                raise RunnerError(
+                    f"{published.step}: {change.updates.get('last_error')} "
+                    "(its attempts are spent; a person may retry it)"
+                )
             return self.start(ClaimWon.of(published), incarnation, context)
 
     def start(self, claim: ClaimWon, incarnation: str, caller: str = "") -> Claimed:
         """Make the worktree of a claim just won; on any fault, give the step back."""
-        begun = begin_attempt(self.queue, claim, claim.before.config.queue.integration_branch,
-                              self.host.sessions_dir, lambda kind, line: None)
+        begun = begin_attempt(
+            self.queue,
+            claim,
+            claim.before.config.queue.integration_branch,
+            self.host.sessions_dir,
+            lambda kind, line: None,
+        )
         snap, step = begun.snap, begun.step
         path = worktree_folder(self.store.workdir, self.store.state_dir, self.agent) / f"{step.id}-a{claim.attempt}"
         try:
             if (dead := self.host.sessions.load(step.id)) is not None:
                 self.host.end(dead, None)  # a session of ours that died holding this step: its worktree goes
             base = begun.make_worktree(self.store, path)
-            session = Session(step.id, claim.attempt, incarnation, str(path), base, wall_clock(), wall_clock(),
-                              context=caller)
+            session = Session(
+                step.id, claim.attempt, incarnation, str(path), base, wall_clock(), wall_clock(), context=caller
+            )
             self.host.open(session)
         except Exception as exc:
             with suppress(RunnerError):  # else its lease gives it back
-                self.queue.event(step.id, Kind.RELEASE, self.agent, incarnation=incarnation,
-                                 reason=clip("runner error: could not make the worktree "
-                                             f"({type(exc).__name__}: {exc})"))
+                self.queue.event(
+                    step.id,
+                    Kind.RELEASE,
+                    self.agent,
+                    incarnation=incarnation,
+                    reason=clip(f"runner error: could not make the worktree ({type(exc).__name__}: {exc})"),
+                )
             worktrees.remove(self.store, path)
             raise
         self.host.beat(session, snap.config.heartbeat_interval)
@@ -136,11 +171,24 @@ class AgentWork:
 
     def claimed(self, session: Session, snap: Snapshot) -> Claimed:
         step = snap.plan.steps[session.step].full()
-        tokens = {"step": step.id, "title": step.title, "attempt": str(session.attempt), "cwd": session.worktree,
-                  "worktree": session.worktree, "worker": self.agent}
+        tokens = {
+            "step": step.id,
+            "title": step.title,
+            "attempt": str(session.attempt),
+            "cwd": session.worktree,
+            "worktree": session.worktree,
+            "worker": self.agent,
+        }
         feedback = session.feedback or feedback_of(step.meta)
-        prompt = context(lambda path: self.store.file_at(snap.tip, path), snap.plan, step, feedback, self.header,
-                         tokens, session.context)
+        prompt = context(
+            lambda path: self.store.file_at(snap.tip, path),
+            snap.plan,
+            step,
+            feedback,
+            self.header,
+            tokens,
+            session.context,
+        )
         return Claimed(step.id, step.title, session.attempt, session.worktree, snap.config.leases.lease, prompt)
 
     # --- handing in ------------------------------------------------------------------------
@@ -151,12 +199,15 @@ class AgentWork:
         with self.host.locked():
             session, step, snap = self.held(step_id)
             if session is None or not Path(session.worktree).is_dir():
-                raise NotHeld(f"{self.agent} holds {step_id}, but no worktree of it is on this host: release it "
-                              f"(`runner release {step_id} --id {self.agent}`) and take it again")
+                raise NotHeld(
+                    f"{self.agent} holds {step_id}, but no worktree of it is on this host: release it "
+                    f"(`runner release {step_id} --id {self.agent}`) and take it again"
+                )
             state = state_of(session, step, snap.config)
             now = wall_clock()
-            state.runs.append(Run("implement", PASS, max(now - session.since, 0.0),
-                                  f"handed in by {self.agent} from its own session"))
+            state.runs.append(
+                Run("implement", PASS, max(now - session.since, 0.0), f"handed in by {self.agent} from its own session")
+            )
             if left := markers_left(self.store, Path(session.worktree), session.conflicts, session.sides):
                 return not_yet(session, state, MARKERS_LEFT.format(paths=named(left)), self.agent, tuple(left))
             checked = run_checks(state, self.host.actions(session, snap))
@@ -177,8 +228,9 @@ class AgentWork:
         with self.host.locked():
             session, step, snap = self.held(step_id)
             if session is None:  # claimed by hand (`runner claim`): no worktree, nothing to keep
-                session = Session(step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "",
-                                  wall_clock(), wall_clock())
+                session = Session(
+                    step.id, step.attempt, str(step.holder.get("incarnation") or ""), "", "", wall_clock(), wall_clock()
+                )
             return self.finish(session, state_of(session, step, snap.config), outcome, None)
 
     def finish(self, session: Session, state: State, outcome: Outcome, notes: str | None) -> TickResult:
@@ -195,13 +247,23 @@ class AgentWork:
             return self.host.facts("idle", last={"step": step, "attempt": attempt, "outcome": status})
 
         recorder = Recorder(self.queue, self.agent, session.incarnation or None, beat)
-        passes_left = (outcome.kind == Kind.COMPLETE and worktree is not None
-                       and state.resolves < state.config.brakes.max_resolve_attempts)
+        passes_left = (
+            outcome.kind == Kind.COMPLETE
+            and worktree is not None
+            and state.resolves < state.config.brakes.max_resolve_attempts
+        )
         try:
-            published, sentinel = recorder.record(state, outcome, result, files,
-                                                  clip(notes, MAX_NOTES_APPEND_BYTES) if notes else None,
-                                                  log_path, max(wall_clock() - session.claimed, 0.0), snap,
-                                                  resolve=passes_left)
+            published, sentinel = recorder.record(
+                state,
+                outcome,
+                result,
+                files,
+                clip(notes, MAX_NOTES_APPEND_BYTES) if notes else None,
+                log_path,
+                max(wall_clock() - session.claimed, 0.0),
+                snap,
+                resolve=passes_left,
+            )
         except MergeConflict as conflict:
             assert worktree is not None and result is not None
             return self.onto_new_tip(session, state, snap, result, conflict, notes)
@@ -213,8 +275,9 @@ class AgentWork:
         self.host.end(session, state)
         return outcome_report(sentinel, state, self.agent, published, files, log_path)
 
-    def onto_new_tip(self, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict,
-                     notes: str | None) -> TickResult:
+    def onto_new_tip(
+        self, session: Session, state: State, snap: Snapshot, result: str, conflict: MergeConflict, notes: str | None
+    ) -> TickResult:
         """The integration branch moved while the agent worked and the hand-in's merge conflicts: as
         a worker's resolve pass (docs/pipeline.md), with the agent as the resolver. The new
         tip is merged into its worktree; where git merges it cleanly the checks run again and it is

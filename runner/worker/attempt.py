@@ -18,8 +18,18 @@ from runner.worker.gates import GateResult
 from runner.worker.roles import Verdict
 
 FAULT = "PIPELINE-FAULT"
-WHAT = {"orient": "orient", "review": "independent review", "sweep": "edge-case sweep", "orchestrate": "orchestrate",
-        "verify": "verifier", "resolve": "resolve", "context_floor": "context floor detector", "qa": "QA"}
+WHAT = {
+    "orient": "orient",
+    "review": "independent review",
+    "sweep": "edge-case sweep",
+    "orchestrate": "orchestrate",
+    "verify": "verifier",
+    "resolve": "resolve",
+    "context_floor": "context floor detector",
+    "qa": "QA",
+}
+
+
 def named(paths, shown: int = 20) -> str:
     """Paths for a message: the first few, and how many more (a merge may conflict in thousands)."""
     paths = list(paths)

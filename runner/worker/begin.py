@@ -23,6 +23,7 @@ from runner.worker.worktrees import Log
 class ClaimWon:
     """A claim this process holds: its step and attempt, the queue commit that records it, the
     snapshot it was built on (`before`) and, for a takeover, the attempt it replaces."""
+
     step: str
     attempt: int
     commit: str
@@ -33,14 +34,14 @@ class ClaimWon:
     @classmethod
     def of(cls, published: Published) -> ClaimWon:
         event = published.event
-        return cls(published.step, published.attempt, published.commit, published.snapshot, event.kind,
-                   event.replaces)
+        return cls(published.step, published.attempt, published.commit, published.snapshot, event.kind, event.replaces)
 
 
 @dataclass(frozen=True)
 class Begun:
     """An attempt begun: its claim, the queue as the claim left it, the step in full, and the
     integration branch its worktree starts from."""
+
     claim: ClaimWon
     snap: Snapshot
     step: Step

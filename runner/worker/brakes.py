@@ -39,8 +39,11 @@ def over_budget(state: State) -> Outcome | None:
     plan = round(state.plan_usd_before + now.usd, 6)
     if brakes.plan_budget_usd is not None and plan >= brakes.plan_budget_usd:
         said = f"plan ${plan:.2f} spent of its ${brakes.plan_budget_usd:.2f} budget ([brakes] plan_budget_usd)"
-        return Outcome(Kind.RELEASE, reason=f"budget: the {said}; the queue is halted (raise it, then runner resume)",
-                       halt=f"{BUDGET_HALT}{said}")
+        return Outcome(
+            Kind.RELEASE,
+            reason=f"budget: the {said}; the queue is halted (raise it, then runner resume)",
+            halt=f"{BUDGET_HALT}{said}",
+        )
     if state.step.meta.get("budget_waived"):  # a person let it go on over its budget, for this attempt
         return None
     step = state.usage_before.plus(now)
@@ -51,9 +54,12 @@ def over_budget(state: State) -> Outcome | None:
         crossed.append(f"{step.tokens:,} tokens spent of its {brakes.step_budget_tokens:,} (step_budget_tokens)")
     if not crossed:
         return None
-    return Outcome(Kind.BLOCK, review=REVIEW_BUDGET,
-                   reason=f"budget: the step's agent runs {' and '.join(crossed)}; {step.describe()}. Held for a "
-                          "person: runner approve lets it go on for one attempt; raising the budget, for good")
+    return Outcome(
+        Kind.BLOCK,
+        review=REVIEW_BUDGET,
+        reason=f"budget: the step's agent runs {' and '.join(crossed)}; {step.describe()}. Held for a "
+        "person: runner approve lets it go on for one attempt; raising the budget, for good",
+    )
 
 
 def limited(state: State, what: str, result: RunResult) -> Outcome:
@@ -63,6 +69,10 @@ def limited(state: State, what: str, result: RunResult) -> Outcome:
     until = reset_or_wait(result.limit, now, state.config.brakes.limit_wait)
     account = result.account or "command"
     said = "named by it" if result.limit.resets_at is not None else "no reset named: [brakes] limit_wait"
-    return Outcome(Kind.RELEASE, retry_at=until, account=account,
-                   reason=f"{what} hit a limit of account {account}: {result.limit.words} (no attempt spent; the "
-                          f"account is paused until {format_time(until)}, {said})")
+    return Outcome(
+        Kind.RELEASE,
+        retry_at=until,
+        account=account,
+        reason=f"{what} hit a limit of account {account}: {result.limit.words} (no attempt spent; the "
+        f"account is paused until {format_time(until)}, {said})",
+    )

@@ -31,9 +31,17 @@ MAX_ERRORS_ONCE = 6  # `--once`: ticks in a row that cannot reach the queue (bac
 
 
 class Daemon:
-    def __init__(self, worker: Worker, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-                 json_out: bool = False, fleet=None, metrics_file: Path | None = None,
-                 show: Callable[[TickResult], None] = lambda result: None):
+    def __init__(
+        self,
+        worker: Worker,
+        interval: float | None = None,
+        max_ticks: int = 0,
+        once: bool = False,
+        json_out: bool = False,
+        fleet=None,
+        metrics_file: Path | None = None,
+        show: Callable[[TickResult], None] = lambda result: None,
+    ):
         self.w = worker
         self.metrics_file = metrics_file  # `--metrics-file`: a host's own setting, never the queue's
         self.fleet = fleet  # a slot's loop (runner.worker.slots): the daemon holds the lock, the signals and the beat
@@ -50,8 +58,11 @@ class Daemon:
         try:
             w.lock.acquire(timeout=0)
         except Timeout:
-            print(f"error: another `runner worker --id {w.id}` is already running on this repository (lock "
-                  f"{w.lock.lock_file})", file=sys.stderr)
+            print(
+                f"error: another `runner worker --id {w.id}` is already running on this repository (lock "
+                f"{w.lock.lock_file})",
+                file=sys.stderr,
+            )
             return 2
         try:
             return self._loop()
@@ -84,13 +95,17 @@ class Daemon:
             faults = faults + 1 if result.outcome == TickOutcome.FAULT else 0
             if self.once and errors >= MAX_ERRORS_ONCE:
                 w.log("STOP", f"{errors} ticks in a row could not reach the queue; the last: {result.reason}")
-                print(f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})",
-                      file=sys.stderr)
+                print(
+                    f"error: {errors} ticks in a row could not reach the queue; stopping (the last: {result.reason})",
+                    file=sys.stderr,
+                )
                 return 1
             if faults >= MAX_FAULTS_IN_A_ROW:
                 w.log("STOP", f"{faults} faults of runner in a row; the last: {result.reason}")
-                print(f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.reason})",
-                      file=sys.stderr)
+                print(
+                    f"error: {faults} ticks in a row failed inside runner; stopping (the last: {result.reason})",
+                    file=sys.stderr,
+                )
                 return 1
             if self.max_ticks and ticks >= self.max_ticks:
                 break
@@ -210,11 +225,15 @@ class Daemon:
             return True
         paused = pause_hold(snap, utc_now())
         # a step for an agent you run yourself (agent: self), or with tags this worker lacks, is never its to run
-        return not any(status == Status.CLAIMED
-                       or status == Status.READY and not s.self_serve and not (paused and paused(s))
-                       and claimable(s, self.w.tags)
-                       for s in plan.steps.values()
-                       if (status := plan.derived_status(s)) in (Status.READY, Status.CLAIMED))
+        return not any(
+            status == Status.CLAIMED
+            or status == Status.READY
+            and not s.self_serve
+            and not (paused and paused(s))
+            and claimable(s, self.w.tags)
+            for s in plan.steps.values()
+            if (status := plan.derived_status(s)) in (Status.READY, Status.CLAIMED)
+        )
 
     def say_left(self) -> None:
         """`--once` exits: what it leaves behind and why, one line per reason (runner.queue.stuck)."""

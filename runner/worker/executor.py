@@ -30,11 +30,11 @@ from runner.worker import reaper
 SHELL_OPERATORS = {"|", "||", "&&", ";", ">", ">>", "<", "&", "2>", "2>&1", "$(", "`"}
 
 
-
 class Cancel(Protocol):
     """What the executor polls to stop a command (a threading.Event, or several as one)."""
 
     def is_set(self) -> bool: ...
+
 
 @dataclass
 class RunResult:
@@ -154,8 +154,12 @@ def run(
             if problem:
                 raise OSError(0, problem)
             proc = subprocess.Popen(
-                [*DIE_WITH_PARENT, *(sandbox or ()), *argv], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
-                stdout=out, stderr=log,
+                [*DIE_WITH_PARENT, *(sandbox or ()), *argv],
+                cwd=str(cwd),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=log,
                 start_new_session=True,
                 # one prctl call, no lock taken:
                 preexec_fn=_die_with_parent if _PRCTL is not None else None,  # noqa: PLW1509
@@ -204,8 +208,9 @@ def kill_recorded_session(path: Path) -> int:
     return killed
 
 
-def _wait(proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None,
-          cancel: Cancel | None) -> RunResult:
+def _wait(
+    proc: subprocess.Popen, argv: list[str], started: float, timeout: float | None, cancel: Cancel | None
+) -> RunResult:
     deadline = started + timeout if timeout else None
     with _exit_watch(proc) as exited:
         while not exited(0.05):
@@ -238,12 +243,14 @@ def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
     except OSError:
         pidfd = None
     if pidfd is None:
+
         def exited(seconds: float) -> bool:
             try:
                 proc.wait(timeout=seconds)
                 return True
             except subprocess.TimeoutExpired:
                 return False
+
         yield exited
         return
     poller = select.poll()
@@ -252,6 +259,7 @@ def _exit_watch(proc: subprocess.Popen) -> Iterator[Callable[[float], bool]]:
     def exited_fd(seconds: float) -> bool:
         poller.poll(seconds * 1000)
         return proc.poll() is not None
+
     try:
         yield exited_fd
     finally:

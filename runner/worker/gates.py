@@ -98,13 +98,19 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
     found: dict[str, list[str] | str] = {}
     if (worktree / "Cargo.toml").exists():
         found = {"build": ["cargo", "build"], "test": ["cargo", "test"]}
-        found["format"] = (["cargo", "fmt", "--check"] if _have("cargo")
-                           else "no formatter installed for this Rust project (cargo fmt)")
+        found["format"] = (
+            ["cargo", "fmt", "--check"]
+            if _have("cargo")
+            else "no formatter installed for this Rust project (cargo fmt)"
+        )
     elif (worktree / "go.mod").exists():
         found = {"build": ["go", "build", "./..."], "test": ["go", "test", "./..."]}
         # gofmt -l lists the files it would change and exits 0 either way: an empty list passes.
-        found["format"] = (["sh", "-c", 'test -z "$(gofmt -l .)"'] if _have("gofmt")
-                           else "no formatter installed for this Go project (gofmt)")
+        found["format"] = (
+            ["sh", "-c", 'test -z "$(gofmt -l .)"']
+            if _have("gofmt")
+            else "no formatter installed for this Go project (gofmt)"
+        )
     elif (worktree / "package.json").exists():
         try:
             scripts = jsonsafe.loads((worktree / "package.json").read_text()).get("scripts", {})
@@ -114,8 +120,9 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
             if isinstance(scripts, dict) and script in scripts:
                 found[gate] = ["npm", "run", script]
         if "format" not in found:
-            found["format"] = (["prettier", "--check", "."] if _have("prettier")
-                               else "no \"format\" script and no prettier installed")
+            found["format"] = (
+                ["prettier", "--check", "."] if _have("prettier") else 'no "format" script and no prettier installed'
+            )
     elif any((worktree / name).exists() for name in ("pyproject.toml", "pytest.ini", "setup.py")):
         if (worktree / "tests").is_dir() or (worktree / "pytest.ini").exists():
             found["test"] = ["python3", "-m", "pytest", "-q"]
@@ -133,8 +140,9 @@ def detect_project_gates(worktree: Path) -> dict[str, list[str] | str]:
     return found
 
 
-def project_gate_commands(config: Config, worktree: Path,
-                          env: Mapping[str, str] | None = None) -> dict[str, list[str] | str]:
+def project_gate_commands(
+    config: Config, worktree: Path, env: Mapping[str, str] | None = None
+) -> dict[str, list[str] | str]:
     """runner.toml's gates, overridden by FORMAT_CMD/LINT_CMD/BUILD_CMD/TEST_CMD, else detected
     (a text where a detected gate cannot run: why)."""
     found = os.environ if env is None else env
@@ -152,13 +160,21 @@ def project_gate_commands(config: Config, worktree: Path,
 
 def checklist_items(step_text: str) -> list[tuple[str, str, str | None]]:
     """(section, label, command) of every Automated Verification and Automated QA item."""
-    return [(kind, label, command) for section, kind in CHECK_SECTIONS.items()
-            for _, _, label, command in checklist(step_text, section)]
+    return [
+        (kind, label, command)
+        for section, kind in CHECK_SECTIONS.items()
+        for _, _, label, command in checklist(step_text, section)
+    ]
 
 
-def run_gates(worktree: Path, step_text: str, required_outputs: list[str], config: Config,
-              run_command: Callable[[str, list[str]], RunResult],
-              walk_through: Callable[[str, str], GateResult] | None = None) -> list[GateResult]:
+def run_gates(
+    worktree: Path,
+    step_text: str,
+    required_outputs: list[str],
+    config: Config,
+    run_command: Callable[[str, list[str]], RunResult],
+    walk_through: Callable[[str, str], GateResult] | None = None,
+) -> list[GateResult]:
     """Run every gate in order; after the first failure, later gates are recorded as not run. An
     Automated QA item without a command goes to `walk_through(name, scenario)` ([roles.qa]) when
     given."""
@@ -170,8 +186,11 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
     for index, (kind, label, text) in enumerate(checklist_items(step_text)):
         name = f"{'check' if kind == 'check' else 'qa'}: {text or label}"
         if text is None and kind == "qa" and walk_through is not None:
-            results.append(GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label) if failed()
-                           else walk_through(name, label))
+            results.append(
+                GateResult(name, NOT_RUN, "an earlier gate failed", section=kind, label=label)
+                if failed()
+                else walk_through(name, label)
+            )
         elif text is None:
             why = "no `command` in the item" + (" and no [roles.qa] to walk it through" if kind == "qa" else "")
             results.append(GateResult(name, NOT_RUN, why, section=kind, label=label))
@@ -183,8 +202,9 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
                 results.append(GateResult(name, FAIL, problem or "", section=kind, label=label))
                 continue
             outcome = run_command(f"{kind}-{index + 1}", argv)
-            results.append(GateResult(name, PASS if outcome.ok else FAIL, outcome.describe(), argv, outcome.duration,
-                                      kind, label))
+            results.append(
+                GateResult(name, PASS if outcome.ok else FAIL, outcome.describe(), argv, outcome.duration, kind, label)
+            )
     for gate, command in project_gate_commands(config, worktree).items():
         if isinstance(command, str):
             results.append(GateResult(gate, NOT_RUN, command))
@@ -192,8 +212,9 @@ def run_gates(worktree: Path, step_text: str, required_outputs: list[str], confi
             results.append(GateResult(gate, NOT_RUN, "an earlier gate failed", command))
         else:
             outcome = run_command(gate, command)
-            results.append(GateResult(gate, PASS if outcome.ok else FAIL, outcome.describe(), command,
-                                      outcome.duration))
+            results.append(
+                GateResult(gate, PASS if outcome.ok else FAIL, outcome.describe(), command, outcome.duration)
+            )
     return results
 
 

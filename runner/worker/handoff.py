@@ -52,8 +52,10 @@ def render_handoff(meta: HandoffMeta, sections: dict[str, str]) -> bytes:
     lines.append("---")
     lines.append(f"# Handoff: {checked.step} (attempt {checked.attempt})")
     lines.append("")
-    lines.append(f"**{checked.sentinel}** by {checked.worker}: {checked.outcome}"
-                 + (f" ({checked.reason})" if checked.reason else ""))
+    lines.append(
+        f"**{checked.sentinel}** by {checked.worker}: {checked.outcome}"
+        + (f" ({checked.reason})" if checked.reason else "")
+    )
     lines.append("")
     lines.append("| gate | result | detail |")
     lines.append("|---|---|---|")

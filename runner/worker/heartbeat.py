@@ -15,9 +15,19 @@ CLAIM_CHECK_INTERVAL = 5.0  # seconds between checks that the running step's cla
 
 
 class Heartbeat(threading.Thread):
-    def __init__(self, queue: Queue, worker: str, step_id: str, attempt: int, incarnation: str,
-                 interval: float, facts: Callable[[], dict[str, Any]], log: Callable[[str, str], None],
-                 live_every: float | None = None, output: Callable[[], dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        queue: Queue,
+        worker: str,
+        step_id: str,
+        attempt: int,
+        incarnation: str,
+        interval: float,
+        facts: Callable[[], dict[str, Any]],
+        log: Callable[[str, str], None],
+        live_every: float | None = None,
+        output: Callable[[], dict[str, Any]] | None = None,
+    ):
         super().__init__(daemon=True, name=f"heartbeat-{step_id}")
         self.source = queue
         self.claim = queue.published  # the claim, even if the tracking ref lags
@@ -48,8 +58,11 @@ class Heartbeat(threading.Thread):
                     queue.published = self.claim
                 output = self.output() if self.output is not None else {}
                 since = time.monotonic() - last_beat
-                grew = (self.live_every is not None and since >= self.live_every
-                        and self.sent != (output.get("run"), output.get("output_bytes")))
+                grew = (
+                    self.live_every is not None
+                    and since >= self.live_every
+                    and self.sent != (output.get("run"), output.get("output_bytes"))
+                )
                 if since >= self.interval or grew:
                     queue.beat(self.worker, {**self.facts(), **output})
                     last_beat, self.sent = time.monotonic(), (output.get("run"), output.get("output_bytes"))
@@ -57,8 +70,11 @@ class Heartbeat(threading.Thread):
                     continue
                 last_check = time.monotonic()
                 step = queue.snapshot().plan.steps.get(self.step_id)
-                why = ("the step is gone" if step is None
-                       else holds(step.meta, self.worker, self.attempt, self.incarnation))
+                why = (
+                    "the step is gone"
+                    if step is None
+                    else holds(step.meta, self.worker, self.attempt, self.incarnation)
+                )
                 if why:
                     self.error = f"claim of {self.step_id} attempt {self.attempt} was lost: {why}"
                     self.lost.set()

@@ -52,8 +52,9 @@ def runtime_dir() -> Path:
 
 
 @contextmanager
-def gate_slot(limit: int | None, say: Callable[[str], None] | None = None,
-              cancel: Cancel | None = None) -> Iterator[int | None]:
+def gate_slot(
+    limit: int | None, say: Callable[[str], None] | None = None, cancel: Cancel | None = None
+) -> Iterator[int | None]:
     """Hold one of `limit` gate slots of this host while the block runs (None: no limit). A
     cancelled step stops waiting (its command is stopped at once anyway)."""
     if not limit:
@@ -154,10 +155,15 @@ def worktree_budget(config: Config, store: Workspace, snap: Snapshot, log: Calla
     if not budget or not folder.is_dir() or (used := size_of(folder)) <= budget:
         return None
     if freed := collect(store, snap):
-        log("GC", f"over the worktree budget: removed {len(freed)} finished worktree(s), "
-                  f"{sum(n for _, n in freed) >> 20} MiB")
+        log(
+            "GC",
+            f"over the worktree budget: removed {len(freed)} finished worktree(s), "
+            f"{sum(n for _, n in freed) >> 20} MiB",
+        )
         used = size_of(folder)
     if used <= budget:
         return None
-    return (f"worktree budget exceeded: {used >> 20} MiB of worktrees, [worker] worktree_budget {budget >> 20} MiB "
-            "(the running steps' own)")
+    return (
+        f"worktree budget exceeded: {used >> 20} MiB of worktrees, [worker] worktree_budget {budget >> 20} MiB "
+        "(the running steps' own)"
+    )

@@ -26,8 +26,10 @@ def secrets_added(store: Store, result: str, section) -> list[str]:
             continue
         before = store.entry_at(parent.id, change.path) if parent else None
         old = store.read(before.oid) if before is not None else None
-        found += [f"{change.path} line {line} ({what})"
-                  for line, what in secrets.added_lines_holding(scrubber, old, store.read(change.oid))]
+        found += [
+            f"{change.path} line {line} ({what})"
+            for line, what in secrets.added_lines_holding(scrubber, old, store.read(change.oid))
+        ]
     return found
 
 
@@ -36,7 +38,9 @@ def held_for_secrets(store: Store, outcome: Outcome, result: str | None, section
     if result is None or outcome.kind == Kind.RELEASE or not (found := secrets_added(store, result, section)):
         return outcome, result
     more = f" and {len(found) - MAX_NAMED} more" if len(found) > MAX_NAMED else ""
-    reason = (f"held for a person: the result adds a secret in {', '.join(found[:MAX_NAMED])}{more}; it was not "
-              "published (runner reject --reason to guide the next attempt, runner approve to run it again, "
-              "runner abort to give up)")
+    reason = (
+        f"held for a person: the result adds a secret in {', '.join(found[:MAX_NAMED])}{more}; it was not "
+        "published (runner reject --reason to guide the next attempt, runner approve to run it again, "
+        "runner abort to give up)"
+    )
     return Outcome(Kind.BLOCK, review=REVIEW_BLOCKED, reason=reason), None

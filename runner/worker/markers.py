@@ -27,7 +27,7 @@ def is_marker(line: bytes, size: int = DEFAULT_SIZE) -> bool:
     if len(line) < size or line[0] not in MARKER_CHARS:
         return False
     run = len(line) - len(line.lstrip(line[:1]))
-    return run >= size and (run == len(line) or line[run:run + 1].isspace())
+    return run >= size and (run == len(line) or line[run : run + 1].isspace())
 
 
 def marker_lines(data: bytes | None, size: int = DEFAULT_SIZE) -> set[bytes]:

@@ -107,10 +107,22 @@ class _Pipeline:
             return None
         if result.cancelled and self.a.stopping():
             self.s.runs.append(Run(name, FAIL, result.duration, "stopped: the worker is shutting down"))
-            raise _Stop(Outcome(Kind.RELEASE, reason="worker stopping: the step was given back before it finished (no "
-                                                     "attempt spent)"))
-        self.s.runs.append(Run(name, PASS if result.ok else FAIL, result.duration, about + result.describe(),
-                               result.usage, result.model))
+            raise _Stop(
+                Outcome(
+                    Kind.RELEASE,
+                    reason="worker stopping: the step was given back before it finished (no attempt spent)",
+                )
+            )
+        self.s.runs.append(
+            Run(
+                name,
+                PASS if result.ok else FAIL,
+                result.duration,
+                about + result.describe(),
+                result.usage,
+                result.model,
+            )
+        )
         if result.limit is not None:
             raise _Stop(limited(self.s, WHAT.get(name, name), result))
         return result
@@ -146,8 +158,9 @@ class _Pipeline:
         try:
             self.s.gates = self.a.gates(self.s)
         except LimitReached as hit:
-            self.s.runs.append(Run(hit.name, FAIL, hit.result.duration, hit.result.describe(), hit.result.usage,
-                                   hit.result.model))
+            self.s.runs.append(
+                Run(hit.name, FAIL, hit.result.duration, hit.result.describe(), hit.result.usage, hit.result.model)
+            )
             raise _Stop(limited(self.s, hit.name, hit.result)) from None
 
     def check(self) -> Outcome | str:
@@ -175,18 +188,24 @@ class _Pipeline:
         if not critical:
             return self.completed()
         if self.s.reviews >= self.brakes.max_review_attempts:
-            return Outcome(Kind.FAIL, reason=f"review found critical issues after {self.s.reviews} review round(s): "
-                                             + "; ".join(critical)[:1000], escalate=True)
+            return Outcome(
+                Kind.FAIL,
+                reason=f"review found critical issues after {self.s.reviews} review round(s): "
+                + "; ".join(critical)[:1000],
+                escalate=True,
+            )
         self.s.reviews += 1
         self.s.swept = False  # the fix is new work: the sweep looks at it again
-        self.s.feedback = clip("The independent review found critical issues:\n" + "\n".join(critical),
-                               MAX_FEEDBACK_BYTES)
+        self.s.feedback = clip(
+            "The independent review found critical issues:\n" + "\n".join(critical), MAX_FEEDBACK_BYTES
+        )
         return self.s.feedback
 
     def completed(self) -> Outcome:
         """The result, held for a person when a role or QA scenario that should have looked at it did not."""
-        unjudged = [f"{g.detail}; not passed" for g in self.s.gates
-                    if g.result == NOT_RUN and g.detail.startswith(FAULT)]
+        unjudged = [
+            f"{g.detail}; not passed" for g in self.s.gates if g.result == NOT_RUN and g.detail.startswith(FAULT)
+        ]
         if holds := self.s.holds + unjudged:
             return Outcome(Kind.COMPLETE, hold=clip("awaiting a person: " + "; ".join(holds), MAX_TEXT_BYTES))
         return Outcome(Kind.COMPLETE)
@@ -216,19 +235,26 @@ class _Pipeline:
             why = f"skipped by {variable}=1"
             self.s.overrides.append(f"{variable}=1 skipped the deviation gate: {deviation}")
         if why:
-            self.s.roles.append(GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv,
-                                           result.duration))
+            self.s.roles.append(
+                GateResult("orient", PASS, f"major deviation ({deviation}); {why}", result.argv, result.duration)
+            )
             return
         self.s.roles.append(GateResult("orient", FAIL, f"major deviation: {deviation}", result.argv, result.duration))
-        raise _Stop(Outcome(Kind.BLOCK, reason=f"orient reported a major deviation: {deviation}",
-                            review=REVIEW_DEVIATION))
+        raise _Stop(
+            Outcome(Kind.BLOCK, reason=f"orient reported a major deviation: {deviation}", review=REVIEW_DEVIATION)
+        )
 
     def implement(self) -> None:
         self.s.implement_runs += 1
         result = self.role("implement")
         if result is None:
-            raise _Stop(Outcome(Kind.FAIL, permanent=True,
-                                reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command"))
+            raise _Stop(
+                Outcome(
+                    Kind.FAIL,
+                    permanent=True,
+                    reason=f"{self.s.step.id} has no `run:` argv and runner.toml has no [harness] command",
+                )
+            )
         self.s.notes["Implement output"] = result.output
         if not result.ok:
             self.budget()  # a run cut short by the step's budget is the budget's failure
@@ -241,8 +267,14 @@ class _Pipeline:
         if said in ("STEP_FAILED", "CODER_FAILED"):
             raise _Stop(Outcome(Kind.FAIL, reason=f"implement failed: {why or 'the coder said FAILED'}"))
         if said == "CODER_REJECTED":  # the coder (or the person at its own gate) refused the step: no attempt will do
-            raise _Stop(Outcome(Kind.FAIL, reason=f"rejected by the coder: {why or 'it said REJECTED'}", permanent=True,
-                                rejected=True))
+            raise _Stop(
+                Outcome(
+                    Kind.FAIL,
+                    reason=f"rejected by the coder: {why or 'it said REJECTED'}",
+                    permanent=True,
+                    rejected=True,
+                )
+            )
         if said == "CODER_COMPLETE":
             self.s.runs[-1].detail += ", CODER_COMPLETE"
 
@@ -259,27 +291,45 @@ class _Pipeline:
                 why = str(exc)
         verdict = self.s.verdict if why is None else None
         # The record's run says what the verdict said, not only that the command exited 0.
-        self.s.runs[-1] = replace(self.s.runs[-1], result=PASS if verdict and verdict.passed else FAIL,
-                                  detail=f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}"
-                                  if verdict else why or "")
+        self.s.runs[-1] = replace(
+            self.s.runs[-1],
+            result=PASS if verdict and verdict.passed else FAIL,
+            detail=f"verdict: pass={str(verdict.passed).lower()}, score {verdict.score}" if verdict else why or "",
+        )
         if why is not None:
             self.s.faults.append(f"{FAULT}: verifier: {why}")
             self.s.roles.append(GateResult("verify", FAIL, why, result.argv, result.duration))
             if self.s.config.pipeline.halt_on_verifier_fault:
-                raise _Stop(Outcome(Kind.RELEASE, reason=f"verifier fault: {why} (the queue is halted)",
-                                    halt=f"{VERIFIER_HALT}{why}"))
+                raise _Stop(
+                    Outcome(
+                        Kind.RELEASE,
+                        reason=f"verifier fault: {why} (the queue is halted)",
+                        halt=f"{VERIFIER_HALT}{why}",
+                    )
+                )
             raise _Stop(Outcome(Kind.FAIL, reason=f"verifier fault: {why}"))
         assert verdict is not None
         self.s.scores.append(verdict.score)
         window = self.brakes.score_plateau_window
-        self.s.scores = self.s.scores[-(window + 1) * 4:]
-        self.s.roles.append(GateResult("verify", PASS if verdict.passed else FAIL,
-                                       f"score {verdict.score}: " + "; ".join(verdict.reasons), result.argv,
-                                       result.duration))
+        self.s.scores = self.s.scores[-(window + 1) * 4 :]
+        self.s.roles.append(
+            GateResult(
+                "verify",
+                PASS if verdict.passed else FAIL,
+                f"score {verdict.score}: " + "; ".join(verdict.reasons),
+                result.argv,
+                result.duration,
+            )
+        )
         if plateaued(self.s.scores, window):
-            raise _Stop(Outcome(Kind.FAIL, permanent=True,
-                                reason=f"plateau: the verifier's score has not improved over the last {window} runs "
-                                       f"({self.s.scores[-window - 1:]})"))
+            raise _Stop(
+                Outcome(
+                    Kind.FAIL,
+                    permanent=True,
+                    reason=f"plateau: the verifier's score has not improved over the last {window} runs "
+                    f"({self.s.scores[-window - 1 :]})",
+                )
+            )
         return None if verdict.passed else verdict.feedback()
 
     def orchestrate(self) -> None:
@@ -303,8 +353,11 @@ class _Pipeline:
             self.s.holds.append(f"{self.fault('sweep', result)}; {NOT_SWEPT}")
             return
         self.s.notes["Sweep findings"] = result.output
-        self.s.roles.append(GateResult("sweep", PASS, f"{len(result.output.splitlines())} lines of findings",
-                                       result.argv, result.duration))
+        self.s.roles.append(
+            GateResult(
+                "sweep", PASS, f"{len(result.output.splitlines())} lines of findings", result.argv, result.duration
+            )
+        )
 
     def review(self) -> list[str]:
         """The independent review when due (run again once if it faults): its critical findings;
@@ -319,8 +372,11 @@ class _Pipeline:
             return []
         due = review_due(role, self.a.changed_files())
         if not due:
-            self.s.roles.append(GateResult("review", NOT_RUN,
-                                           f"not due (fewer than {role.min_files} files changed, no boundary crossed)"))
+            self.s.roles.append(
+                GateResult(
+                    "review", NOT_RUN, f"not due (fewer than {role.min_files} files changed, no boundary crossed)"
+                )
+            )
             return []
         result = self.role("review")
         if result is not None and not result.ok:
@@ -333,9 +389,15 @@ class _Pipeline:
         critical = critical_findings(result.output)
         self.s.findings = clip("\n".join(critical) or result.output, MAX_FEEDBACK_BYTES)
         self.s.roles = [r for r in self.s.roles if r.name != "review"]
-        self.s.roles.append(GateResult("review", FAIL if critical else PASS,
-                                       f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})",
-                                       result.argv, result.duration))
+        self.s.roles.append(
+            GateResult(
+                "review",
+                FAIL if critical else PASS,
+                f"{len(critical)} critical finding(s)" if critical else f"reviewed ({due})",
+                result.argv,
+                result.duration,
+            )
+        )
         return critical
 
 
@@ -349,19 +411,26 @@ def below_floor(state: State, result: RunResult | None) -> Outcome | None:
     except ValueError as exc:
         line = f"{FAULT}: {WHAT['context_floor']}: {exc}"
         state.faults.append(line)
-        state.roles.append(GateResult("context_floor", FAIL, line, result.argv if result else None,
-                                      result.duration if result else None))
-        return Outcome(Kind.RELEASE, reason=f"context floor: the detector gave no answer, the queue is halted ({exc})",
-                       halt=f"{CONTEXT_HALT}: the detector gave no answer ({exc})")
+        state.roles.append(
+            GateResult(
+                "context_floor", FAIL, line, result.argv if result else None, result.duration if result else None
+            )
+        )
+        return Outcome(
+            Kind.RELEASE,
+            reason=f"context floor: the detector gave no answer, the queue is halted ({exc})",
+            halt=f"{CONTEXT_HALT}: the detector gave no answer ({exc})",
+        )
     detail = f"loop_mode_eligible={str(eligible).lower()}" + (f" ({said})" if said else "")
     state.roles.append(GateResult("context_floor", PASS if eligible else FAIL, detail, result.argv, result.duration))
     if eligible:
         return None
     state.runs[-1].result = FAIL
-    return Outcome(Kind.RELEASE,
-                   reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted "
-                          "for a person",
-                   halt=CONTEXT_HALT + (f": {said}" if said else ""))
+    return Outcome(
+        Kind.RELEASE,
+        reason=f"context floor: the model's context is below the floor ({detail}), the queue is halted for a person",
+        halt=CONTEXT_HALT + (f": {said}" if said else ""),
+    )
 
 
 def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
@@ -380,8 +449,9 @@ def _resolve_pass(p: _Pipeline, onto: str, ours: str) -> Outcome:
         p.s.feedback = RESOLVE_FEEDBACK.format(where=where, paths=paths)
         result = p.role("resolve", f"{files} {where}: ")
         if result is None or not result.ok:
-            raise _Stop(Outcome(Kind.FAIL,
-                                reason=p.fault("resolve", result) if result else f"{FAULT}: resolve did not run"))
+            raise _Stop(
+                Outcome(Kind.FAIL, reason=p.fault("resolve", result) if result else f"{FAULT}: resolve did not run")
+            )
         if left := p.a.conflicts_left(conflicted):
             p.s.runs[-1].result = FAIL
             raise _Stop(Outcome(Kind.FAIL, reason=f"resolve left conflict markers in {named(left)} ({where})"))

@@ -14,8 +14,15 @@ from runner.core.plan import Plan
 from runner.core.tokens import fill_tokens, substitute  # noqa: F401 (worker modules import them from here)
 
 
-def prompt_text(role: str, read: Callable[[str], bytes | None], step_text: str, feedback: str,
-                tokens: dict[str, str | Callable[[], str]], context: str = "", scenario: str = "") -> str:
+def prompt_text(
+    role: str,
+    read: Callable[[str], bytes | None],
+    step_text: str,
+    feedback: str,
+    tokens: dict[str, str | Callable[[], str]],
+    context: str = "",
+    scenario: str = "",
+) -> str:
     """The prompt a role is handed: its own prompt (plans/prompts/<role>.md, tokens filled), the
     plan's context, the step, the caller's context, the QA scenario (for [roles.qa]), the
     feedback."""
@@ -54,8 +61,9 @@ def dependency_layers(plan: Plan) -> dict[str, int]:
         while stack:
             sid = stack[-1]
             step = plan.steps.get(sid)
-            pending = [d for d in (step.depends_on if step else [])
-                       if d in plan.steps and d not in layers and d not in on_path]
+            pending = [
+                d for d in (step.depends_on if step else []) if d in plan.steps and d not in layers and d not in on_path
+            ]
             if pending:
                 stack.append(pending[0])
                 on_path.add(pending[0])
@@ -75,8 +83,10 @@ def as_argument(prompt: str, path: Path) -> str:
     if size <= MAX_ARG_BYTES:
         return prompt
     write(path, prompt)
-    return (f"Your instructions for this run are {size:,} bytes, too long to pass as an argument, so they are in the "
-            f"file {path}. Read that whole file first, then do what it says.")
+    return (
+        f"Your instructions for this run are {size:,} bytes, too long to pass as an argument, so they are in the "
+        f"file {path}. Read that whole file first, then do what it says."
+    )
 
 
 def write(path: Path, text: str) -> str:

@@ -33,9 +33,14 @@ def new_tag() -> str:
         if _watcher is None or _watcher.poll() is not None:
             env = {k: v for k, v in os.environ.items() if k != TAG}
             # Its own session: a signal to the worker's process group does not reach it.
-            _watcher = subprocess.Popen([sys.executable, "-m", "runner.worker.reaper", PREFIX], stdin=subprocess.PIPE,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                        start_new_session=True)
+            _watcher = subprocess.Popen(
+                [sys.executable, "-m", "runner.worker.reaper", PREFIX],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         return f"{PREFIX}{next(_runs)}/"
 
 

@@ -69,26 +69,40 @@ class Recorder:
         self.incarnation = incarnation
         self.beat = beat  # (last step, attempt, status) -> the heartbeat facts after this record
 
-    def event(self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None,
-              elapsed: float) -> Event:
+    def event(
+        self, state: State, outcome: Outcome, snap: Snapshot, result: str | None, notes: str | None, elapsed: float
+    ) -> Event:
         metrics: dict[str, Any] = {}
         if state.scores:  # the plateau window, as the loop-runner keeps it
-            metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window:]
+            metrics["scores"] = state.scores[-state.config.brakes.score_plateau_window :]
         if state.config.brakes.step_budget is not None:
             metrics["spent"] = round(state.spent_before + elapsed, 1)
         if state.verdict is not None:
             metrics["last_verdict"] = state.verdict.as_dict()
-        ladder = max((len(agent.models) for role in AGENT_ROLES
-                      if (agent := agent_of(state.config, state.step.get("run"), role))), default=0)
+        ladder = max(
+            (
+                len(agent.models)
+                for role in AGENT_ROLES
+                if (agent := agent_of(state.config, state.step.get("run"), role))
+            ),
+            default=0,
+        )
         if outcome.escalate and outcome.kind == Kind.FAIL and state.rung < ladder - 1:
             metrics["rung"] = state.rung + 1  # the next attempt runs the next model up: the evidence said fail
         failures = int(state.step.meta.get("failures") or 0)
-        backoff = (failures + 1 if outcome.kind == Kind.FAIL
-                   else faults_in_a_row(state.step.meta) + 1 if outcome.fault else None)
+        backoff = (
+            failures + 1
+            if outcome.kind == Kind.FAIL
+            else faults_in_a_row(state.step.meta) + 1
+            if outcome.fault
+            else None
+        )
         complete = outcome.kind == Kind.COMPLETE
         branch = snap.config.queue.step_branch_prefix + state.step.id
         return Event(
-            outcome.kind, self.worker, utc_now(),
+            outcome.kind,
+            self.worker,
+            utc_now(),
             step=state.step.id,
             attempt=state.attempt,
             incarnation=self.incarnation,
@@ -106,8 +120,19 @@ class Recorder:
             runs=tuple(run.as_dict() for run in state.runs),
         )
 
-    def record(self, state: State, outcome: Outcome, result: str | None, files: list[str], notes: str | None,
-               log_path, elapsed: float, snapshot: Snapshot, then=None, resolve: bool = False) -> tuple[Published, str]:
+    def record(
+        self,
+        state: State,
+        outcome: Outcome,
+        result: str | None,
+        files: list[str],
+        notes: str | None,
+        log_path,
+        elapsed: float,
+        snapshot: Snapshot,
+        then=None,
+        resolve: bool = False,
+    ) -> tuple[Published, str]:
         """Publish the attempt's outcome (and the change `then` builds after it, see Queue.publish);
         (what was published, the sentinel). A merge that conflicts fails the attempt, or with
         `resolve` raises MergeConflict (a resolve pass may still bring it onto the new tip)."""
@@ -119,8 +144,9 @@ class Recorder:
             step = snap.plan.steps.get(state.step.id)
             step = step and step.full()
             if step is None or (why := holds(step.meta, self.worker, state.attempt, self.incarnation)):
-                raise ClaimLost(f"not recording {state.step.id} attempt {state.attempt}: "
-                                f"{why if step else 'the step is gone'}")
+                raise ClaimLost(
+                    f"not recording {state.step.id} attempt {state.attempt}: {why if step else 'the step is gone'}"
+                )
             event = self.event(state, outcome, snap, result, notes, elapsed)
             context = queue.context(snap, step)
             refs = []
@@ -131,10 +157,19 @@ class Recorder:
                     raise MergeConflict(update.paths, str(snap.tips[integration]))
                 if isinstance(update, Conflict):
                     passes = f" after {state.resolves} resolve pass(es)" if state.resolves else ""
-                    why = (f"merge conflict with {integration} in: {named(update.paths)}{passes} "
-                           "(the next attempt starts from its new tip)")
-                    event = replace(event, kind=Kind.FAIL, reason=why, result=None, ticked=(), notes=None,
-                                    retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1))
+                    why = (
+                        f"merge conflict with {integration} in: {named(update.paths)}{passes} "
+                        "(the next attempt starts from its new tip)"
+                    )
+                    event = replace(
+                        event,
+                        kind=Kind.FAIL,
+                        reason=why,
+                        result=None,
+                        ticked=(),
+                        notes=None,
+                        retry_at=retry_at(snap.config, int(step.meta.get("failures") or 0) + 1),
+                    )
                     refs.append(step_branch_update(snap.config, step.id, result, done=False))
                 else:
                     event = replace(event, result={**(event.result or {}), "merge": update.new})
@@ -147,39 +182,62 @@ class Recorder:
             return queue.step_change(snap, event, handoff, refs)
 
         patience = max(snapshot.config.leases.lease / 2, 5.0)  # a flaky remote must not cost the attempt's work
-        published = queue.publish(build, self.worker, snapshot=snapshot, tries=OUTCOME_TRIES, branches=[integration],
-                                  patience=patience, then=then)
+        published = queue.publish(
+            build,
+            self.worker,
+            snapshot=snapshot,
+            tries=OUTCOME_TRIES,
+            branches=[integration],
+            patience=patience,
+            then=then,
+        )
         return published, sentinel_for(published.event.kind, published.change.status or "", outcome.rejected)
 
-    def handoff(self, state: State, event: Event, status: str, files: list[str], log_path, elapsed: float,
-                rejected: bool = False) -> bytes:
-        meta = HandoffMeta.model_validate({  # pydantic checks the outcome and each gate's result
-            "step": state.step.id,
-            "attempt": state.attempt,
-            "worker": self.worker,
-            "outcome": status,
-            "gates": [{"name": g.name, "result": g.result, "detail": g.detail[:500]}
-                      for g in [*state.gates, *state.roles]],
-            "files_changed": files,
-            "duration_s": round(max(elapsed, 0.0), 2),
-            "result_commit": (event.result or {}).get("commit"),
-            "sentinel": sentinel_for(event.kind, status, rejected),
-            "reason": event.reason[:1000] if event.reason else None,
-            "overrides": state.overrides,
-            "faults": state.faults,
-            "verdict": state.verdict.as_dict() if state.verdict else None,
-            "qa_doc": qa_doc(state.step.text),
-        })
+    def handoff(
+        self,
+        state: State,
+        event: Event,
+        status: str,
+        files: list[str],
+        log_path,
+        elapsed: float,
+        rejected: bool = False,
+    ) -> bytes:
+        meta = HandoffMeta.model_validate(
+            {  # pydantic checks the outcome and each gate's result
+                "step": state.step.id,
+                "attempt": state.attempt,
+                "worker": self.worker,
+                "outcome": status,
+                "gates": [
+                    {"name": g.name, "result": g.result, "detail": g.detail[:500]} for g in [*state.gates, *state.roles]
+                ],
+                "files_changed": files,
+                "duration_s": round(max(elapsed, 0.0), 2),
+                "result_commit": (event.result or {}).get("commit"),
+                "sentinel": sentinel_for(event.kind, status, rejected),
+                "reason": event.reason[:1000] if event.reason else None,
+                "overrides": state.overrides,
+                "faults": state.faults,
+                "verdict": state.verdict.as_dict() if state.verdict else None,
+                "qa_doc": qa_doc(state.step.text),
+            }
+        )
         sections = {
             "Pipeline faults": "\n".join(state.faults),
             "Overrides": "\n".join(f"- {item}" for item in state.overrides),
             "Context from the caller": fence(state.context) if state.context.strip() else "",
-            "Runs": "\n".join(f"- {r['name']}: {r['result']}" + (f" in {r['seconds']}s" if "seconds" in r else "")
-                              + (f" ({note})" if (note := run_note(r)) else "") for r in event.runs),
+            "Runs": "\n".join(
+                f"- {r['name']}: {r['result']}"
+                + (f" in {r['seconds']}s" if "seconds" in r else "")
+                + (f" ({note})" if (note := run_note(r)) else "")
+                for r in event.runs
+            ),
             **{title: fence(text) for title, text in state.notes.items() if text.strip()},
             "Manual checks left": "\n".join(f"- [ ] {item}" for item in manual_checks(state.step.text)),
-            "Review comments": comments.report(state.step.meta.get("review_comments"),
-                                               lambda path: self._result_file(event, path)),
+            "Review comments": comments.report(
+                state.step.meta.get("review_comments"), lambda path: self._result_file(event, path)
+            ),
             "Feedback given to the last run": state.feedback if state.implement_runs > 1 else "",
             "Log tail": fence(executor.tail(log_path)) if log_path.exists() else "",
         }
@@ -194,15 +252,23 @@ class Recorder:
             return None
 
 
-def outcome_report(sentinel: str, state: State, worker: str, published: Published, files: list[str],
-                   log_path) -> TickResult:
+def outcome_report(
+    sentinel: str, state: State, worker: str, published: Published, files: list[str], log_path
+) -> TickResult:
     """The result of a recorded attempt, with its step report (Automated Verification N/M, QA,
     manual checks left, final status)."""
     event, status = published.event, str(published.change.status)
-    return TickResult(sentinel, status, worker, event.reason, state.step.id, state.attempt,
-                      will_retry=(status == Status.READY) if event.kind == Kind.FAIL else None, commit=published.commit,
-                      report=StepReport.of(state, status, files, list(event.runs), str(log_path),
-                                           qa_doc(state.step.text)))
+    return TickResult(
+        sentinel,
+        status,
+        worker,
+        event.reason,
+        state.step.id,
+        state.attempt,
+        will_retry=(status == Status.READY) if event.kind == Kind.FAIL else None,
+        commit=published.commit,
+        report=StepReport.of(state, status, files, list(event.runs), str(log_path), qa_doc(state.step.text)),
+    )
 
 
 def _checked_commands(state: State) -> list[str]:

@@ -12,8 +12,12 @@ from runner.core.stepfile import checklist, manual_checks
 from runner.store import StoreError
 from runner.worker.gates import PASS
 
-STATUS_WORD: dict[str, str] = {Sentinel.STEP_COMPLETE: "completed", Sentinel.STEP_BLOCKED: "blocked",
-                               Sentinel.STEP_REJECTED: "failed", Sentinel.STEP_FAILED: "failed"}
+STATUS_WORD: dict[str, str] = {
+    Sentinel.STEP_COMPLETE: "completed",
+    Sentinel.STEP_BLOCKED: "blocked",
+    Sentinel.STEP_REJECTED: "failed",
+    Sentinel.STEP_FAILED: "failed",
+}
 
 
 class TickOutcome(StrEnum):
@@ -39,6 +43,7 @@ FAILED_INSIDE = (O.ERROR, O.FAULT)  # a fault of the tick itself (exit 1), not o
 @dataclass(frozen=True)
 class Checklist:
     """N of M items of a checklist section that passed this run, each as [x] or [ ]."""
+
     items: tuple[tuple[str, bool], ...] = ()
 
     @property
@@ -46,8 +51,11 @@ class Checklist:
         return sum(1 for _, ok in self.items if ok)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"passed": self.passed, "total": len(self.items),
-                "items": [{"label": label, "passed": ok} for label, ok in self.items]}
+        return {
+            "passed": self.passed,
+            "total": len(self.items),
+            "items": [{"label": label, "passed": ok} for label, ok in self.items],
+        }
 
 
 def checklist_summary(step_text: str, gates, section: str, kind: str) -> Checklist:
@@ -58,6 +66,7 @@ def checklist_summary(step_text: str, gates, section: str, kind: str) -> Checkli
 @dataclass(frozen=True)
 class StepReport:
     """What a run of a step did: the part of a result a person reads."""
+
     title: str
     final_status: str
     files_changed: list[str]
@@ -73,26 +82,48 @@ class StepReport:
     log: str | None = None
 
     @classmethod
-    def of(cls, state, final_status: str, files: list[str], runs: list, log: str | None,
-           qa_doc: str | None) -> StepReport:
+    def of(
+        cls, state, final_status: str, files: list[str], runs: list, log: str | None, qa_doc: str | None
+    ) -> StepReport:
         step = state.step
-        return cls(step.title, final_status, files,
-                   checklist_summary(step.text, state.gates, "Automated Verification", "check"),
-                   checklist_summary(step.text, state.gates, "Automated QA", "qa"), qa_doc, manual_checks(step.text),
-                   [g.as_dict() for g in state.gates], [r.as_dict() for r in state.roles], runs, list(state.faults),
-                   list(state.overrides), log)
+        return cls(
+            step.title,
+            final_status,
+            files,
+            checklist_summary(step.text, state.gates, "Automated Verification", "check"),
+            checklist_summary(step.text, state.gates, "Automated QA", "qa"),
+            qa_doc,
+            manual_checks(step.text),
+            [g.as_dict() for g in state.gates],
+            [r.as_dict() for r in state.roles],
+            runs,
+            list(state.faults),
+            list(state.overrides),
+            log,
+        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "final_status": self.final_status, "files_changed": self.files_changed,
-                "automated_verification": self.automated_verification.as_dict(),
-                "automated_qa": self.automated_qa.as_dict(), "qa_doc": self.qa_doc,
-                "manual_checks_left": self.manual_checks_left, "gates": self.gates, "roles": self.roles,
-                "runs": self.runs, "faults": self.faults, "overrides": self.overrides, "log": self.log}
+        return {
+            "title": self.title,
+            "final_status": self.final_status,
+            "files_changed": self.files_changed,
+            "automated_verification": self.automated_verification.as_dict(),
+            "automated_qa": self.automated_qa.as_dict(),
+            "qa_doc": self.qa_doc,
+            "manual_checks_left": self.manual_checks_left,
+            "gates": self.gates,
+            "roles": self.roles,
+            "runs": self.runs,
+            "faults": self.faults,
+            "overrides": self.overrides,
+            "log": self.log,
+        }
 
 
 @dataclass(frozen=True)
 class HandIn:
     """An agent's hand-in that was not recorded (`runner submit`): what to fix, and what is left."""
+
     worktree: str
     feedback: str
     fixes_left: int
@@ -106,6 +137,7 @@ class TickResult:
     STEP_COMPLETE, STEP_BLOCKED, STEP_REJECTED, STEP_FAILED; None for a hand-in not recorded),
     `outcome` what happened (the step's new status, or skip, lost, error, fault, no-queue, fix,
     resolve)."""
+
     sentinel: str | None
     outcome: str
     worker: str
@@ -131,10 +163,19 @@ class TickResult:
         return self.outcome in IDLE_OUTCOMES
 
     def as_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"sentinel": self.sentinel, "status": self.status, "outcome": self.outcome,
-                                "reason": self.reason, "worker": self.worker}
-        optional = {"step": self.step, "attempt": self.attempt, "commit": self.commit,
-                    "steps": list(self.blocked) or None}
+        data: dict[str, Any] = {
+            "sentinel": self.sentinel,
+            "status": self.status,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "worker": self.worker,
+        }
+        optional = {
+            "step": self.step,
+            "attempt": self.attempt,
+            "commit": self.commit,
+            "steps": list(self.blocked) or None,
+        }
         data.update({key: value for key, value in optional.items() if value is not None})
         if self.report is not None:
             data.update(self.report.as_dict(), will_retry=self.will_retry, commit=self.commit)
@@ -142,15 +183,20 @@ class TickResult:
             data["will_retry"] = self.will_retry
         if self.hand_in is not None:
             hand_in = self.hand_in
-            data.update(worktree=hand_in.worktree, feedback=hand_in.feedback, fixes_left=hand_in.fixes_left,
-                        review_rounds_left=hand_in.review_rounds_left)
+            data.update(
+                worktree=hand_in.worktree,
+                feedback=hand_in.feedback,
+                fixes_left=hand_in.fixes_left,
+                review_rounds_left=hand_in.review_rounds_left,
+            )
             if hand_in.conflicts:
                 data["conflicts"] = list(hand_in.conflicts)
         return data
 
 
-def skip(worker: str, reason: str, outcome: str = TickOutcome.SKIP, step: str | None = None,
-         attempt: int | None = None) -> TickResult:
+def skip(
+    worker: str, reason: str, outcome: str = TickOutcome.SKIP, step: str | None = None, attempt: int | None = None
+) -> TickResult:
     return TickResult(Sentinel.SKIP, outcome, worker, reason, step, attempt)
 
 

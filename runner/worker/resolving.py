@@ -46,9 +46,20 @@ def first_pass(state: State, actions: WorktreeActions, base: str, approved: str)
     return outcome
 
 
-def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, result: str | None, files: list[str],
-           notes: str | None, log_path: Any, elapsed: float, snapshot: Snapshot, then: Any,
-           actions: WorktreeActions | None) -> tuple[Published, str, Outcome, list[str]]:
+def record(
+    recorder: Recorder,
+    queue: Queue,
+    state: State,
+    outcome: Outcome,
+    result: str | None,
+    files: list[str],
+    notes: str | None,
+    log_path: Any,
+    elapsed: float,
+    snapshot: Snapshot,
+    then: Any,
+    actions: WorktreeActions | None,
+) -> tuple[Published, str, Outcome, list[str]]:
     """Publish the attempt's outcome; while its merge conflicts and passes are left, bring it onto
     the new tip and publish again. (what was published, the sentinel, the outcome, its files)"""
     started = time.monotonic()
@@ -56,9 +67,18 @@ def record(recorder: Recorder, queue: Queue, state: State, outcome: Outcome, res
     while True:
         passes_left = actions is not None and state.resolves < state.config.brakes.max_resolve_attempts
         try:
-            published, sentinel = recorder.record(state, outcome, result, files, notes, log_path,
-                                                  elapsed + time.monotonic() - started, snapshot, then=then,
-                                                  resolve=passes_left)
+            published, sentinel = recorder.record(
+                state,
+                outcome,
+                result,
+                files,
+                notes,
+                log_path,
+                elapsed + time.monotonic() - started,
+                snapshot,
+                then=then,
+                resolve=passes_left,
+            )
             return published, sentinel, outcome, files
         except MergeConflict as conflict:
             assert actions is not None and result is not None

@@ -18,8 +18,10 @@ from runner.core.limits import MAX_TEXT_BYTES, clip
 
 CRITICAL_MARKERS = ("CRITICAL", "\N{LARGE RED CIRCLE}")
 # The switches step-runner users already know, and runner's own names for them.
-SWITCHES = {"autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"),
-            "skip_review": ("RUNNER_SKIP_REVIEW", "STEP_SKIP_REVIEW")}
+SWITCHES = {
+    "autoapprove": ("RUNNER_AUTOAPPROVE", "STEP_AUTOAPPROVE"),
+    "skip_review": ("RUNNER_SKIP_REVIEW", "STEP_SKIP_REVIEW"),
+}
 
 
 def deviation_reported(output: str) -> str | None:
@@ -81,8 +83,7 @@ def context_eligibility(output: str) -> tuple[bool, str]:
         if isinstance(data, dict) and isinstance(data.get("loop_mode_eligible"), bool):
             said = ", ".join(f"{k}={json.dumps(v)}" for k, v in data.items() if k != "loop_mode_eligible")
             return data["loop_mode_eligible"], clip(said, MAX_TEXT_BYTES // 4)
-    raise ValueError(f"no JSON with \"loop_mode_eligible\": true or false in its output "
-                     f"({clip(output.strip(), 120)!r})")
+    raise ValueError(f'no JSON with "loop_mode_eligible": true or false in its output ({clip(output.strip(), 120)!r})')
 
 
 def critical_findings(output: str) -> list[str]:

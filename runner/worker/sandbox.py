@@ -26,19 +26,55 @@ import shutil
 import subprocess
 from pathlib import Path
 
-BASE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR", "TZ",
-            "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
-            "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-            "SSL_CERT_FILE", "SSL_CERT_DIR")
+BASE_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+)
 BASE_PREFIXES = ("RUNNER_", "LC_")
 # Where people install interpreters and tools under $HOME (a venv's python is often pyenv's, an
 # agent CLI nvm's node): seen read-only, so what runs there still starts in an empty $HOME.
-TOOLCHAINS = (".pyenv", ".nvm", ".volta", ".bun", ".deno", ".cargo/bin", ".rustup", "go/bin", ".asdf",
-              ".local/bin", ".local/lib", ".local/share/mise", ".npm-global", ".sdkman", ".linuxbrew")
+TOOLCHAINS = (
+    ".pyenv",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".cargo/bin",
+    ".rustup",
+    "go/bin",
+    ".asdf",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/mise",
+    ".npm-global",
+    ".sdkman",
+    ".linuxbrew",
+)
 
 
 def mode(config, role: str | None) -> str:
-    """"bwrap" or "none": the role's own setting, else the worker's."""
+    """ "bwrap" or "none": the role's own setting, else the worker's."""
     own = config.roles[role].sandbox if role in config.roles else None
     return own or config.worker.sandbox
 
@@ -55,8 +91,13 @@ def unusable() -> str | None:
     if program is None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
     try:
-        done = subprocess.run([program, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "--", "true"],
-                              check=False, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [program, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "--", "true"],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not start ({exc})"
     if done.returncode != 0:
@@ -68,26 +109,42 @@ def unusable() -> str | None:
 def problem(config) -> str | None:
     """Why a worker may not run this queue's steps as configured (None: it may)."""
     if configured(config) and (why := unusable()):
-        return f"runner.toml asks for sandbox = \"bwrap\" but {why}; no step runs without it"
+        return f'runner.toml asks for sandbox = "bwrap" but {why}; no step runs without it'
     return None
 
 
 def environment(env: dict[str, str], passed: tuple[str, ...]) -> dict[str, str]:
     """The allow-list of a sandboxed step's variables."""
-    return {name: value for name, value in env.items()
-            if name in BASE_ENV or name in passed or name.startswith(BASE_PREFIXES)}
+    return {
+        name: value
+        for name, value in env.items()
+        if name in BASE_ENV or name in passed or name.startswith(BASE_PREFIXES)
+    }
 
 
-def wrap(config, role: str | None, cwd: Path, files: Path, state_dir: Path, workdir: Path,
-         env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+def wrap(
+    config, role: str | None, cwd: Path, files: Path, state_dir: Path, workdir: Path, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
     """(the argv prefix, the environment) a command of `role` runs with: ([], env) unsandboxed."""
     if mode(config, role) != "bwrap":
         return [], env
     home = Path(env.get("HOME") or os.path.expanduser("~")).resolve()
     cwd, files, state_dir, workdir = cwd.resolve(), files.resolve(), state_dir.resolve(), workdir.resolve()
     git_dir = state_dir.parent
-    box = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-           "--tmpfs", "/tmp", "--unshare-pid", "--die-with-parent"]
+    box = [
+        shutil.which("bwrap") or "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-pid",
+        "--die-with-parent",
+    ]
     if not config.worker.network:
         box.append("--unshare-net")
     box += ["--tmpfs", str(home)]
@@ -117,8 +174,11 @@ def wrap(config, role: str | None, cwd: Path, files: Path, state_dir: Path, work
 def _hidden_path_folders(path: str, home: Path) -> list[str]:
     """The folders of PATH the sandbox's empty $HOME and /tmp would hide (a CLI installed there)."""
     hidden = (str(home) + os.sep, "/tmp/")
-    return [folder for folder in dict.fromkeys(path.split(os.pathsep))
-            if folder and (folder + os.sep).startswith(hidden) and os.path.isdir(folder)]
+    return [
+        folder
+        for folder in dict.fromkeys(path.split(os.pathsep))
+        if folder and (folder + os.sep).startswith(hidden) and os.path.isdir(folder)
+    ]
 
 
 def _worktree_admin(worktree: Path) -> Path | None:

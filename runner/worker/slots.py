@@ -39,8 +39,16 @@ def check_slots(slots: int) -> None:
 class Fleet:
     """The daemon of `runner worker --slots N`."""
 
-    def __init__(self, queue: Queue, worker_id: str, slots: int, tags: list[str] | None = None, log_file=None,
-                 grace: float | None = None, metrics_file: Path | None = None):
+    def __init__(
+        self,
+        queue: Queue,
+        worker_id: str,
+        slots: int,
+        tags: list[str] | None = None,
+        log_file=None,
+        grace: float | None = None,
+        metrics_file: Path | None = None,
+    ):
         check_slots(slots)
         self.metrics_file = metrics_file
         self.id = worker_id
@@ -76,8 +84,9 @@ class Fleet:
 
     # --- the one heartbeat ---------------------------------------------------------------------
 
-    def facts(self, asking: Worker | None, state: str, step: str | None = None,
-              attempt: int | None = None) -> dict[str, Any]:
+    def facts(
+        self, asking: Worker | None, state: str, step: str | None = None, attempt: int | None = None
+    ) -> dict[str, Any]:
         """The daemon's heartbeat: every slot's claim, `asking`'s as it says (none when `step` is None:
         it is recording or claiming, and the claim's push adds the new one)."""
         claims = []
@@ -87,12 +96,21 @@ class Fleet:
                 claims.append({"step": held[0], "attempt": held[1], "incarnation": w.incarnation})
         first = claims[0] if claims else {}
         last = next((w.last for w in self.slots if w.last), None)
-        return {"state": "running" if claims else state, "step": first.get("step"), "attempt": first.get("attempt"),
-                "incarnation": first.get("incarnation", self.incarnation), "claims": claims,
-                "slots": len(self.slots), "pid": os.getpid(), "started": self.main.started,
-                "process_started": self.main.holder.get("started"), "lease": max(w.lease for w in self.slots),
-                "ticks": sum(w.ticks for w in self.slots), "last": (asking.last if asking else None) or last,
-                "tags": self.main.tags}
+        return {
+            "state": "running" if claims else state,
+            "step": first.get("step"),
+            "attempt": first.get("attempt"),
+            "incarnation": first.get("incarnation", self.incarnation),
+            "claims": claims,
+            "slots": len(self.slots),
+            "pid": os.getpid(),
+            "started": self.main.started,
+            "process_started": self.main.holder.get("started"),
+            "lease": max(w.lease for w in self.slots),
+            "ticks": sum(w.ticks for w in self.slots),
+            "last": (asking.last if asking else None) or last,
+            "tags": self.main.tags,
+        }
 
     def beat(self, state: str) -> None:
         try:
@@ -123,14 +141,23 @@ class Fleet:
 
     # --- running -------------------------------------------------------------------------------
 
-    def run(self, interval: float | None = None, max_ticks: int = 0, once: bool = False,
-            json_out: bool = False, show: Callable[[TickResult], None] = lambda result: None) -> int:
+    def run(
+        self,
+        interval: float | None = None,
+        max_ticks: int = 0,
+        once: bool = False,
+        json_out: bool = False,
+        show: Callable[[TickResult], None] = lambda result: None,
+    ) -> int:
         lock = self.main.lock
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            print(f"error: another `runner worker --id {self.id}` is already running on this repository (lock "
-                  f"{lock.lock_file})", file=sys.stderr)
+            print(
+                f"error: another `runner worker --id {self.id}` is already running on this repository (lock "
+                f"{lock.lock_file})",
+                file=sys.stderr,
+            )
             return 2
         codes: list[int] = []
         try:
@@ -145,12 +172,19 @@ class Fleet:
             stop_on_signals(self)  # type: ignore[arg-type]  # what it reads, for every slot at once
             self.log("START", f"{len(self.slots)} slots, incarnation {self.incarnation} pid {os.getpid()}")
             self.beat("idle")
-            beats = threading.Thread(target=self.beat_loop, daemon=True, name="fleet-heartbeat",
-                                     args=(config.heartbeat_interval if config else 10.0,))
+            beats = threading.Thread(
+                target=self.beat_loop,
+                daemon=True,
+                name="fleet-heartbeat",
+                args=(config.heartbeat_interval if config else 10.0,),
+            )
             beats.start()
-            threads = [threading.Thread(target=self.slot_loop, name=f"slot-{k}",
-                                        args=(w, codes, interval, max_ticks, once, json_out, show))
-                       for k, w in enumerate(self.slots, 1)]
+            threads = [
+                threading.Thread(
+                    target=self.slot_loop, name=f"slot-{k}", args=(w, codes, interval, max_ticks, once, json_out, show)
+                )
+                for k, w in enumerate(self.slots, 1)
+            ]
             for t in threads:
                 t.start()
             for t in threads:
@@ -168,8 +202,16 @@ class Fleet:
 
     def slot_loop(self, w: Worker, codes: list[int], interval, max_ticks, once, json_out, show) -> None:
         try:
-            code = Daemon(w, interval=interval, max_ticks=max_ticks, once=once, json_out=json_out, fleet=self,
-                          metrics_file=self.metrics_file, show=show)._loop()
+            code = Daemon(
+                w,
+                interval=interval,
+                max_ticks=max_ticks,
+                once=once,
+                json_out=json_out,
+                fleet=self,
+                metrics_file=self.metrics_file,
+                show=show,
+            )._loop()
         except BadInput as exc:
             self.bad, code = exc, 2
         except Exception as exc:  # noqa: BLE001 - one slot's fault stops the daemon, whose other slots finish

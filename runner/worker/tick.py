@@ -51,8 +51,16 @@ MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held
 
 
 class Worker:
-    def __init__(self, queue: Queue, worker_id: str, tags: list[str] | None = None, log_file: Path | None = None,
-                 grace: float | None = None, only_step: str | None = None, context: str = ""):
+    def __init__(
+        self,
+        queue: Queue,
+        worker_id: str,
+        tags: list[str] | None = None,
+        log_file: Path | None = None,
+        grace: float | None = None,
+        only_step: str | None = None,
+        context: str = "",
+    ):
         self.queue = queue
         self.store = queue.store.workspace()
         self.id = worker_id
@@ -66,8 +74,9 @@ class Worker:
         self.holder = holder_info()
         self.stopping = threading.Event()  # first signal: claim nothing more
         self.cancel = threading.Event()  # grace spent or second signal: stop the running step
-        self.dirs = {name: self.store.state_dir / name
-                     for name in ("worktrees", "logs", "attempts", "locks", "sessions")}
+        self.dirs = {
+            name: self.store.state_dir / name for name in ("worktrees", "logs", "attempts", "locks", "sessions")
+        }
         for path in self.dirs.values():
             path.mkdir(parents=True, exist_ok=True)
         self.lock = FileLock(str(self.dirs["locks"] / f"{worker_id}.lock"))
@@ -90,9 +99,19 @@ class Worker:
     def facts(self, state: str, step: str | None = None, attempt: int | None = None) -> dict[str, Any]:
         if self.fleet is not None:  # a slot: the daemon's beat names every slot's claim
             return self.fleet.facts(self, state, step, attempt)
-        return {"state": state, "step": step, "attempt": attempt, "incarnation": self.incarnation, "pid": os.getpid(),
-                "started": self.started, "process_started": self.holder.get("started"), "lease": self.lease,
-                "ticks": self.ticks, "last": self.last or None, "tags": self.tags}
+        return {
+            "state": state,
+            "step": step,
+            "attempt": attempt,
+            "incarnation": self.incarnation,
+            "pid": os.getpid(),
+            "started": self.started,
+            "process_started": self.holder.get("started"),
+            "lease": self.lease,
+            "ticks": self.ticks,
+            "last": self.last or None,
+            "tags": self.tags,
+        }
 
     def log(self, kind: str, message: str) -> None:
         line = f"{format_time(utc_now())} {kind} {self.id} {message}\n"
@@ -152,8 +171,9 @@ class Worker:
             return self.skip(f"queue halted: {snap.plan.halted}", "HALT")
         if why := sandbox.problem(snap.config):
             raise BadInput(why)  # before any claim: a step never runs without the sandbox it was promised
-        if floor := resource_floor(snap.config, self.store.state_dir) or worktree_budget(snap.config, self.store, snap,
-                                                                                          self.log):
+        if floor := resource_floor(snap.config, self.store.state_dir) or worktree_budget(
+            snap.config, self.store, snap, self.log
+        ):
             return self.skip(floor)
         mine = snap.plan.steps.get(self.only_step or "")
         if mine is not None and mine.status == Status.CLAIMED and mine.assignee == self.id:
@@ -161,8 +181,15 @@ class Worker:
             self.incarnation = mine.holder.get("incarnation") or self.incarnation
             return self.work(ClaimWon(mine.id, mine.attempt, snap.tip, snap))
         try:
-            published = self.queue.claim(self.id, self.incarnation, self.holder, self.tags, step_id=self.only_step,
-                                         snapshot=snap, beat=self.facts("running"))
+            published = self.queue.claim(
+                self.id,
+                self.incarnation,
+                self.holder,
+                self.tags,
+                step_id=self.only_step,
+                snapshot=snap,
+                beat=self.facts("running"),
+            )
         except Skip as exc:
             if not snap.fetched:  # nothing in our own view: look at the remote's before saying so
                 return self._tick()
@@ -171,8 +198,15 @@ class Worker:
             return self.skip(f"lost every race: {exc}")
         if published.change.status == Status.FAILED:  # a takeover that found the attempts spent recorded `failed`
             self.log("TICK", f"{published.step} -> failed: {published.change.updates.get('last_error')}")
-            return TickResult(Sentinel.STEP_FAILED, Status.FAILED, self.id, published.change.updates.get("last_error"),
-                              published.step, published.attempt, will_retry=False)
+            return TickResult(
+                Sentinel.STEP_FAILED,
+                Status.FAILED,
+                self.id,
+                published.change.updates.get("last_error"),
+                published.step,
+                published.attempt,
+                will_retry=False,
+            )
         return self.work(ClaimWon.of(published))
 
     def fetched_lately(self) -> bool:
@@ -200,19 +234,34 @@ class Worker:
         crash_point("after-claim")
         log_path = self.dirs["logs"] / "steps" / f"{step_id}-a{attempt}.log"
         live = LiveOutput(log_path)
-        heartbeat = Heartbeat(self.queue, self.id, step_id, attempt, self.incarnation,
-                              math.inf if self.fleet else snap.config.heartbeat_interval,
-                              lambda: self.facts("running", step_id, attempt), self.log,
-                              None if self.fleet else snap.config.worker.live_log, None if self.fleet else live.facts)
+        heartbeat = Heartbeat(
+            self.queue,
+            self.id,
+            step_id,
+            attempt,
+            self.incarnation,
+            math.inf if self.fleet else snap.config.heartbeat_interval,
+            lambda: self.facts("running", step_id, attempt),
+            self.log,
+            None if self.fleet else snap.config.worker.live_log,
+            None if self.fleet else live.facts,
+        )
         heartbeat.start()
         attempt_dir = self.dirs["attempts"] / f"{step_id}-a{attempt}"
         worktree = self.own_worktrees / f"{step_id}-a{attempt}"
         config = snap.config.for_step(step.meta)
-        state = State(step=step, attempt=attempt, config=config, feedback=feedback_of(step.meta),
-                      scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
-                      spent_before=float(step.get("spent", 0) or 0), context=self.context,
-                      usage_before=Spend.from_meta(step.get("usage")), rung=int(step.get("rung") or 0),
-                      plan_usd_before=plan_spend(snap.plan).usd)
+        state = State(
+            step=step,
+            attempt=attempt,
+            config=config,
+            feedback=feedback_of(step.meta),
+            scores=[float(x) for x in step.get("scores", []) if isinstance(x, (int, float))],
+            spent_before=float(step.get("spent", 0) or 0),
+            context=self.context,
+            usage_before=Spend.from_meta(step.get("usage")),
+            rung=int(step.get("rung") or 0),
+            plan_usd_before=plan_spend(snap.plan).usd,
+        )
         started = time.monotonic()
         self.running, self.current = f"{step_id} (attempt {attempt})", (step_id, attempt)
         try:
@@ -220,8 +269,14 @@ class Worker:
             approved = resolving.approved_result(self.store, step, state)
             base = begun.make_worktree(self.store, worktree, start_at=approved)
             attempt_dir.mkdir(parents=True, exist_ok=True)
-            where = Where(worker=self.id, worktree=worktree, base=base, files=attempt_dir, log_path=log_path,
-                          sessions_dir=self.dirs["sessions"])
+            where = Where(
+                worker=self.id,
+                worktree=worktree,
+                base=base,
+                files=attempt_dir,
+                log_path=log_path,
+                sessions_dir=self.dirs["sessions"],
+            )
             stops = Stops(cancel=self.cancel, lost=heartbeat.lost, stopping=self.stopping)
             actions = WorktreeActions(self.store, where, stops, snap, live)
             outcome = resolving.first_pass(state, actions, base, approved) if approved else run_pipeline(state, actions)
@@ -230,8 +285,9 @@ class Worker:
                 raise ClaimLost(heartbeat.error or "the claim was lost")
             # The heartbeat goes on while the outcome is published: under contention a record
             # can take longer than a lease, and a silent holder would be taken over.
-            return self.record(state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started,
-                               actions)
+            return self.record(
+                state, outcome, worktree, base, attempt_dir, log_path, time.monotonic() - started, actions
+            )
         except (ClaimLost, ClaimLostDuringRun) as exc:
             self.log("LOST", f"{step_id} attempt {attempt}: {exc}; nothing recorded")
             return report.lost(self.queue, self.id, step_id, attempt, str(exc))
@@ -252,37 +308,68 @@ class Worker:
 
         return Recorder(self.queue, self.id, self.incarnation, beat)
 
-    def record(self, state: State, outcome: Outcome, worktree: Path, base: str, attempt_dir: Path, log_path: Path,
-               elapsed: float, actions=None) -> TickResult:
+    def record(
+        self,
+        state: State,
+        outcome: Outcome,
+        worktree: Path,
+        base: str,
+        attempt_dir: Path,
+        log_path: Path,
+        elapsed: float,
+        actions=None,
+    ) -> TickResult:
         result, files = (None, [])
         if outcome.kind != Kind.RELEASE:
-            result, files = (actions.commit(state) if actions
-                             else worktrees.commit(self.store, self.id, state, worktree, base))
+            result, files = (
+                actions.commit(state) if actions else worktrees.commit(self.store, self.id, state, worktree, base)
+            )
         notes_file = attempt_dir / "notes.md"
         notes = notes_file.read_text(errors="replace").strip() if notes_file.exists() else None
         crash_point("before-record")
         snap = self.queue.snapshot(fetch=False, branches=[self.integration_branch])
         # Claiming ahead builds on the record's own view, never a fetched one, so it never sees a
         # holder gone: a worker that last fetched a while ago claims its next step on a fresh view.
-        ahead = (self.claim_ahead and not outcome.halt and not self.only_step and not self.stopping.is_set()
-                 and self.fetched_lately() and not resource_floor(snap.config, self.store.state_dir))
+        ahead = (
+            self.claim_ahead
+            and not outcome.halt
+            and not self.only_step
+            and not self.stopping.is_set()
+            and self.fetched_lately()
+            and not resource_floor(snap.config, self.store.state_dir)
+        )
         published, sentinel, outcome, files = resolving.record(
-            self.recorder(), self.queue, state, outcome, result, files, notes or None, log_path, elapsed, snap,
-            self.next_claim if ahead else None, actions)
+            self.recorder(),
+            self.queue,
+            state,
+            outcome,
+            result,
+            files,
+            notes or None,
+            log_path,
+            elapsed,
+            snap,
+            self.next_claim if ahead else None,
+            actions,
+        )
         self.held = published.then
         self.view_is_fresh = bool(self.store.remote)
         crash_point("after-record")
         reason, status = published.event.reason, published.change.status
-        self.log("TICK", f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
-                 + (f": {reason}" if reason else ""))
+        self.log(
+            "TICK",
+            f"{state.step.id} attempt {state.attempt} -> {status} {loop_fields(state, outcome)}"
+            + (f": {reason}" if reason else ""),
+        )
         if outcome.halt:
             halt(self, outcome.halt)
         return outcome_report(sentinel, state, self.id, published, files, log_path)
 
     def next_claim(self, snap: Snapshot, after_lost_race: bool):
         """The claim of the next ready step, built on the queue as this tick's record leaves it."""
-        return self.queue.claim_change(snap, self.id, self.incarnation, self.holder, self.tags,
-                                       beat=self.facts("running"), spread=after_lost_race)
+        return self.queue.claim_change(
+            snap, self.id, self.incarnation, self.holder, self.tags, beat=self.facts("running"), spread=after_lost_race
+        )
 
     def release_held(self) -> None:
         """Give back a claim published with the last record that this worker will not start."""
@@ -291,8 +378,13 @@ class Worker:
         held, self.held = self.held, None
         step = held.step
         try:
-            self.queue.event(step, Kind.RELEASE, self.id, incarnation=self.incarnation,
-                             reason="the worker stopped before starting it")
+            self.queue.event(
+                step,
+                Kind.RELEASE,
+                self.id,
+                incarnation=self.incarnation,
+                reason="the worker stopped before starting it",
+            )
             self.log("TICK", f"released {step}: the worker stopped before starting it")
         except RunnerError as exc:  # the lease gives it back in the end
             self.log("ERROR", f"could not release {step}: {exc}")
@@ -314,8 +406,10 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     trace = worker.dirs["logs"] / "errors.log"
     try:
         with open(trace, "a") as handle:
-            handle.write(f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt "
-                         f"{state.attempt}\n{traceback.format_exc()}\n")
+            handle.write(
+                f"--- {format_time(utc_now())} {worker.id} {state.step.id} attempt "
+                f"{state.attempt}\n{traceback.format_exc()}\n"
+            )
     except OSError:
         pass
     what = f"the record was {exc}" if isinstance(exc, PushRefused) else f"runner error: {type(exc).__name__}: {exc}"
@@ -325,14 +419,25 @@ def internal_error(worker: Worker, state: State, exc: Exception, log_path: Path,
     if isinstance(exc, StoreError):  # the queue could not be reached: nobody's fault, nothing counted
         outcome = Outcome(Kind.RELEASE, reason=f"the queue could not be reached: {exc}")
     elif faults >= MAX_FAULTS_IN_A_ROW:
-        outcome = Outcome(Kind.BLOCK, review=REVIEW_BLOCKED,
-                          reason=f"held for a person after {faults} faults of runner in a row on this step (runner "
-                                 f"approve to try again, runner reject --abort to give up); the last: {reason}")
+        outcome = Outcome(
+            Kind.BLOCK,
+            review=REVIEW_BLOCKED,
+            reason=f"held for a person after {faults} faults of runner in a row on this step (runner "
+            f"approve to try again, runner reject --abort to give up); the last: {reason}",
+        )
     else:
         outcome = Outcome(Kind.RELEASE, reason=reason, fault=True)  # backing off as a failure would
     try:
-        published, _ = worker.recorder().record(state, outcome, None, [], None, log_path, elapsed,
-                                              worker.queue.snapshot(fetch=False, branches=[worker.integration_branch]))
+        published, _ = worker.recorder().record(
+            state,
+            outcome,
+            None,
+            [],
+            None,
+            log_path,
+            elapsed,
+            worker.queue.snapshot(fetch=False, branches=[worker.integration_branch]),
+        )
         commit = published.commit
     except Exception as again:  # noqa: BLE001 (the lease gives the step back in the end)
         worker.log("ERROR", f"could not give {state.step.id} back: {again}")
@@ -346,6 +451,7 @@ def stop_on_signals(worker: Worker) -> None:
     """SIGTERM/SIGINT: claim nothing more, give the running step the grace period to finish,
     then cancel it (it is released, nothing spent); a second signal cancels it at once. Each
     says so on stderr, naming the step it finishes (a person at the terminal pressed Ctrl-C)."""
+
     def on_signal(signum, frame):
         again = "Ctrl-C again" if signum == signal.SIGINT else "a second SIGTERM"
         running = worker.running
@@ -359,8 +465,10 @@ def stop_on_signals(worker: Worker) -> None:
         wait = worker.grace if worker.grace is not None else 30.0
         worker.log("SIGNAL", f"stopping: no new claims; {wait:.0f}s to finish the running step")
         if running:
-            say(f"runner: finishing {running} before it stops (up to {wait:.0f}s, then it is given back, nothing "
-                f"spent); {again} stops it now")
+            say(
+                f"runner: finishing {running} before it stops (up to {wait:.0f}s, then it is given back, nothing "
+                f"spent); {again} stops it now"
+            )
         else:
             say("runner: stopping (no step is running)")
         timer = threading.Timer(wait, worker.cancel.set)
@@ -384,8 +492,7 @@ def loop_fields(state: State, outcome: Outcome) -> str:
     """pass=, score= and iter= of an attempt, as the loop-runner's log line has them: did it pass
     (the verdict's word when a verifier ran), the verifier's last score, how many times implement
     ran."""
-    passed = (state.verdict.passed if state.verdict is not None
-              else outcome.kind == Kind.COMPLETE and not outcome.hold)
+    passed = state.verdict.passed if state.verdict is not None else outcome.kind == Kind.COMPLETE and not outcome.hold
     score = f"{state.verdict.score:g}" if state.verdict is not None else "none"
     return f"pass={str(passed).lower()} score={score} iter={state.implement_runs}"
 
@@ -395,10 +502,13 @@ def resource_floor(config: Config, folder: Path) -> str | None:
 
     free_memory = psutil.virtual_memory().available
     if free_memory < config.worker.min_free_memory:
-        return (f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} "
-                f"MiB required")
+        return (
+            f"resource floor not met: {free_memory >> 20} MiB memory free, {config.worker.min_free_memory >> 20} "
+            f"MiB required"
+        )
     free_disk = shutil.disk_usage(folder).free
     if free_disk < config.worker.min_free_disk:
-        return (f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB "
-                f"required")
+        return (
+            f"resource floor not met: {free_disk >> 20} MiB disk free, {config.worker.min_free_disk >> 20} MiB required"
+        )
     return None

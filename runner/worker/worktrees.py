@@ -35,8 +35,9 @@ def base_with_dependencies(store: Workspace, snap: Snapshot, step, branch: str) 
     raise StoreError(f"the integration branch here lacks the merges of {step.id}'s dependencies; released to run later")
 
 
-def commit(store: Workspace, worker: str, state: State, worktree: Path, base: str,
-           parents: list[str] | None = None) -> tuple[str | None, list[str]]:
+def commit(
+    store: Workspace, worker: str, state: State, worktree: Path, base: str, parents: list[str] | None = None
+) -> tuple[str | None, list[str]]:
     """The attempt's change as one commit on top of its base (kept on runner/steps/<id>); after a
     resolve pass, a merge of the new tip and the earlier result (`parents`)."""
     if not worktree.exists():
@@ -53,8 +54,11 @@ def remove(store: Workspace, worktree: Path) -> None:
 
 
 def clean_up(store: Workspace, worktree: Path, state: State, log: Log) -> None:
-    if (worktree.exists() and state.config.worker.keep_worktree_on_failure
-            and any(g.result == "fail" for g in state.gates)):
+    if (
+        worktree.exists()
+        and state.config.worker.keep_worktree_on_failure
+        and any(g.result == "fail" for g in state.gates)
+    ):
         log("KEEP", f"kept worktree {worktree}")
         return
     remove(store, worktree)

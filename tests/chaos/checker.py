@@ -35,7 +35,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,9 @@ STEPS_DIR = "plans/steps/"
 HEARTBEATS = "refs/runner/heartbeats/"
 REF_TIMES = "ref-times.log"  # in the remote's git dir, written by REF_TIMES_HOOK
 ZERO = "0" * 40
-DEATH_SLACK = 2.0  # seconds: the harness notes a crash-point death when its supervisor sees it (every 0.05 s, under load)
+DEATH_SLACK = (
+    2.0  # seconds: the harness notes a crash-point death when its supervisor sees it (every 0.05 s, under load)
+)
 
 # On the remote: the landing time of every ref update, to the millisecond (the reflog has whole seconds).
 # "committed" runs after the refs moved, so the time is an upper bound of the landing.
@@ -62,7 +64,7 @@ now=$(date +%s.%N)
 while read -r old new ref; do echo "$now $old $new $ref"; done >> @LOG@
 """
 
-_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.S | re.M)
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$", re.DOTALL | re.MULTILINE)
 _LOG_LINE = re.compile(r"^(\S+) (\S+) (\S+) (.*)$")
 _START = re.compile(r"incarnation (\S+) pid (\d+)")
 _CLAIMED = re.compile(r"^claimed (\S+) attempt (\d+)")
@@ -101,7 +103,7 @@ def read_event(message: str) -> Message:
 
 def forge_message(kind: str, step: str, actor: str, attempt: int, status: str) -> str:
     """A message as runner writes it, for the tests that plant a forged commit in a copy of a run."""
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     return codec.encode(Event(kind=Kind(kind), actor=actor, at=now, step=step, attempt=attempt), status)
 
 
@@ -223,7 +225,16 @@ def read_plan(repo_path: Path, branch: str = "runner/queue") -> dict[str, dict[s
                     _PARSED[key] = frontmatter(repo[entry.id].data)
                 meta = _PARSED[key]
                 if meta is not None:
-                    plan.setdefault(step_id_of(path), {"status": _status(meta), "attempt": _attempt(meta), "deps": _deps(meta), "meta": meta, "path": path})
+                    plan.setdefault(
+                        step_id_of(path),
+                        {
+                            "status": _status(meta),
+                            "attempt": _attempt(meta),
+                            "deps": _deps(meta),
+                            "meta": meta,
+                            "path": path,
+                        },
+                    )
     return plan
 
 
@@ -342,8 +353,10 @@ class Report:
             lines.append("no violations: the delivery contract held")
         if self.allowed:
             names = sorted({v.known_bug for v in self.allowed})
-            lines.append(f"KNOWN BUGS HIT BUT ALLOWED by RUNNER_CHAOS_ALLOW={','.join(names)} ({len(self.allowed)}; "
-                         "without that variable they fail the run):")
+            lines.append(
+                f"KNOWN BUGS HIT BUT ALLOWED by RUNNER_CHAOS_ALLOW={','.join(names)} ({len(self.allowed)}; "
+                "without that variable they fail the run):"
+            )
             lines += [f"  - {v}" for v in self.allowed[:20]]
         for note in self.notes[:20]:
             lines.append(f"  note: {note}")
@@ -353,9 +366,15 @@ class Report:
         path.write_text(self.table() + "\n")
         path.with_suffix(".json").write_text(
             json.dumps(
-                {"name": self.name, "stats": self.stats, "violations": [vars(v) for v in self.violations],
-                 "allowed_known_bugs": [vars(v) for v in self.allowed], "notes": self.notes},
-                indent=2, default=str,
+                {
+                    "name": self.name,
+                    "stats": self.stats,
+                    "violations": [vars(v) for v in self.violations],
+                    "allowed_known_bugs": [vars(v) for v in self.allowed],
+                    "notes": self.notes,
+                },
+                indent=2,
+                default=str,
             )
         )
 
@@ -367,8 +386,12 @@ class Report:
 class LogFacts:
     incarnations: dict[str, dict[str, Any]] = field(default_factory=dict)  # incarnation -> {worker, pid}
     by_pid: dict[int, str] = field(default_factory=dict)
-    claimed: dict[tuple[str, int], list[str]] = field(default_factory=lambda: defaultdict(list))  # (step, attempt) -> incarnations
-    recorded: dict[tuple[str, int], list[tuple[str, str, str]]] = field(default_factory=lambda: defaultdict(list))  # -> [(incarnation, worker, status)]
+    claimed: dict[tuple[str, int], list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # (step, attempt) -> incarnations
+    recorded: dict[tuple[str, int], list[tuple[str, str, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )  # -> [(incarnation, worker, status)]
     lost: int = 0
     errors: int = 0
     errors_for: dict[tuple[str, int], str] = field(default_factory=dict)  # (step, attempt) -> the worker's ERROR line
@@ -409,7 +432,9 @@ def read_worker_logs(paths: list[Path]) -> LogFacts:
                 if claimed := _CLAIMED.match(message):
                     facts.claimed[(claimed.group(1), int(claimed.group(2)))].append(current or "?")
                 elif recorded := _RECORDED.match(message):
-                    facts.recorded[(recorded.group(1), int(recorded.group(2)))].append((current or "?", worker, recorded.group(3)))
+                    facts.recorded[(recorded.group(1), int(recorded.group(2)))].append(
+                        (current or "?", worker, recorded.group(3))
+                    )
     return facts
 
 
@@ -421,7 +446,15 @@ def read_exec_log(path: Path | None) -> list[dict[str, Any]]:
         parts = line.split()
         if len(parts) < 4 or not parts[1].isdigit() or not parts[3].isdigit():
             continue
-        runs.append({"step": parts[0], "attempt": int(parts[1]), "worker": parts[2], "pid": int(parts[3]), "t": float(parts[4]) if len(parts) > 4 else None})
+        runs.append(
+            {
+                "step": parts[0],
+                "attempt": int(parts[1]),
+                "worker": parts[2],
+                "pid": int(parts[3]),
+                "t": float(parts[4]) if len(parts) > 4 else None,
+            }
+        )
     return runs
 
 
@@ -552,15 +585,22 @@ class Checker:
                     continue
                 if not self._is_ancestor(old, new):
                     self.rewrites += 1
-                    self.fail("rewrite", f"{name} moved {old[:10]} -> {new[:10]}, not a fast-forward (reflog: {entry.message.strip()[:80]})")
+                    self.fail(
+                        "rewrite",
+                        f"{name} moved {old[:10]} -> {new[:10]}, not a fast-forward (reflog: {entry.message.strip()[:80]})",
+                    )
             if not entries and name.startswith("refs/heads/"):
-                self.notes.append(f"no reflog for {name} on the remote: set core.logAllRefUpdates=always before the run")
+                self.notes.append(
+                    f"no reflog for {name} on the remote: set core.logAllRefUpdates=always before the run"
+                )
         last: dict[str, str] = {}
         for _, ref, commit in sorted(inp.tip_samples):
             before = last.get(ref)
             if before and before != commit and not self._is_ancestor(before, commit):
                 self.rewrites += 1
-                self.fail("rewrite", f"{ref} was seen at {before[:10]} and later at {commit[:10]}, which does not contain it")
+                self.fail(
+                    "rewrite", f"{ref} was seen at {before[:10]} and later at {commit[:10]}, which does not contain it"
+                )
             last[ref] = commit
         self.reflog_entries = checked
 
@@ -593,8 +633,13 @@ class Checker:
             except (KeyError, ValueError):
                 continue
             landed = self.landed(ref, commit)
-            self.beats[ref[len(HEARTBEATS):]].append(
-                Beat(landed, info.get("step"), _int(str(info["attempt"])) if info.get("attempt") is not None else None, info.get("incarnation"))
+            self.beats[ref[len(HEARTBEATS) :]].append(
+                Beat(
+                    landed,
+                    info.get("step"),
+                    _int(str(info["attempt"])) if info.get("attempt") is not None else None,
+                    info.get("incarnation"),
+                )
             )
         for beats in self.beats.values():
             beats.sort(key=lambda b: b.landed.at)
@@ -622,7 +667,10 @@ class Checker:
             expected_parent = commits[index - 1].id if index else None
             parents = [p.id for p in commit.parents]
             if parents != ([expected_parent] if expected_parent else []):
-                self.fail("overlap", f"queue history is not linear at {str(commit.id)[:10]} (parents {[str(p)[:10] for p in parents]})")
+                self.fail(
+                    "overlap",
+                    f"queue history is not linear at {str(commit.id)[:10]} (parents {[str(p)[:10] for p in parents]})",
+                )
             try:
                 message = read_event(commit.message)
             except ValueError as exc:
@@ -639,14 +687,19 @@ class Checker:
             for path in _changed(self.repo, commit):
                 step = step_id_of(path)
                 if self.current.get(step) is not None and event not in ("halt", "resume"):
-                    self.notes.append(f"plan edit {short} touched {step} while attempt {self.current[step].attempt} held it")
+                    self.notes.append(
+                        f"plan edit {short} touched {step} while attempt {self.current[step].attempt} held it"
+                    )
             return
         self.events[event] += 1
         step, worker = msg.step, msg.actor
         changed = _changed(self.repo, commit)
         paths = [p for p in changed if step_id_of(p) == step]
         if len(changed) != 1 or not paths:
-            self.fail("holder", f"{short} ({event} {step}) changes {len(changed)} step files {sorted(changed)[:4]}; one transition of one step per commit")
+            self.fail(
+                "holder",
+                f"{short} ({event} {step}) changes {len(changed)} step files {sorted(changed)[:4]}; one transition of one step per commit",
+            )
             if not paths:
                 return
         path = paths[0]
@@ -662,11 +715,18 @@ class Checker:
         live = self.current.get(step)
         if event == "claim":
             if b_status == "claimed" or live is not None:
-                self.fail("overlap", f"{short}: {worker} claimed {step} attempt {a_attempt} while attempt {b_attempt} by {(before or {}).get('assignee')} was live")
+                self.fail(
+                    "overlap",
+                    f"{short}: {worker} claimed {step} attempt {a_attempt} while attempt {b_attempt} by {(before or {}).get('assignee')} was live",
+                )
             elif b_status not in ("ready", None):
                 self.fail("overlap", f"{short}: {worker} claimed {step}, which was {b_status}")
             self.check_new_claim(commit, step, worker, before, after, t_attempt, "claim")
-            deps = self.inp.expected_steps[step] if self.inp.expected_steps is not None and step in self.inp.expected_steps else _deps(after)
+            deps = (
+                self.inp.expected_steps[step]
+                if self.inp.expected_steps is not None and step in self.inp.expected_steps
+                else _deps(after)
+            )
             missing = [d for d in deps if d not in self.done_steps]
             if missing:
                 self.fail("overlap", f"{short}: {step} was claimed before its dependencies {missing} were done")
@@ -674,9 +734,13 @@ class Checker:
                 self.fail("claim", f"{short}: invalid step {step} was claimed by {worker}")
         elif event == "takeover":
             if b_status != "claimed" or live is None:
-                self.fail("overlap", f"{short}: {worker} took over {step}, which was {b_status} (no live claim to replace)")
+                self.fail(
+                    "overlap", f"{short}: {worker} took over {step}, which was {b_status} (no live claim to replace)"
+                )
             elif msg.replaces != b_attempt or live.attempt != b_attempt:
-                self.fail("overlap", f"{short}: takeover of {step} names attempt {msg.replaces}, the live one is {b_attempt}")
+                self.fail(
+                    "overlap", f"{short}: takeover of {step} names attempt {msg.replaces}, the live one is {b_attempt}"
+                )
             if live is not None:
                 live.ended = "takeover"
                 live.ended_commit = sha
@@ -697,14 +761,28 @@ class Checker:
                 self.runner_errors.append(f"{step} attempt {b_attempt} by {worker}: {msg.reason[:200]}")
             problems = []
             if b_status != "claimed" or live is None:
-                problems.append(("claim", f"{worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: an outcome without a live claim"))
+                problems.append(
+                    (
+                        "claim",
+                        f"{worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: an outcome without a live claim",
+                    )
+                )
             else:
                 if worker != (before or {}).get("assignee") or worker != live.worker:
-                    problems.append(("holder", f"{event} of {step} recorded by {worker}, the holder of attempt {b_attempt} is {live.worker}"))
+                    problems.append(
+                        (
+                            "holder",
+                            f"{event} of {step} recorded by {worker}, the holder of attempt {b_attempt} is {live.worker}",
+                        )
+                    )
                 if t_attempt != b_attempt:
-                    problems.append(("holder", f"{event} of {step} names attempt {t_attempt}, the live attempt is {b_attempt}"))
+                    problems.append(
+                        ("holder", f"{event} of {step} names attempt {t_attempt}, the live attempt is {b_attempt}")
+                    )
             if self.outcomes.get(key):
-                problems.append(("holder", f"{step} attempt {b_attempt} recorded twice ({self.outcomes[key]} then {event})"))
+                problems.append(
+                    ("holder", f"{step} attempt {b_attempt} recorded twice ({self.outcomes[key]} then {event})")
+                )
             if a_status == "done" and step in self.done_steps:
                 problems.append(("holder", f"{step} recorded done a second time (attempt {b_attempt})"))
             if problems:
@@ -712,7 +790,9 @@ class Checker:
             for rule, detail in problems:
                 self.fail(rule, f"{short}: {detail}")
             if a_status == "claimed" or after.get("assignee"):
-                self.fail("holder", f"{short}: {event} of {step} left it {a_status} with assignee {after.get('assignee')!r}")
+                self.fail(
+                    "holder", f"{short}: {event} of {step} left it {a_status} with assignee {after.get('assignee')!r}"
+                )
             self.outcomes[key].append(event)
             if live is not None:
                 live.ended = event
@@ -738,15 +818,27 @@ class Checker:
         short = str(commit.id)[:10]
         a_attempt = _attempt(after)
         if _status(after) != "claimed" or after.get("assignee") != worker:
-            self.fail("overlap", f"{short}: {kind} of {step} by {worker} left status {_status(after)} assignee {after.get('assignee')!r}")
+            self.fail(
+                "overlap",
+                f"{short}: {kind} of {step} by {worker} left status {_status(after)} assignee {after.get('assignee')!r}",
+            )
         if a_attempt != _attempt(before) + 1 or t_attempt != a_attempt:
-            self.fail("overlap", f"{short}: {kind} of {step} moved attempt {_attempt(before)} -> {a_attempt} (trailer {t_attempt}); attempts go up by one")
+            self.fail(
+                "overlap",
+                f"{short}: {kind} of {step} moved attempt {_attempt(before)} -> {a_attempt} (trailer {t_attempt}); attempts go up by one",
+            )
         if (step, a_attempt) in self.attempts:
             self.fail("overlap", f"{short}: {step} attempt {a_attempt} claimed twice")
         holder = after.get("holder") or {}
         record = Attempt(
-            step=step, attempt=a_attempt, worker=worker, incarnation=holder.get("incarnation"), host=holder.get("host"),
-            pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None, commit=str(commit.id), kind=kind,
+            step=step,
+            attempt=a_attempt,
+            worker=worker,
+            incarnation=holder.get("incarnation"),
+            host=holder.get("host"),
+            pid=holder.get("pid") if isinstance(holder.get("pid"), int) else None,
+            commit=str(commit.id),
+            kind=kind,
             lease_s=seconds(after.get("lease")) or self.inp_lease(),
         )
         if not record.incarnation:
@@ -761,7 +853,7 @@ class Checker:
             tip = _tip(self.repo, self.inp.queue_branch)
             data = _blob(self.repo, tip, "runner.toml")
             if data:
-                match = re.search(r'^lease\s*=\s*"([^"]+)"', data.decode(errors="replace"), re.M)
+                match = re.search(r'^lease\s*=\s*"([^"]+)"', data.decode(errors="replace"), re.MULTILINE)
                 self._default_lease = seconds(match.group(1)) if match else None
         return self._default_lease
 
@@ -771,7 +863,11 @@ class Checker:
         inp = self.inp
         plan = read_plan(inp.repo, inp.queue_branch)
         self.plan = plan
-        expected = set(inp.expected_steps) if inp.expected_steps is not None else {s for s in plan if s not in inp.expected_invalid}
+        expected = (
+            set(inp.expected_steps)
+            if inp.expected_steps is not None
+            else {s for s in plan if s not in inp.expected_invalid}
+        )
         missing = sorted(expected - set(plan))
         for step in missing:
             self.fail("terminal", f"{step} is not on the queue branch any more (lost)")
@@ -784,12 +880,18 @@ class Checker:
                 continue
             error = self.logs.errors_for.get((step, plan[step]["attempt"])) if state == "claimed" else None
             if error:
-                self.fail("abandoned", f"{step} attempt {plan[step]['attempt']} is still claimed: its holder {plan[step]['meta'].get('assignee')} "
-                          f"logged `{error[:160]}` and neither recorded nor released it, and the holder's idle heartbeats "
-                          "keep the claim from ever expiring", known="abandoned-claim")
+                self.fail(
+                    "abandoned",
+                    f"{step} attempt {plan[step]['attempt']} is still claimed: its holder {plan[step]['meta'].get('assignee')} "
+                    f"logged `{error[:160]}` and neither recorded nor released it, and the holder's idle heartbeats "
+                    "keep the claim from ever expiring",
+                    known="abandoned-claim",
+                )
                 continue
             detail = plan[step]["meta"].get("last_error") or ""
-            self.fail("terminal", f"{step} ended {state}, not done or failed" + (f" ({str(detail)[:120]})" if detail else ""))
+            self.fail(
+                "terminal", f"{step} ended {state}, not done or failed" + (f" ({str(detail)[:120]})" if detail else "")
+            )
         for step in sorted(expected - set(missing)):
             if plan[step]["status"] == "done" and step not in self.done_steps:
                 self.fail("holder", f"{step} is done at the tip but no holder recorded it done")
@@ -810,7 +912,10 @@ class Checker:
             outcomes = self.outcomes.get((step, attempt), [])
             for incarnation, worker, status in entries:
                 if not outcomes:
-                    self.fail("holder", f"{worker} ({incarnation}) logged {step} attempt {attempt} -> {status}, but the queue holds no outcome for that attempt")
+                    self.fail(
+                        "holder",
+                        f"{worker} ({incarnation}) logged {step} attempt {attempt} -> {status}, but the queue holds no outcome for that attempt",
+                    )
             if len(entries) > 1:
                 self.fail("holder", f"{step} attempt {attempt} was logged as recorded {len(entries)} times: {entries}")
         for (step, attempt), events in self.outcomes.items():
@@ -825,11 +930,20 @@ class Checker:
                 by = {inc for inc, _, _ in entries}
                 if by != {claim.incarnation}:
                     self.double_recordings += 1
-                    self.fail("holder", f"{step} attempt {attempt} was claimed by incarnation {claim.incarnation} but recorded by {sorted(by)}")
+                    self.fail(
+                        "holder",
+                        f"{step} attempt {attempt} was claimed by incarnation {claim.incarnation} but recorded by {sorted(by)}",
+                    )
         if logs.has_starts:
             for (step, attempt), claim in self.attempts.items():
-                if claim.incarnation and claim.incarnation not in logs.incarnations and claim.worker in {i["worker"] for i in logs.incarnations.values()}:
-                    self.notes.append(f"{step} attempt {attempt}: incarnation {claim.incarnation} of {claim.worker} has no START line")
+                if (
+                    claim.incarnation
+                    and claim.incarnation not in logs.incarnations
+                    and claim.worker in {i["worker"] for i in logs.incarnations.values()}
+                ):
+                    self.notes.append(
+                        f"{step} attempt {attempt}: incarnation {claim.incarnation} of {claim.worker} has no START line"
+                    )
 
     def check_executions(self) -> None:
         self.double_executions = 0
@@ -845,13 +959,21 @@ class Checker:
             if run["step"] in self.inp.expected_invalid:
                 self.fail("claim", f"invalid step {run['step']} was executed by {run['worker']}")
             if claim is None:
-                self.fail("claim", f"{run['worker']} (pid {run['pid']}) ran {run['step']} attempt {run['attempt']}, which was never claimed")
+                self.fail(
+                    "claim",
+                    f"{run['worker']} (pid {run['pid']}) ran {run['step']} attempt {run['attempt']}, which was never claimed",
+                )
                 continue
             if claim.worker != run["worker"]:
-                self.fail("claim", f"{run['worker']} ran {run['step']} attempt {run['attempt']}, claimed by {claim.worker}")
+                self.fail(
+                    "claim", f"{run['worker']} ran {run['step']} attempt {run['attempt']}, claimed by {claim.worker}"
+                )
             incarnation = self.logs.by_pid.get(run["pid"])
             if incarnation and claim.incarnation and incarnation != claim.incarnation:
-                self.fail("claim", f"{run['step']} attempt {run['attempt']} ran in pid {run['pid']} ({incarnation}), the claim belongs to {claim.incarnation}")
+                self.fail(
+                    "claim",
+                    f"{run['step']} attempt {run['attempt']} ran in pid {run['pid']} ({incarnation}), the claim belongs to {claim.incarnation}",
+                )
         for key, count in per_attempt.items():
             if count > self.inp.reruns_per_attempt:
                 self.fail("claim", f"{key[0]} attempt {key[1]} ran its command {count} times")
@@ -866,9 +988,14 @@ class Checker:
                 elif claim.ended in ("fail", "release"):
                     self.retries_run += 1
                 elif claim.ended == "complete" and claim.ended_status == "done":
-                    self.fail("claim", f"{step} ran again (attempt {ordered[-1]}) after attempt {attempt} was recorded done")
+                    self.fail(
+                        "claim", f"{step} ran again (attempt {ordered[-1]}) after attempt {attempt} was recorded done"
+                    )
                 elif claim.ended is None:
-                    self.fail("overlap", f"{step} attempt {attempt} ran, its claim is still live, and attempt {ordered[-1]} ran too")
+                    self.fail(
+                        "overlap",
+                        f"{step} attempt {attempt} ran, its claim is still live, and attempt {ordered[-1]} ran too",
+                    )
         for step, records in self.done_at.items():
             for attempt, _ in records:
                 if per_attempt.get((step, attempt), 0) == 0:
@@ -883,7 +1010,10 @@ class Checker:
         tip = _tip(self.repo, inp.integration_branch)
         if tip is None:
             if self.done_steps:
-                self.fail("integration", f"the remote has no {inp.integration_branch} branch but {len(self.done_steps)} steps are done")
+                self.fail(
+                    "integration",
+                    f"the remote has no {inp.integration_branch} branch but {len(self.done_steps)} steps are done",
+                )
             return
         walker = self.repo.walk(tip.id, pygit2.GIT_SORT_TOPOLOGICAL)
         walker.simplify_first_parent()
@@ -905,9 +1035,15 @@ class Checker:
             attempt, commit = records[-1]
             places = position.get((step, attempt), [])
             if len(places) != 1:
-                self.fail("integration", f"done step {step} (attempt {attempt}) appears {len(places)} times on {inp.integration_branch}")
+                self.fail(
+                    "integration",
+                    f"done step {step} (attempt {attempt}) appears {len(places)} times on {inp.integration_branch}",
+                )
             if commit and not self._is_ancestor(commit, str(tip.id)):
-                self.fail("integration", f"done step {step}: its recorded commit {commit[:10]} is not in {inp.integration_branch}")
+                self.fail(
+                    "integration",
+                    f"done step {step}: its recorded commit {commit[:10]} is not in {inp.integration_branch}",
+                )
             if places:
                 recorded_pos[step] = places[0]
             result_commit[step] = commit
@@ -919,27 +1055,52 @@ class Checker:
             claim = self.attempts.get((step, attempt))
             self.stray_merges += len(places)
             if claim is None:
-                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} but was never claimed")
+                self.fail(
+                    "integration", f"{step} attempt {attempt} is on {inp.integration_branch} but was never claimed"
+                )
             elif claim.ended == "fail" and (claim.ended_reason or "").startswith("runner error"):
-                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch}, but after its merge landed it was "
-                          f"recorded as failed ({claim.ended_reason[:160]}), so a later attempt merged the step again", known="merge-then-fail")
+                self.fail(
+                    "integration",
+                    f"{step} attempt {attempt} is on {inp.integration_branch}, but after its merge landed it was "
+                    f"recorded as failed ({claim.ended_reason[:160]}), so a later attempt merged the step again",
+                    known="merge-then-fail",
+                )
             elif claim.ended == "takeover":
-                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} though its holder {claim.worker} lost "
-                          f"the claim to {claim.ended_by} (a stray merge)", known="stray-merge")
+                self.fail(
+                    "integration",
+                    f"{step} attempt {attempt} is on {inp.integration_branch} though its holder {claim.worker} lost "
+                    f"the claim to {claim.ended_by} (a stray merge)",
+                    known="stray-merge",
+                )
             else:
-                self.fail("integration", f"{step} attempt {attempt} is on {inp.integration_branch} but ended {claim.ended}, not done")
-        deps_of = inp.expected_steps if inp.expected_steps is not None else {s: info["deps"] for s, info in self.plan.items()}
+                self.fail(
+                    "integration",
+                    f"{step} attempt {attempt} is on {inp.integration_branch} but ended {claim.ended}, not done",
+                )
+        deps_of = (
+            inp.expected_steps if inp.expected_steps is not None else {s: info["deps"] for s, info in self.plan.items()}
+        )
         for step, pos in recorded_pos.items():
             for dep in deps_of.get(step, []):
                 dep_pos = recorded_pos.get(dep)
                 if dep_pos is None:
                     self.fail("integration", f"{step} is merged but its dependency {dep} is not")
                 elif dep_pos > pos:
-                    self.fail("integration", f"{step} merged before its dependency {dep} ({pos} < {dep_pos} on the first-parent chain)")
-                elif result_commit.get(dep) and result_commit.get(step) and not self._is_ancestor(result_commit[dep], result_commit[step]):
-                    self.fail("integration", f"{step}'s commit was not built on top of its dependency {dep}'s commit "
-                              f"({result_commit[step][:10]} does not contain {result_commit[dep][:10]}): {step} ran without {dep}'s results",
-                              known="stale-integration-base")
+                    self.fail(
+                        "integration",
+                        f"{step} merged before its dependency {dep} ({pos} < {dep_pos} on the first-parent chain)",
+                    )
+                elif (
+                    result_commit.get(dep)
+                    and result_commit.get(step)
+                    and not self._is_ancestor(result_commit[dep], result_commit[step])
+                ):
+                    self.fail(
+                        "integration",
+                        f"{step}'s commit was not built on top of its dependency {dep}'s commit "
+                        f"({result_commit[step][:10]} does not contain {result_commit[dep][:10]}): {step} ran without {dep}'s results",
+                        known="stale-integration-base",
+                    )
 
     # -- takeovers, judged by what the observer could see --
 
@@ -948,7 +1109,11 @@ class Checker:
         heartbeats for this attempt (an observer counts no other beat: see runner/queue/leases.py)."""
         found = [self.landed(self.queue_ref, claim.commit)]
         for beat in self.beats.get(claim.worker, []):
-            if beat.step == claim.step and beat.attempt in (None, claim.attempt) and (not claim.incarnation or beat.incarnation == claim.incarnation):
+            if (
+                beat.step == claim.step
+                and beat.attempt in (None, claim.attempt)
+                and (not claim.incarnation or beat.incarnation == claim.incarnation)
+            ):
                 found.append(beat.landed)
         return sorted((e for e in found if e is not None), key=lambda e: e.at)
 
@@ -975,7 +1140,9 @@ class Checker:
             lease = claim.lease_s
             if took is None or lease is None:
                 self.takeovers["unjudged"] += 1
-                self.notes.append(f"{step} attempt {attempt}: the takeover's landing time or the lease is unknown; not judged")
+                self.notes.append(
+                    f"{step} attempt {attempt}: the takeover's landing time or the lease is unknown; not judged"
+                )
                 continue
             seen = [e for e in self.evidence(claim) if e.lo <= took.hi]
             # The observer's lease runs from the newest sign of life it fetched. One that landed after its
@@ -992,21 +1159,37 @@ class Checker:
             since = seen[-1].lo if seen else None
             cut = any(start <= took.hi and end >= (since or 0) for start, end in self.cuts.get(claim.host or "", []))
             taker_host = host_of.get(claim.ended_by or "")
-            what = (f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) was taken over by "
-                    f"{claim.ended_by} (host {taker_host}) {took.hi - since:.1f}s after its last sign of life landed" if since is not None else "")
+            what = (
+                f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) was taken over by "
+                f"{claim.ended_by} (host {taker_host}) {took.hi - since:.1f}s after its last sign of life landed"
+                if since is not None
+                else ""
+            )
             if quiet >= lease:
                 verdict = "dead" if dead else "cut" if cut else "late"
                 if verdict == "late" and (error := self.logs.errors_for.get((step, attempt))):
-                    self.fail("abandoned", f"{what}: its live holder logged `{error[:200]}` and stopped beating without recording "
-                              "or releasing the claim", known="abandoned-claim")
+                    self.fail(
+                        "abandoned",
+                        f"{what}: its live holder logged `{error[:200]}` and stopped beating without recording "
+                        "or releasing the claim",
+                        known="abandoned-claim",
+                    )
                 elif verdict == "late":
-                    self.notes.append(f"{what} (lease {lease:g}s): a live holder whose heartbeats were late, taken over legally")
+                    self.notes.append(
+                        f"{what} (lease {lease:g}s): a live holder whose heartbeats were late, taken over legally"
+                    )
             elif dead and taker_host is not None and taker_host == claim.host:
                 verdict = "dead"  # the taker saw on its own host that the holder's process was gone
             else:
                 verdict = "stolen"
-                why = "its holder was dead, but a worker on another host could not know it yet" if dead else "a live claim stolen"
-                self.fail("overlap", f"{what}, at most {quiet:.1f}s of silence an observer could see, lease {lease:g}s: {why}")
+                why = (
+                    "its holder was dead, but a worker on another host could not know it yet"
+                    if dead
+                    else "a live claim stolen"
+                )
+                self.fail(
+                    "overlap", f"{what}, at most {quiet:.1f}s of silence an observer could see, lease {lease:g}s: {why}"
+                )
             self.takeovers[verdict] += 1
 
     # -- how late heartbeats were on this machine --
@@ -1020,7 +1203,11 @@ class Checker:
             if claim.lease_s is None:
                 continue
             signs = [e.at for e in self.evidence(claim)]
-            end = self.landed(self.queue_ref, claim.ended_commit) if claim.ended in (*HOLDER_OUTCOMES, "takeover") else None
+            end = (
+                self.landed(self.queue_ref, claim.ended_commit)
+                if claim.ended in (*HOLDER_OUTCOMES, "takeover")
+                else None
+            )
             if end is not None:
                 signs.append(end.at)
             death = self.deaths.get(claim.incarnation or "", float("inf"))
@@ -1036,8 +1223,14 @@ class Checker:
     def fill_stats(self) -> None:
         inp = self.inp
         kills = [e for e in inp.events if e.get("kind") == "kill"]
-        expected = len(inp.expected_steps) if inp.expected_steps is not None else len([s for s in getattr(self, "plan", {}) if s not in inp.expected_invalid])
-        workers = inp.workers if inp.workers is not None else len({i["worker"] for i in self.logs.incarnations.values()})
+        expected = (
+            len(inp.expected_steps)
+            if inp.expected_steps is not None
+            else len([s for s in getattr(self, "plan", {}) if s not in inp.expected_invalid])
+        )
+        workers = (
+            inp.workers if inp.workers is not None else len({i["worker"] for i in self.logs.incarnations.values()})
+        )
         lease = self.beat_leases.most_common(1)[0][0] if self.beat_leases else None
         gaps = sorted(self.beat_gaps)
         self.stats = {
@@ -1052,8 +1245,11 @@ class Checker:
             "claims": self.events.get("claim", 0),
             "lease (heartbeat every lease/3)": f"{lease:g}s" if lease else "?",
             "heartbeat gaps measured": len(gaps),
-            "heartbeat gap p50 / p99 / max": (f"{statistics.median(gaps):.1f} / {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]:.1f} / {gaps[-1]:.1f}s"
-                                              if gaps else "-"),
+            "heartbeat gap p50 / p99 / max": (
+                f"{statistics.median(gaps):.1f} / {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]:.1f} / {gaps[-1]:.1f}s"
+                if gaps
+                else "-"
+            ),
             "heartbeat gaps longer than the lease": len([g for g in gaps if lease and g > lease]),
             "takeovers": self.events.get("takeover", 0),
             "  of dead holders": self.takeovers["dead"],
@@ -1076,9 +1272,11 @@ class Checker:
             "known bugs allowed (RUNNER_CHAOS_ALLOW)": len(self.allowed),
         }
         if self.stats["heartbeat gaps longer than the lease"]:
-            self.notes.append(f"a live holder's signs of life landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} "
-                              "times: the machine was too slow for the lease (RUNNER_CHAOS_LEASE_SCALE), or the holder stopped beating; "
-                              "such takeovers are legal, but the scenario tested less than it meant to")
+            self.notes.append(
+                f"a live holder's signs of life landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} "
+                "times: the machine was too slow for the lease (RUNNER_CHAOS_LEASE_SCALE), or the holder stopped beating; "
+                "such takeovers are legal, but the scenario tested less than it meant to"
+            )
         if self.takeovers["unjudged"]:
             self.stats["  not judged (no landing time)"] = self.takeovers["unjudged"]
         for error in self.runner_errors[:5]:

@@ -30,9 +30,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pygit2
 
@@ -65,17 +66,31 @@ STEP_SCRIPT = (
 
 def git(cwd: Path | str, *args: str, check: bool = True, prefix: list[str] | None = None, timeout: float = 120) -> str:
     proc = subprocess.run(
-        [*(prefix or []), "git", *args], cwd=str(cwd), capture_output=True, text=True, env={**os.environ, **GIT_ENV}, timeout=timeout
+        [*(prefix or []), "git", *args],
+        cwd=str(cwd),
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} failed in {cwd}: {proc.stderr.strip()}")
     return proc.stdout.strip()
 
 
-def runner_cli(repo: Path, *args: str, check: bool = True, timeout: float = 120, prefix: list[str] | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def runner_cli(
+    repo: Path,
+    *args: str,
+    check: bool = True,
+    timeout: float = 120,
+    prefix: list[str] | None = None,
+    env: dict | None = None,
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [*(prefix or []), PY, "-m", "runner", *args, "--repo", str(repo)],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **GIT_ENV, "PYTHONPATH": str(ROOT), **(env or {})},
     )
     if check and proc.returncode != 0:
@@ -185,7 +200,15 @@ class StepSpec:
     script: str | None = None  # instead of STEP_SCRIPT; gets the same $1 (execution log) and $2 (sleep)
 
 
-def make_plan(count: int, seed: int, max_deps: int = 2, window: int = 20, slow_every: int = 0, slow_s: float = 1.0, prefix: str = "s") -> list[StepSpec]:
+def make_plan(
+    count: int,
+    seed: int,
+    max_deps: int = 2,
+    window: int = 20,
+    slow_every: int = 0,
+    slow_s: float = 1.0,
+    prefix: str = "s",
+) -> list[StepSpec]:
     """A DAG of `count` steps: each depends on up to `max_deps` of the `window` steps before it."""
     rng = random.Random(seed)
     width = len(str(count))
@@ -212,7 +235,9 @@ def render_step(spec: StepSpec, exec_log: Path) -> bytes:
     return ("\n".join(lines) + "\n---\n## Changes Required\nAppend one line to the step's own file.\n").encode()
 
 
-def runner_toml(lease: str = "1h", max_attempts: int = 10, backoff: str = "0s", grace: str = "2s", keep_step_branches: bool = False) -> bytes:
+def runner_toml(
+    lease: str = "1h", max_attempts: int = 10, backoff: str = "0s", grace: str = "2s", keep_step_branches: bool = False
+) -> bytes:
     queue = "[queue]\nprune_merged_step_branches = false\n\n" if keep_step_branches else ""
     return (
         "# runner configuration for a chaos run\n\n"
@@ -249,15 +274,31 @@ class GitDaemon:
 
     def start(self) -> None:
         argv = [
-            *self.prefix, "git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", "--informative-errors",
-            f"--base-path={self.base_path}", f"--port={self.port}", *[f"--listen={a}" for a in self.listen],
+            *self.prefix,
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            "--informative-errors",
+            f"--base-path={self.base_path}",
+            f"--port={self.port}",
+            *[f"--listen={a}" for a in self.listen],
         ]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=open(self.log, "a"), env={**os.environ, **GIT_ENV})
+        self.proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL, stderr=open(self.log, "a"), env={**os.environ, **GIT_ENV}
+        )
 
     def wait_ready(self, url: str, prefix: list[str] | None = None, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            proc = subprocess.run([*(prefix or []), "git", "ls-remote", url], capture_output=True, text=True, env={**os.environ, **GIT_ENV}, timeout=30)
+            proc = subprocess.run(
+                [*(prefix or []), "git", "ls-remote", url],
+                capture_output=True,
+                text=True,
+                env={**os.environ, **GIT_ENV},
+                timeout=30,
+            )
             if proc.returncode == 0:
                 return
             if time.monotonic() > deadline:
@@ -371,7 +412,9 @@ class Cluster:
         self.srv.mkdir()
         self.bare = self.srv / "remote.git"
         git(self.base, "clone", "-q", "--bare", str(seed), str(self.bare))
-        git(self.bare, "config", "core.logAllRefUpdates", "always")  # the checker proves every update was a fast-forward
+        git(
+            self.bare, "config", "core.logAllRefUpdates", "always"
+        )  # the checker proves every update was a fast-forward
         hook = self.bare / "hooks" / "reference-transaction"  # and judges takeovers by when heartbeats landed
         hook.write_text(checker.REF_TIMES_HOOK.replace("@LOG@", checker.REF_TIMES))
         hook.chmod(0o755)
@@ -384,7 +427,9 @@ class Cluster:
         if self.transport == "netns":
             assert self.lab is not None
             listen = [self.lab.server_addr(i) for i in range(1, count + 1)]
-            self.server_daemon = GitDaemon(self.srv, listen, 9418, self.logs / "git-daemon.log", self.lab.exec_prefix(self.lab.server))
+            self.server_daemon = GitDaemon(
+                self.srv, listen, 9418, self.logs / "git-daemon.log", self.lab.exec_prefix(self.lab.server)
+            )
             self.server_daemon.start()
         for index in range(1, count + 1):
             name = f"host-{index}"
@@ -430,11 +475,20 @@ class Cluster:
             git(self.admin, "worktree", "remove", "--force", str(tree), check=False)
 
     def configure(self, **kwargs) -> None:
-        self.commit_files({"runner.toml": runner_toml(lease=self.lease, max_attempts=self.max_attempts, backoff=self.backoff, **kwargs)}, "configure runner for a chaos run")
+        self.commit_files(
+            {
+                "runner.toml": runner_toml(
+                    lease=self.lease, max_attempts=self.max_attempts, backoff=self.backoff, **kwargs
+                )
+            },
+            "configure runner for a chaos run",
+        )
 
     def add_plan(self, steps: list[StepSpec], extra_files: dict[str, bytes | tuple[str, str]] | None = None) -> None:
         self.steps += steps
-        files: dict[str, bytes | tuple[str, str]] = {f"plans/steps/{s.id}.md": render_step(s, self.exec_log) for s in steps}
+        files: dict[str, bytes | tuple[str, str]] = {
+            f"plans/steps/{s.id}.md": render_step(s, self.exec_log) for s in steps
+        }
         files.update(extra_files or {})
         self.commit_files(files, f"add a plan of {len(steps)} steps")
 
@@ -458,8 +512,20 @@ class Cluster:
         if n < len(slot.first_envs):
             env.update(slot.first_envs[n])
         argv = [
-            *slot.host.prefix, PY, "-m", "runner", "worker", "--id", slot.id, "--repo", str(slot.host.clone),
-            "--interval", str(self.interval), "--grace", "2", *[a for t in slot.tags for a in ("--tag", t)],
+            *slot.host.prefix,
+            PY,
+            "-m",
+            "runner",
+            "worker",
+            "--id",
+            slot.id,
+            "--repo",
+            str(slot.host.clone),
+            "--interval",
+            str(self.interval),
+            "--grace",
+            "2",
+            *[a for t in slot.tags for a in ("--tag", t)],
             *(["--json"] if self.json_out else []),
         ]
         out = open(self.logs / f"{slot.id}.{n + 1}.out", "w")
@@ -469,8 +535,15 @@ class Cluster:
         err.close()
         slot.starts += 1
         slot.pids.append(slot.proc.pid)
-        self.event("start", worker=slot.id, pid=slot.proc.pid, host=slot.host.name, incarnation_no=slot.starts,
-                   crash_at=env.get("RUNNER_CRASH_AT"), clock_offset=env.get("RUNNER_CLOCK_OFFSET"))
+        self.event(
+            "start",
+            worker=slot.id,
+            pid=slot.proc.pid,
+            host=slot.host.name,
+            incarnation_no=slot.starts,
+            crash_at=env.get("RUNNER_CRASH_AT"),
+            clock_offset=env.get("RUNNER_CLOCK_OFFSET"),
+        )
 
     def event(self, kind: str, **info) -> dict[str, Any]:
         entry = {"t": time.time(), "kind": kind, **info}
@@ -498,12 +571,22 @@ class Cluster:
                         rc = proc.returncode
                         killed_by_us = any(e.get("kind") == "kill" and e.get("pid") == proc.pid for e in self.events)
                         if rc == -signal.SIGKILL and not killed_by_us:
-                            self.event("kill", worker=slot.id, pid=proc.pid, how="crash point (self SIGKILL)", host=slot.host.name)
+                            self.event(
+                                "kill",
+                                worker=slot.id,
+                                pid=proc.pid,
+                                how="crash point (self SIGKILL)",
+                                host=slot.host.name,
+                            )
                         elif not killed_by_us:
                             self.event("exit", worker=slot.id, pid=proc.pid, rc=rc, host=slot.host.name)
-                            if rc != 0 and not (rc == -signal.SIGTERM and not slot.want):  # SIGTERMed by stop() before its handler was up
+                            if rc != 0 and not (
+                                rc == -signal.SIGTERM and not slot.want
+                            ):  # SIGTERMed by stop() before its handler was up
                                 stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
-                                self.unexpected_exits.append({"worker": slot.id, "pid": proc.pid, "rc": rc, "stderr": stderr})
+                                self.unexpected_exits.append(
+                                    {"worker": slot.id, "pid": proc.pid, "rc": rc, "stderr": stderr}
+                                )
                         slot.proc = None
                         slot.died_at = time.monotonic()
                     if slot.proc is None and slot.want and time.monotonic() - slot.died_at >= self.restart_delay:
@@ -562,7 +645,14 @@ class Cluster:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.event("kill", worker=slot.id, pid=proc.pid, how="did not stop on SIGTERM", host=slot.host.name)
-                self.unexpected_exits.append({"worker": slot.id, "pid": proc.pid, "rc": None, "stderr": f"did not stop within {timeout}s of SIGTERM"})
+                self.unexpected_exits.append(
+                    {
+                        "worker": slot.id,
+                        "pid": proc.pid,
+                        "rc": None,
+                        "stderr": f"did not stop within {timeout}s of SIGTERM",
+                    }
+                )
                 proc.kill()
                 proc.wait()
         time.sleep(0.2)  # let the supervisor see the exits
@@ -570,11 +660,22 @@ class Cluster:
         for thread in self._threads:
             thread.join(timeout=5)
         for slot in self.slots:
-            if slot.proc is not None and slot.proc.poll() is not None and slot.proc.returncode not in (0, -signal.SIGTERM):  # -15: stopped before its handler was installed
+            if (
+                slot.proc is not None
+                and slot.proc.poll() is not None
+                and slot.proc.returncode not in (0, -signal.SIGTERM)
+            ):  # -15: stopped before its handler was installed
                 if not any(e.get("pid") == slot.proc.pid and e["kind"] in ("kill", "exit") for e in self.events):
                     self.event("exit", worker=slot.id, pid=slot.proc.pid, rc=slot.proc.returncode, host=slot.host.name)
                     stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
-                    self.unexpected_exits.append({"worker": slot.id, "pid": slot.proc.pid, "rc": slot.proc.returncode, "stderr": "on SIGTERM: " + stderr})
+                    self.unexpected_exits.append(
+                        {
+                            "worker": slot.id,
+                            "pid": slot.proc.pid,
+                            "rc": slot.proc.returncode,
+                            "stderr": "on SIGTERM: " + stderr,
+                        }
+                    )
 
     def close(self) -> None:
         """Tear everything down (idempotent; safe after a failure)."""
@@ -609,7 +710,9 @@ class Cluster:
         shim = self.base / f"git-shim-{slot.id}"
         shim.mkdir()
         blip = shim / "blip"
-        (shim / "git").write_text(GIT_SHIM.replace("@BLIP@", str(blip)).replace("@GIT@", shutil.which("git") or "/usr/bin/git"))
+        (shim / "git").write_text(
+            GIT_SHIM.replace("@BLIP@", str(blip)).replace("@GIT@", shutil.which("git") or "/usr/bin/git")
+        )
         (shim / "git").chmod(0o755)
         slot.env["PATH"] = f"{shim}:{os.environ.get('PATH', '')}"
         return blip
@@ -643,7 +746,9 @@ class Cluster:
         states = checker.terminal_state(self.plan_state(), ids)
         return all(v in ("done", "failed", "blocked") for v in states.values()), states
 
-    def wait_drained(self, timeout: float, poll: float = 0.5, stuck: Callable[[], bool] | None = None, stuck_for: float | None = None) -> bool:
+    def wait_drained(
+        self, timeout: float, poll: float = 0.5, stuck: Callable[[], bool] | None = None, stuck_for: float | None = None
+    ) -> bool:
         """Wait until every step is done, failed or blocked. Give up early when `stuck()` has held
         for `stuck_for` seconds in a row (nothing more can happen; default: 30 s + 4 leases)."""
         stuck_for = stuck_for if stuck_for is not None else 30 + 4 * self.lease_s
@@ -666,7 +771,9 @@ class Cluster:
     def exec_runs(self) -> list[dict[str, Any]]:
         return checker.read_exec_log(self.exec_log)
 
-    def wait_for(self, predicate: Callable[[], Any], timeout: float, every: float = 0.2, what: str = "condition") -> Any:
+    def wait_for(
+        self, predicate: Callable[[], Any], timeout: float, every: float = 0.2, what: str = "condition"
+    ) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = predicate()
@@ -696,7 +803,7 @@ class Cluster:
             **overrides,
         )
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -67,7 +67,7 @@ class Lab:
     def host_addr(self, index: int) -> str:
         return f"{SUBNET}.{index}.2"
 
-    def up(self) -> "Lab":
+    def up(self) -> Lab:
         try:
             _ip("netns", "add", self.server)
             self.created.append(self.server)

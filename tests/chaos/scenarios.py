@@ -10,7 +10,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ class Size:
     random_kills: int
     partition_steps: int
     partitions: int
-    cut_step_leases: int  # a step a cut hits lasts this many leases: longer than a takeover by a host busy with a step of its own
+    cut_step_leases: (
+        int  # a step a cut hits lasts this many leases: longer than a takeover by a host busy with a step of its own
+    )
     skew_steps: int
     netns_steps: int
     netns_workers_per_host: int
@@ -43,20 +45,38 @@ class Size:
 
 
 CI = Size(
-    race_steps=24, race_hosts=4, race_workers_per_host=3,
-    kill_steps=24, random_kills=2,
-    partition_steps=9, partitions=2, cut_step_leases=3,
+    race_steps=24,
+    race_hosts=4,
+    race_workers_per_host=3,
+    kill_steps=24,
+    random_kills=2,
+    partition_steps=9,
+    partitions=2,
+    cut_step_leases=3,
     skew_steps=6,
-    netns_steps=12, netns_workers_per_host=2, netns_kills=1, netns_partitions=1,
-    drain_timeout=150, lease_s=3.0,
+    netns_steps=12,
+    netns_workers_per_host=2,
+    netns_kills=1,
+    netns_partitions=1,
+    drain_timeout=150,
+    lease_s=3.0,
 )
 FULL_SIZE = Size(
-    race_steps=320, race_hosts=4, race_workers_per_host=4,
-    kill_steps=120, random_kills=20,
-    partition_steps=60, partitions=6, cut_step_leases=6,
+    race_steps=320,
+    race_hosts=4,
+    race_workers_per_host=4,
+    kill_steps=120,
+    random_kills=20,
+    partition_steps=60,
+    partitions=6,
+    cut_step_leases=6,
     skew_steps=40,
-    netns_steps=300, netns_workers_per_host=4, netns_kills=12, netns_partitions=6,
-    drain_timeout=1800, lease_s=6.0,
+    netns_steps=300,
+    netns_workers_per_host=4,
+    netns_kills=12,
+    netns_partitions=6,
+    drain_timeout=1800,
+    lease_s=6.0,
 )
 SIZE = FULL_SIZE if FULL else CI
 
@@ -68,7 +88,14 @@ class Result:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
-def finish(cluster: Cluster, name: str, timeout: float, facts: dict[str, Any] | None = None, stuck_for: float | None = None, **overrides) -> Result:
+def finish(
+    cluster: Cluster,
+    name: str,
+    timeout: float,
+    facts: dict[str, Any] | None = None,
+    stuck_for: float | None = None,
+    **overrides,
+) -> Result:
     """Wait for the plan to drain, stop every worker, and run the checker."""
     drained = cluster.wait_drained(timeout, stuck=lambda: abandoned_only(cluster), stuck_for=stuck_for)
     cluster.stop()
@@ -76,14 +103,26 @@ def finish(cluster: Cluster, name: str, timeout: float, facts: dict[str, Any] | 
     if not drained and not abandoned_only(cluster):
         _, states = cluster.terminal()
         stuck = {s: v for s, v in states.items() if v not in ("done", "failed", "blocked")}
-        report.violations.append(Violation("terminal", f"the plan did not drain within {timeout:.0f}s: {dict(list(stuck.items())[:8])}"))
+        report.violations.append(
+            Violation("terminal", f"the plan did not drain within {timeout:.0f}s: {dict(list(stuck.items())[:8])}")
+        )
     for exit_ in cluster.unexpected_exits:
         text = exit_["stderr"]
-        last = next((line for line in reversed(text.splitlines()) if line.strip() and not line.startswith(("│", "╰", "╭"))), text[-200:])
-        report.violations.append(Violation("crash", f"{exit_['worker']} pid {exit_['pid']} exited {exit_['rc']}: {last.strip()[:300]}\n{text[-2500:]}"))
+        last = next(
+            (line for line in reversed(text.splitlines()) if line.strip() and not line.startswith(("│", "╰", "╭"))),
+            text[-200:],
+        )
+        report.violations.append(
+            Violation(
+                "crash",
+                f"{exit_['worker']} pid {exit_['pid']} exited {exit_['rc']}: {last.strip()[:300]}\n{text[-2500:]}",
+            )
+        )
     report.stats["violations"] = len(report.violations)
     machine = machine_scale()
-    report.stats["lease scale (git round trip, cores)"] = f"x{machine['scale']:g} ({machine['round_trip_s'] * 1000:.0f} ms, {machine['cores']})"
+    report.stats["lease scale (git round trip, cores)"] = (
+        f"x{machine['scale']:g} ({machine['round_trip_s'] * 1000:.0f} ms, {machine['cores']})"
+    )
     report.stats["seed"] = SEED
     return Result(report, cluster, facts or {})
 
@@ -100,14 +139,20 @@ def abandoned_only(cluster: Cluster) -> bool:
     return all(states[s] == "claimed" and (s, plan[s]["attempt"]) in errors for s in unfinished)
 
 
-def random_killer(cluster: Cluster, count: int, every: tuple[float, float], rng: random.Random, stop: threading.Event) -> threading.Thread:
+def random_killer(
+    cluster: Cluster, count: int, every: tuple[float, float], rng: random.Random, stop: threading.Event
+) -> threading.Thread:
     """SIGKILL a random live worker at random times, `count` times."""
 
     def loop() -> None:
         for _ in range(count):
             if stop.wait(rng.uniform(*every)):
                 return
-            live = [s for s in cluster.slots if s.want and s.proc is not None and s.proc.poll() is None and s.id in unarmed(cluster)]
+            live = [
+                s
+                for s in cluster.slots
+                if s.want and s.proc is not None and s.proc.poll() is None and s.id in unarmed(cluster)
+            ]
             if live:
                 cluster.kill(rng.choice(live), how="random SIGKILL")
 
@@ -122,11 +167,14 @@ def unarmed(cluster: Cluster) -> set[str]:
         return {s.id for s in cluster.slots if s.starts > len(s.first_envs)}
 
 
-def running_now(cluster: Cluster, workers: set[str], steps: set[str] | None = None, exclude: set = frozenset()) -> dict | None:
+def running_now(
+    cluster: Cluster, workers: set[str], steps: set[str] | None = None, exclude: set = frozenset()
+) -> dict | None:
     """An execution by one of `workers` (of one of `steps`, not one of the (step, attempt)s in
     `exclude`) whose claim is still live on the remote: the worker is in the middle of it now."""
     runs = [
-        r for r in cluster.exec_runs()
+        r
+        for r in cluster.exec_runs()
         if r["worker"] in workers and (steps is None or r["step"] in steps) and (r["step"], r["attempt"]) not in exclude
     ]
     if not runs:
@@ -134,7 +182,12 @@ def running_now(cluster: Cluster, workers: set[str], steps: set[str] | None = No
     plan = cluster.plan_state()
     for run in reversed(runs):
         info = plan.get(run["step"])
-        if info and info["status"] == "claimed" and info["attempt"] == run["attempt"] and info["meta"].get("assignee") == run["worker"]:
+        if (
+            info
+            and info["status"] == "claimed"
+            and info["attempt"] == run["attempt"]
+            and info["meta"].get("assignee") == run["worker"]
+        ):
             return run
     return None
 
@@ -146,7 +199,14 @@ def race(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
     """Many workers, several per clone, on a plan with dependencies; no faults at all: a
     takeover may only be of a holder whose heartbeats were late beyond the lease."""
     # idle workers poll every 0.5 s: a dozen Python processes polling every 0.2 s on two cores starve the busy ones
-    cluster = Cluster(base, hosts=size.race_hosts, workers_per_host=size.race_workers_per_host, transport="path", lease=scaled_lease(20), interval=0.5)
+    cluster = Cluster(
+        base,
+        hosts=size.race_hosts,
+        workers_per_host=size.race_workers_per_host,
+        transport="path",
+        lease=scaled_lease(20),
+        interval=0.5,
+    )
     try:
         cluster.configure()
         cluster.add_plan(make_plan(size.race_steps, seed, max_deps=2, window=max(12, size.race_steps // 6)))
@@ -159,14 +219,18 @@ def race(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
 # --- kills ---------------------------------------------------------------------------------
 
 CRASH_POINTS = ("after-claim", "after-step", "before-merge", "after-merge", "before-record")
-POISON = 'printf "%s %s %s %s\\n" "$RUNNER_STEP" "$RUNNER_ATTEMPT" "$RUNNER_WORKER" "$PPID" >> "$1"; kill -9 $PPID; sleep 1'
+POISON = (
+    'printf "%s %s %s %s\\n" "$RUNNER_STEP" "$RUNNER_ATTEMPT" "$RUNNER_WORKER" "$PPID" >> "$1"; kill -9 $PPID; sleep 1'
+)
 
 
 def kills(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
     """SIGKILL workers at each crash point of the protocol, mid-step, at random times, and by a
     step that kills its own worker; every killed worker restarts with the same id."""
     rng = random.Random(seed)
-    cluster = Cluster(base, hosts=3, workers_per_host=2, transport="path", lease=scaled_lease(size.lease_s), max_attempts=8)
+    cluster = Cluster(
+        base, hosts=3, workers_per_host=2, transport="path", lease=scaled_lease(size.lease_s), max_attempts=8
+    )
     stop = threading.Event()
     try:
         cluster.configure()
@@ -179,11 +243,17 @@ def kills(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
             slot.first_envs = [{"RUNNER_CRASH_AT": point}]
         cluster.start()
         slow = {s.id for s in steps if s.sleep}
-        run = cluster.wait_for(lambda: running_now(cluster, unarmed(cluster), slow), 90, what="a worker to run a slow step")
+        run = cluster.wait_for(
+            lambda: running_now(cluster, unarmed(cluster), slow), 90, what="a worker to run a slow step"
+        )
         cluster.kill(cluster.slot(run["worker"]), how=f"SIGKILL during step {run['step']} attempt {run['attempt']}")
         killer = random_killer(cluster, size.random_kills, (2.0, 5.0), rng, stop)
-        result = finish(cluster, f"kills: crash points, mid-step, random, poison; {size.kill_steps + 1} steps", size.drain_timeout,
-                        {"mid_step": run})
+        result = finish(
+            cluster,
+            f"kills: crash points, mid-step, random, poison; {size.kill_steps + 1} steps",
+            size.drain_timeout,
+            {"mid_step": run},
+        )
         stop.set()
         killer.join(timeout=5)
         return result
@@ -195,7 +265,9 @@ def kills(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
 # --- partitions ------------------------------------------------------------------------------
 
 
-def partition_once(cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s: float, used: set, sleeps: dict[str, float]) -> dict[str, Any]:
+def partition_once(
+    cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s: float, used: set, sleeps: dict[str, float]
+) -> dict[str, Any]:
     """Cut a host off while one of its workers runs a slow step; keep it cut until another host
     has taken the claim over (longer than a lease); heal before or after the step's end."""
     everyone = {s.id for s in cluster.slots}
@@ -209,7 +281,9 @@ def partition_once(cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s
             return {"none": True}  # every slow step is over: nothing left to cut in the middle of
         return None
 
-    run = cluster.wait_for(next_run, 120 + max(sleeps.values(), default=0), what="a worker to run a slow step")  # the previous one ends first
+    run = cluster.wait_for(
+        next_run, 120 + max(sleeps.values(), default=0), what="a worker to run a slow step"
+    )  # the previous one ends first
     if run.get("none"):
         return {"skipped": "no slow step left to run"}
     host = cluster.slot(run["worker"]).host
@@ -225,23 +299,51 @@ def partition_once(cluster: Cluster, slow: set[str], outlive_heal: bool, lease_s
     step_ends = (run.get("t") or time.time()) + sleeps.get(key[0], 0)
     try:
         # a bound, not a speed: the lease, plus a busy host's own step (as long as this one) before it looks
-        cluster.wait_for(taken_over, 60 + 2 * lease_s + sleeps.get(key[0], 0),
-                         what=f"a takeover of {key[0]} attempt {key[1]} while {host.name} is cut off")
+        cluster.wait_for(
+            taken_over,
+            60 + 2 * lease_s + sleeps.get(key[0], 0),
+            what=f"a takeover of {key[0]} attempt {key[1]} while {host.name} is cut off",
+        )
         took = time.monotonic() - t0
         if not outlive_heal:  # the cut-off step ends (and fails to record) while still cut off
             time.sleep(max(0.0, 3 * lease_s - (time.monotonic() - t0), step_ends + 1 - time.time()))
     finally:
         cluster.heal(host)
-    return {"host": host.name, "worker": run["worker"], "step": key[0], "attempt": key[1], "takeover_after_s": round(took, 1),
-            "cut_s": round(time.monotonic() - t0, 1), "step_still_running_at_heal": time.time() < step_ends}
+    return {
+        "host": host.name,
+        "worker": run["worker"],
+        "step": key[0],
+        "attempt": key[1],
+        "takeover_after_s": round(took, 1),
+        "cut_s": round(time.monotonic() - t0, 1),
+        "step_still_running_at_heal": time.time() < step_ends,
+    }
 
 
-def partitions(base: Path, size: Size = SIZE, seed: int = SEED, transport: str = "daemon", lab: Lab | None = None,
-               workers_per_host: int = 1, steps_n: int | None = None, n_partitions: int | None = None, kills_n: int = 0, name: str = "partitions (loopback git daemon)") -> Result:
+def partitions(
+    base: Path,
+    size: Size = SIZE,
+    seed: int = SEED,
+    transport: str = "daemon",
+    lab: Lab | None = None,
+    workers_per_host: int = 1,
+    steps_n: int | None = None,
+    n_partitions: int | None = None,
+    kills_n: int = 0,
+    name: str = "partitions (loopback git daemon)",
+) -> Result:
     """Cut hosts off from the git server for longer than a lease while they hold a claim, then
     restore them: the cut-off worker must record nothing for the claim it lost."""
     rng = random.Random(seed)
-    cluster = Cluster(base, hosts=3, workers_per_host=workers_per_host, transport=transport, lease=scaled_lease(size.lease_s), max_attempts=10, lab=lab)
+    cluster = Cluster(
+        base,
+        hosts=3,
+        workers_per_host=workers_per_host,
+        transport=transport,
+        lease=scaled_lease(size.lease_s),
+        max_attempts=10,
+        lab=lab,
+    )
     lease_s = cluster.lease_s
     stop = threading.Event()
     try:
@@ -267,13 +369,22 @@ def partitions(base: Path, size: Size = SIZE, seed: int = SEED, transport: str =
         used: set = set()
         for n in range(cuts_wanted):
             try:
-                cut = partition_once(cluster, slow, outlive_heal=(n % 2 == 0), lease_s=lease_s, used=used, sleeps={s.id: s.sleep for s in steps})
+                cut = partition_once(
+                    cluster,
+                    slow,
+                    outlive_heal=(n % 2 == 0),
+                    lease_s=lease_s,
+                    used=used,
+                    sleeps={s.id: s.sleep for s in steps},
+                )
             except TimeoutError as exc:
                 cut = {"skipped": str(exc)}
             cuts.append(cut)
             if "skipped" in cut:
                 break
-        result = finish(cluster, f"{name}: {len(cluster.slots)} workers, {len(steps)} steps", size.drain_timeout, {"cuts": cuts})
+        result = finish(
+            cluster, f"{name}: {len(cluster.slots)} workers, {len(steps)} steps", size.drain_timeout, {"cuts": cuts}
+        )
         stop.set()
         if killer:
             killer.join(timeout=5)
@@ -292,7 +403,9 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
     """Two of three hosts run hours off (one ahead, one behind) on a plan of steps longer than
     the lease: no live claim may be taken over. Then the host with the true clock dies in the
     middle of a step: the skewed hosts must take it over, but only after the lease."""
-    cluster = Cluster(base, hosts=3, workers_per_host=1, transport="path", lease=scaled_lease(size.lease_s), max_attempts=6)
+    cluster = Cluster(
+        base, hosts=3, workers_per_host=1, transport="path", lease=scaled_lease(size.lease_s), max_attempts=6
+    )
     lease_s = cluster.lease_s
     try:
         cluster.configure()
@@ -307,7 +420,9 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
         ahead.want = behind.want = False  # the true clock starts first and takes the first (slow) step
         cluster.start()
         slow = {s.id for s in steps if s.sleep}
-        run = cluster.wait_for(lambda: running_now(cluster, {honest.id}, slow), 60, what="the honest host to run a slow step")
+        run = cluster.wait_for(
+            lambda: running_now(cluster, {honest.id}, slow), 60, what="the honest host to run a slow step"
+        )
         cluster.resume_worker(ahead)
         cluster.resume_worker(behind)
         watch_from = time.time()
@@ -316,9 +431,16 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
             honest.want = False  # it stays dead: only the skewed hosts can take over
         held = cluster.plan_state()[run["step"]]
         cluster.kill(honest, how=f"SIGKILL during step {run['step']} (stays down)")
-        watched = {"seconds": round(time.time() - watch_from, 1), "still_held": held["status"] == "claimed" and held["attempt"] == run["attempt"]}
-        return finish(cluster, f"clock skew: hosts at +{SKEW_S // 3600}h and -{SKEW_S // 3600}h, {len(steps)} steps", size.drain_timeout,
-                      {"killed": run, "watched": watched, "lease_s": lease_s})
+        watched = {
+            "seconds": round(time.time() - watch_from, 1),
+            "still_held": held["status"] == "claimed" and held["attempt"] == run["attempt"],
+        }
+        return finish(
+            cluster,
+            f"clock skew: hosts at +{SKEW_S // 3600}h and -{SKEW_S // 3600}h, {len(steps)} steps",
+            size.drain_timeout,
+            {"killed": run, "watched": watched, "lease_s": lease_s},
+        )
     finally:
         cluster.close()
 
@@ -326,7 +448,9 @@ def clock_skew(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
 def skewed_backoff(base: Path, seed: int = SEED) -> Result:
     """A host whose clock is hours ahead fails a step once (backoff 2s) and then goes away:
     the other hosts must retry the step after the backoff, not hours later."""
-    cluster = Cluster(base, hosts=2, workers_per_host=1, transport="path", lease=scaled_lease(3), max_attempts=4, backoff="2s")
+    cluster = Cluster(
+        base, hosts=2, workers_per_host=1, transport="path", lease=scaled_lease(3), max_attempts=4, backoff="2s"
+    )
     try:
         cluster.configure()
         script = (
@@ -339,16 +463,32 @@ def skewed_backoff(base: Path, seed: int = SEED) -> Result:
         with cluster.lock:
             honest.want = False
         cluster.start()
-        cluster.wait_for(lambda: cluster.plan_state()["flaky"]["meta"].get("last_error"), 60, every=0.2, what="the first attempt to fail")
+        cluster.wait_for(
+            lambda: cluster.plan_state()["flaky"]["meta"].get("last_error"),
+            60,
+            every=0.2,
+            what="the first attempt to fail",
+        )
         cluster.stop_worker(ahead)
-        cluster.wait_for(lambda: ahead.proc is None or ahead.proc.poll() is not None, 30, what="the skewed host to stop")
+        cluster.wait_for(
+            lambda: ahead.proc is None or ahead.proc.poll() is not None, 30, what="the skewed host to stop"
+        )
         not_before = cluster.plan_state()["flaky"]["meta"].get("not_before")
         cluster.resume_worker(honest)
         ahead_s = None
         if not_before:
-            written = not_before if isinstance(not_before, datetime) else datetime.fromisoformat(str(not_before).replace("Z", "+00:00"))
-            ahead_s = round(written.replace(tzinfo=written.tzinfo or timezone.utc).timestamp() - time.time())
-        return finish(cluster, "skewed backoff: the failing host is 3h ahead", 60, {"not_before": str(not_before), "ahead_of_true_clock_s": ahead_s})
+            written = (
+                not_before
+                if isinstance(not_before, datetime)
+                else datetime.fromisoformat(str(not_before).replace("Z", "+00:00"))
+            )
+            ahead_s = round(written.replace(tzinfo=written.tzinfo or UTC).timestamp() - time.time())
+        return finish(
+            cluster,
+            "skewed backoff: the failing host is 3h ahead",
+            60,
+            {"not_before": str(not_before), "ahead_of_true_clock_s": ahead_s},
+        )
     finally:
         cluster.close()
 
@@ -359,6 +499,14 @@ def skewed_backoff(base: Path, seed: int = SEED) -> Result:
 def netns_hosts(base: Path, lab: Lab, size: Size = SIZE, seed: int = SEED) -> Result:
     """Three host namespaces and a git server namespace: races, kills and veth partitions."""
     return partitions(
-        base, size, seed, transport="netns", lab=lab, workers_per_host=size.netns_workers_per_host, steps_n=size.netns_steps,
-        n_partitions=size.netns_partitions, kills_n=size.netns_kills, name="network namespaces (3 hosts + git server)",
+        base,
+        size,
+        seed,
+        transport="netns",
+        lab=lab,
+        workers_per_host=size.netns_workers_per_host,
+        steps_n=size.netns_steps,
+        n_partitions=size.netns_partitions,
+        kills_n=size.netns_kills,
+        name="network namespaces (3 hosts + git server)",
     )

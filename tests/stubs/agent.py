@@ -29,17 +29,42 @@ DATA = ROOT / "tests" / "data" / "agents"
 RECORDED_ANSWER = "Implemented 01-count:\n- wrote tally/count.py (12 lines)\nCODER_COMPLETE"
 # cli -> (the flag and value that switch it to its machine-readable mode, its success and limit recordings)
 MODES = {
-    "claude": (("--output-format", "json"), "claude-success.json", "claude-limit.json", 1,
-               "You're out of extra usage · resets Apr 24, 4am (Asia/Tokyo)"),
-    "codex": (("--json", None), "codex-success.jsonl", "codex-limit.jsonl", 1,
-              "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
-              "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 9:20 PM."),
-    "gemini": (("--output-format", "json"), "gemini-success.json", "gemini-limit.json", 173,
-               "You have exhausted your capacity on this model. Your quota will reset after 19h14m47s."),
-    "opencode": (("--format", "json"), "opencode-success.jsonl", "opencode-limit.jsonl", 1,
-                 "You exceeded your current quota, please check your plan and billing details."),
-    "aider": ((None, None), "aider-success.txt", "aider-limit.txt", 0,
-              "The API provider has rate limited you. Try again later or check your quotas."),
+    "claude": (
+        ("--output-format", "json"),
+        "claude-success.json",
+        "claude-limit.json",
+        1,
+        "You're out of extra usage · resets Apr 24, 4am (Asia/Tokyo)",
+    ),
+    "codex": (
+        ("--json", None),
+        "codex-success.jsonl",
+        "codex-limit.jsonl",
+        1,
+        "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
+        "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 9:20 PM.",
+    ),
+    "gemini": (
+        ("--output-format", "json"),
+        "gemini-success.json",
+        "gemini-limit.json",
+        173,
+        "You have exhausted your capacity on this model. Your quota will reset after 19h14m47s.",
+    ),
+    "opencode": (
+        ("--format", "json"),
+        "opencode-success.jsonl",
+        "opencode-limit.jsonl",
+        1,
+        "You exceeded your current quota, please check your plan and billing details.",
+    ),
+    "aider": (
+        (None, None),
+        "aider-success.txt",
+        "aider-limit.txt",
+        0,
+        "The API provider has rate limited you. Try again later or check your quotas.",
+    ),
 }
 
 
@@ -89,8 +114,10 @@ def limit(cli: str) -> int:
     err_file = DATA / recording.replace(".json", ".stderr")
     err = err_file.read_text(encoding="utf-8") if cli == "gemini" else ""
     if said:
-        out, err = out.replace(escaped(words, recording), escaped(said, recording)), err.replace(
-            json.dumps(words, ensure_ascii=False)[1:-1], json.dumps(said, ensure_ascii=False)[1:-1])
+        out, err = (
+            out.replace(escaped(words, recording), escaped(said, recording)),
+            err.replace(json.dumps(words, ensure_ascii=False)[1:-1], json.dumps(said, ensure_ascii=False)[1:-1]),
+        )
     print(out, end="")
     print(err, end="", file=sys.stderr)
     return code
@@ -109,8 +136,9 @@ def main() -> int:
     with tempfile.NamedTemporaryFile("w", suffix=".md", delete=False, encoding="utf-8") as handle:
         handle.write(prompt)
     try:
-        done = subprocess.run([sys.executable, str(FAKE_AGENT), role, "--prompt-file", handle.name],
-                              stdout=subprocess.PIPE, text=True)
+        done = subprocess.run(
+            [sys.executable, str(FAKE_AGENT), role, "--prompt-file", handle.name], stdout=subprocess.PIPE, text=True
+        )
     finally:
         os.unlink(handle.name)
     answer = done.stdout.rstrip("\n")

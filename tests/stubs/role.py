@@ -1,12 +1,12 @@
 """A stub role command for pipeline tests: behaves as told by its first argument.
 
-  ok                 print a harmless report
-  deviation          print a `deviation: major` line (orient)
-  deviation-json     print a JSON verdict with "deviation": "major"
-  critical-once F    print a CRITICAL finding the first time (state in file F), then a clean review
-  crash-once F       exit 1 the first time (state in file F), then a clean review
-  crash              always exit 2
-  score S            print a JSON verdict {"pass": false, "score": S}
+ok                 print a harmless report
+deviation          print a `deviation: major` line (orient)
+deviation-json     print a JSON verdict with "deviation": "major"
+critical-once F    print a CRITICAL finding the first time (state in file F), then a clean review
+crash-once F       exit 1 the first time (state in file F), then a clean review
+crash              always exit 2
+score S            print a JSON verdict {"pass": false, "score": S}
 """
 
 import json

@@ -15,10 +15,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from support.repos import ROOT, git, make_repo
-from support.hooked import IDENTITIES, cli
 
 from runner.agents.presets import PRESETS, with_agent_tables
+from support.hooked import IDENTITIES, cli
+from support.repos import ROOT, git, make_repo
 
 PLAN = ROOT / "examples" / "agent-plan"
 FAKE_AGENT = PLAN / "fake-agent"
@@ -28,17 +28,28 @@ KEYS = {"w1": "key-a", "w2": "key-b"}
 
 def fake_agent_tables() -> str:
     """The stand-in agent in every role, handed every file token runner has."""
+
     def command(role: str, *extra: str) -> str:
         return json.dumps([sys.executable, str(FAKE_AGENT), role, "--prompt-file", "{prompt_file}", *extra])
 
-    return "\n".join([
-        "[harness]", f"command = {command('implement', '--output', '{output}', '--notes', '{notes_file}')}",
-        "[roles.orient]", f"command = {command('orient')}",
-        "[roles.verify]", f"command = {command('verify')}",
-        "[roles.review]", f"command = {command('review', '--diff', '{diff_file}')}", "min_files = 0",
-        "[roles.sweep]", f"command = {command('sweep')}",
-        "[roles.orchestrate]", f"command = {command('orchestrate', '--verdict', '{verdict}')}", "",
-    ])
+    return "\n".join(
+        [
+            "[harness]",
+            f"command = {command('implement', '--output', '{output}', '--notes', '{notes_file}')}",
+            "[roles.orient]",
+            f"command = {command('orient')}",
+            "[roles.verify]",
+            f"command = {command('verify')}",
+            "[roles.review]",
+            f"command = {command('review', '--diff', '{diff_file}')}",
+            "min_files = 0",
+            "[roles.sweep]",
+            f"command = {command('sweep')}",
+            "[roles.orchestrate]",
+            f"command = {command('orchestrate', '--verdict', '{verdict}')}",
+            "",
+        ]
+    )
 
 
 def as_pusher(pusher: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -53,13 +64,18 @@ def stub_agents(tmp_path: Path) -> dict:
     for preset in PRESETS.values():
         if preset.program:
             program = folder / preset.program[0]
-            program.write_text(f"#!/bin/sh\nSTUB_AGENT_AS={preset.name} exec {sys.executable} {STUB_AGENT} \"$@\"\n")
+            program.write_text(f'#!/bin/sh\nSTUB_AGENT_AS={preset.name} exec {sys.executable} {STUB_AGENT} "$@"\n')
             program.chmod(0o755)
     return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
 
 
-STUB_VARIABLES = ("STUB_AGENT_CALLS", "STUB_AGENT_LIMIT", "STUB_AGENT_LIMIT_ROLE", "STUB_AGENT_LIMIT_TEXT",
-                  "STUB_AGENT_RESET_IN")
+STUB_VARIABLES = (
+    "STUB_AGENT_CALLS",
+    "STUB_AGENT_LIMIT",
+    "STUB_AGENT_LIMIT_ROLE",
+    "STUB_AGENT_LIMIT_TEXT",
+    "STUB_AGENT_RESET_IN",
+)
 
 
 def side_folder(tmp_path: Path) -> Path:
@@ -70,8 +86,14 @@ def side_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: str = "",
-                keys: dict[str, str] | None = None, steps: dict[str, str] | None = None) -> tuple[Path, Path]:
+def served_plan(
+    tmp_path: Path,
+    agent: str,
+    tables: str | None = None,
+    extra: str = "",
+    keys: dict[str, str] | None = None,
+    steps: dict[str, str] | None = None,
+) -> tuple[Path, Path]:
     """A hooked bare remote whose queue runs the agent plan with `agent`'s commands (or the
     agent `tables` given, `extra` TOML tables, and `keys`: lines set in runner.toml's existing
     tables, e.g. {"brakes": "step_budget_usd = 0.1"}), and `steps` (path -> text) beside the
@@ -88,16 +110,23 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
     toml = git(alice, "show", "origin/runner/queue:runner.toml") + "\n"
     if agent == "fake" or tables:
         toml = with_agent_tables(toml, tables or fake_agent_tables())
-    if agent != "fake":  # `runner init --agent` turns plan-wide approval on; here only 03-tests asks a person, as the plan says
+    if (
+        agent != "fake"
+    ):  # `runner init --agent` turns plan-wide approval on; here only 03-tests asks a person, as the plan says
         assert tomllib.loads(toml)["queue"]["requires_approval"] is True
         # ...and the sandbox, where bubblewrap works (.ci/run installs it): every preset's stub runs inside it
         assert tomllib.loads(toml)["worker"]["sandbox"] == ("bwrap" if shutil.which("bwrap") else "none")
         toml = toml.replace("requires_approval = true", "requires_approval = false", 1)
     if agent != "fake":  # the stub's own variables and the folder it tells the test through pass the sandbox
         passed = [*tomllib.loads(toml)["worker"]["env_pass"], *STUB_VARIABLES]
-        toml = with_keys(toml, "worker", f"env_pass = {json.dumps(passed)}\n"
-                                         f"sandbox_write = {json.dumps([str(side_folder(tmp_path))])}")
-    toml = toml.replace("detect = true", "detect = false").replace("min_files = 5", "min_files = 0") + IDENTITIES + extra  # review every change
+        toml = with_keys(
+            toml,
+            "worker",
+            f"env_pass = {json.dumps(passed)}\nsandbox_write = {json.dumps([str(side_folder(tmp_path))])}",
+        )
+    toml = (
+        toml.replace("detect = true", "detect = false").replace("min_files = 5", "min_files = 0") + IDENTITIES + extra
+    )  # review every change
     for table, lines in (keys or {}).items():
         toml = with_keys(toml, table, lines)
     tomllib.loads(toml)
@@ -105,8 +134,13 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
     git(tmp_path, "clone", "-q", "--branch", "runner/queue", str(bare), str(person))
     (person / "runner.toml").write_text(toml)
     git(person, "commit", "-q", "-am", "people, worker keys and the agent's commands")
-    pushed = subprocess.run(["git", "push", "-q", "origin", "runner/queue"], cwd=person, capture_output=True, text=True,
-                            env={**os.environ, "RUNNER_PUSHER": "alice"})
+    pushed = subprocess.run(
+        ["git", "push", "-q", "origin", "runner/queue"],
+        cwd=person,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RUNNER_PUSHER": "alice"},
+    )
     assert pushed.returncode == 0, pushed.stderr
     imported = as_pusher("alice", "import", str(PLAN), "--repo", str(alice), cwd=tmp_path)
     assert imported.returncode == 0, imported.stderr
@@ -117,8 +151,13 @@ def served_plan(tmp_path: Path, agent: str, tables: str | None = None, extra: st
             (person / path).write_text(text)
         git(person, "add", "-A")
         git(person, "commit", "-q", "-m", "more steps")
-        pushed = subprocess.run(["git", "push", "-q", "origin", "runner/queue"], cwd=person, capture_output=True,
-                                text=True, env={**os.environ, "RUNNER_PUSHER": "alice"})
+        pushed = subprocess.run(
+            ["git", "push", "-q", "origin", "runner/queue"],
+            cwd=person,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "RUNNER_PUSHER": "alice"},
+        )
         assert pushed.returncode == 0, pushed.stderr
     return bare, alice
 
@@ -131,9 +170,24 @@ def drain(bare: Path, tmp_path: Path, env: dict) -> dict[str, str]:
         if not clone.exists():
             git(tmp_path, "clone", "-q", str(bare), str(clone))
         procs[worker] = subprocess.Popen(
-            [sys.executable, "-m", "runner", "worker", "--id", worker, "--once", "--interval", "0.2", "--repo", str(clone)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNNER_PUSHER": key, **env})
+            [
+                sys.executable,
+                "-m",
+                "runner",
+                "worker",
+                "--id",
+                worker,
+                "--once",
+                "--interval",
+                "0.2",
+                "--repo",
+                str(clone),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "RUNNER_PUSHER": key, **env},
+        )
     said = {}
     for worker, proc in procs.items():
         out, err = proc.communicate(timeout=240)
@@ -159,8 +213,15 @@ def read_case(name: str, exit_code: int | None = None, now=None, local=None):
     case = AGENT_CASES[name]
     stderr = (AGENT_DATA / case["stderr"]).read_text() if "stderr" in case else ""
     when = now or (datetime.fromisoformat(case["now"]) if "now" in case else datetime(2026, 12, 5, 12, 0, tzinfo=UTC))
-    return read_output(case["reader"], (AGENT_DATA / case["stdout"]).read_text(), "", stderr,
-                       case["exit"] if exit_code is None else exit_code, when, local or UTC)
+    return read_output(
+        case["reader"],
+        (AGENT_DATA / case["stdout"]).read_text(),
+        "",
+        stderr,
+        case["exit"] if exit_code is None else exit_code,
+        when,
+        local or UTC,
+    )
 
 
 def with_keys(toml: str, table: str, lines: str) -> str:
@@ -168,7 +229,7 @@ def with_keys(toml: str, table: str, lines: str) -> str:
     import re
 
     head = toml.index(f"[{table}]\n") + len(f"[{table}]\n")
-    end = next((m.start() for m in re.finditer(r"^\[", toml[head:], re.M)), len(toml) - head) + head
+    end = next((m.start() for m in re.finditer(r"^\[", toml[head:], re.MULTILINE)), len(toml) - head) + head
     section = toml[head:end]
     for line in lines.splitlines():
         name = line.split("=", 1)[0].strip()

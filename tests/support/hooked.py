@@ -12,14 +12,14 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
-from support.repos import ROOT, git, step_file
 from runner.core.codec import encode
 from runner.core.events import write_step_event
 from runner.core.machine import KINDS, Context, Event, Kind
@@ -27,11 +27,14 @@ from runner.core.model import Step, utc_now
 from runner.queue.queue import Queue, author_for
 from runner.store import Outcome, RefUpdate, Refused, Won
 from runner.store.git import GitStore
+from support.repos import ROOT, git, step_file
 
 QUEUE = "refs/heads/runner/queue"
 INTEGRATION = "refs/heads/runner/integration"
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-CHECKS = "## Changes\n\n#### Automated Verification:\n- [ ] passes: `true`\n\n#### Manual Verification:\n- [ ] reads well\n"
+CHECKS = (
+    "## Changes\n\n#### Automated Verification:\n- [ ] passes: `true`\n\n#### Manual Verification:\n- [ ] reads well\n"
+)
 ELSEWHERE = {"host": "elsewhere"}  # a holder on another host: judged by its lease, never by a local pid
 # people alice (an admin) and bob; worker keys key-a (worker w1) and key-b (worker w2)
 IDENTITIES = """
@@ -48,7 +51,14 @@ key-b = ["w2"]
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     """The real `runner` command in a fresh process (no --repo added: some commands take none)."""
-    return subprocess.run([sys.executable, "-m", "runner", *args], cwd=cwd, env={**ENV, **(env or {})}, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "runner", *args],
+        cwd=cwd,
+        env={**ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def hooked_remote(path: Path) -> Path:
@@ -70,7 +80,10 @@ def tip(bare: Path, ref: str = QUEUE) -> str | None:
 
 
 def add_steps(queue: Queue, *steps: tuple[str, dict], actor: str = "alice") -> None:
-    files = dict(step_file(step_id, step_id.split("-")[-1].title(), fields.pop("body", ""), **fields) for step_id, fields in steps)
+    files = dict(
+        step_file(step_id, step_id.split("-")[-1].title(), fields.pop("body", ""), **fields)
+        for step_id, fields in steps
+    )
     queue.edit(lambda snap: files, "add " + ", ".join(s for s, _ in steps), actor)
 
 
@@ -78,7 +91,13 @@ def seed(bare: Path, folder: Path) -> Queue:
     """The plan every test starts from: 01-a (with a checklist) <- 02-b; 03-c needs approval; 04-d."""
     queue = clone(bare, folder)
     queue.init("alice")  # the root commit and the integration branch pass the hook
-    add_steps(queue, ("01-a", {"body": CHECKS}), ("02-b", {"depends_on": ["01-a"]}), ("03-c", {"requires_approval": True}), ("04-d", {}))
+    add_steps(
+        queue,
+        ("01-a", {"body": CHECKS}),
+        ("02-b", {"depends_on": ["01-a"]}),
+        ("03-c", {"requires_approval": True}),
+        ("04-d", {}),
+    )
     return queue
 
 
@@ -121,10 +140,20 @@ def record(queue: Queue, kind: Kind, actor: str, step_id: str, **fields: Any):
     if KINDS[kind].holder or KINDS[kind].starts_attempt:
         fields.setdefault("incarnation", incarnation_of(actor))
     if kind == Kind.TAKEOVER:
+
         def build(snap):
             step = snap.plan.find(step_id)
-            event = Event(kind, actor, utc_now(), step=step_id, attempt=step.attempt + 1, replaces=step.attempt,
-                          holder=ELSEWHERE, lease="1h", **fields)
+            event = Event(
+                kind,
+                actor,
+                utc_now(),
+                step=step_id,
+                attempt=step.attempt + 1,
+                replaces=step.attempt,
+                holder=ELSEWHERE,
+                lease="1h",
+                **fields,
+            )
             return queue.step_change(snap, event)
 
         return queue.publish(build, actor)
@@ -150,9 +179,22 @@ def arriving(seconds_ago: float):
 # --- forged commits ---------------------------------------------------------------------------
 
 
-def forge(queue: Queue, step_id: str, kind: str, actor: str = "w1", *, meta: dict | None = None, context: Context | None = None,
-          text: Callable[[str], str] | None = None, files: dict | None = None, says: dict | None = None,
-          status: str | None = None, message: Callable[[str], str] | None = None, author: str | None = None, **fields: Any) -> Outcome:
+def forge(
+    queue: Queue,
+    step_id: str,
+    kind: str,
+    actor: str = "w1",
+    *,
+    meta: dict | None = None,
+    context: Context | None = None,
+    text: Callable[[str], str] | None = None,
+    files: dict | None = None,
+    says: dict | None = None,
+    status: str | None = None,
+    message: Callable[[str], str] | None = None,
+    author: str | None = None,
+    **fields: Any,
+) -> Outcome:
     """Push a commit of one `kind` event on `step_id`, written by runner's own writer, then tampered with:
     meta: what the forger pretends the step's frontmatter was; context: the plan it pretends;
     text: edits the step file written; files: more files in the commit; says: event fields the
@@ -175,7 +217,9 @@ def forge(queue: Queue, step_id: str, kind: str, actor: str = "w1", *, meta: dic
     body = text(written.text) if text else written.text
     said = encode(replace(event, **(says or {})), status or written.status)
     said = message(said) if message else said
-    commit = queue.store.make_commit([snap.tip], {step.path: body.encode(), **(files or {})}, said, author_for(author or actor))
+    commit = queue.store.make_commit(
+        [snap.tip], {step.path: body.encode(), **(files or {})}, said, author_for(author or actor)
+    )
     return queue.store.publish([RefUpdate("refs/heads/runner/queue", commit, snap.tip)])
 
 

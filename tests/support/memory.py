@@ -1,17 +1,8 @@
 """Queues on the in-memory store: policy tests that need no git."""
 
-
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
-
-import pytest
-
 
 
 def memory_queue(tmp_path: Path, steps: dict[str, dict] | None = None, config: str = ""):
@@ -24,8 +15,14 @@ def memory_queue(tmp_path: Path, steps: dict[str, dict] | None = None, config: s
     queue = Queue(MemoryStore(tmp_path))
     queue.init("alice", files={"runner.toml": config.encode()} if config else {})
     if steps:
-        queue.edit(lambda snap: {new_step_path(sid, False): render_new_step(sid, sid, {"run": ["x"], **fields}, "").encode()
-                                 for sid, fields in steps.items()}, "plan", "alice")
+        queue.edit(
+            lambda snap: {
+                new_step_path(sid, False): render_new_step(sid, sid, {"run": ["x"], **fields}, "").encode()
+                for sid, fields in steps.items()
+            },
+            "plan",
+            "alice",
+        )
     return queue
 
 

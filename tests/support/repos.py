@@ -1,6 +1,5 @@
 """Real git repositories in temp folders and the runner CLI run on them as a user would."""
 
-
 from __future__ import annotations
 
 import json
@@ -9,9 +8,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-
-import pytest
-
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,12 +33,17 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.strip()
 
 
-def runner(repo: Path, *args: str, check: bool = True, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+def runner(
+    repo: Path, *args: str, check: bool = True, timeout: float = 120, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run the real CLI in a fresh process, as a scheduler or a person would."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "runner", *args, "--repo", str(repo)],
-        capture_output=True, text=True, timeout=timeout, env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"runner {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -164,7 +165,10 @@ def tick(repo: Path, worker: str = "w1", env: dict | None = None) -> dict:
 def start_worker(repo: Path, worker: str, *args: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "runner", "worker", "--id", worker, "--repo", str(repo), "--interval", "0.2", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV_PATH, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV_PATH, **(env or {})},
     )
 
 

@@ -1,19 +1,13 @@
 """A bare remote under the server hook with [hooks] identities, drained by real workers."""
 
-
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pytest
-
 from support.repos import ENV_PATH, git, make_repo, runner, start_worker, step_file
-
 
 SERVED_WORKERS = {"w1": "key-1", "w2": "key-2", "w3": "key-3"}
 
@@ -45,8 +39,14 @@ def served(tmp_path: Path, toml: bytes, steps: dict[str, dict]) -> tuple[Path, P
     project = make_repo(tmp_path / "project")
     bare = tmp_path / "remote.git"
     git(tmp_path, "clone", "-q", "--bare", str(project), str(bare))
-    installed = subprocess.run([sys.executable, "-m", "runner", "install-hooks", "--server", str(bare)], cwd=tmp_path,
-                               capture_output=True, text=True, env=ENV_PATH, timeout=120)
+    installed = subprocess.run(
+        [sys.executable, "-m", "runner", "install-hooks", "--server", str(bare)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=ENV_PATH,
+        timeout=120,
+    )
     assert installed.returncode == 0, installed.stderr
     alice = tmp_path / "alice"
     git(tmp_path, "clone", "-q", str(bare), str(alice))
@@ -54,7 +54,9 @@ def served(tmp_path: Path, toml: bytes, steps: dict[str, dict]) -> tuple[Path, P
     queue.init("alice")
     files = {"runner.toml": toml + SERVED_IDENTITIES.encode()}
     for step_id, fields in steps.items():
-        path, data = step_file(step_id, step_id, fields.get("body", ""), **{k: v for k, v in fields.items() if k != "body"})
+        path, data = step_file(
+            step_id, step_id, fields.get("body", ""), **{k: v for k, v in fields.items() if k != "body"}
+        )
         files[path] = data
     queue.edit(lambda snap: files, "the plan, people and worker keys", "alice")
     return bare, alice
@@ -79,4 +81,6 @@ def drain(bare: Path, tmp_path: Path, workers: dict[str, str] = SERVED_WORKERS) 
 
 
 def served_statuses(alice: Path) -> dict[str, str]:
-    return {s["step"]: s["status"] for s in json.loads(as_pusher("alice", "status", "--json", repo=alice).stdout)["steps"]}
+    return {
+        s["step"]: s["status"] for s in json.loads(as_pusher("alice", "status", "--json", repo=alice).stdout)["steps"]
+    }
