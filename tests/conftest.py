@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 from support.repos import make_repo, runner, set_config
 
+# Fixtures the tests take as parameters, registered here so no test has to import a name it never
+# calls (a linter's unused-import fix removed those imports once and 66 tests lost their setup).
+pytest_plugins = ("support.hooked", "support.agentplan")
+
 
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto`: three test processes a core. Most of a test's time is spent waiting on the
