@@ -25,7 +25,7 @@ from runner.store import Conflict
 from runner.worker import executor
 from runner.worker.attempt import Outcome, State, named
 from runner.worker.gates import PASS
-from runner.worker.handoff import HandoffMeta, fence, render_handoff
+from runner.worker.handoff import GateEntry, HandoffMeta, fence, render_handoff
 from runner.worker.leaks import held_for_secrets
 from runner.worker.report import StepReport, TickResult
 
@@ -203,25 +203,21 @@ class Recorder:
         elapsed: float,
         rejected: bool = False,
     ) -> bytes:
-        meta = HandoffMeta.model_validate(
-            {  # pydantic checks the outcome and each gate's result
-                "step": state.step.id,
-                "attempt": state.attempt,
-                "worker": self.worker,
-                "outcome": status,
-                "gates": [
-                    {"name": g.name, "result": g.result, "detail": g.detail[:500]} for g in [*state.gates, *state.roles]
-                ],
-                "files_changed": files,
-                "duration_s": round(max(elapsed, 0.0), 2),
-                "result_commit": (event.result or {}).get("commit"),
-                "sentinel": sentinel_for(event.kind, status, rejected),
-                "reason": event.reason[:1000] if event.reason else None,
-                "overrides": state.overrides,
-                "faults": state.faults,
-                "verdict": state.verdict.as_dict() if state.verdict else None,
-                "qa_doc": qa_doc(state.step.text),
-            }
+        meta = HandoffMeta(
+            step=state.step.id,
+            attempt=state.attempt,
+            worker=self.worker,
+            outcome=str(status),
+            gates=[GateEntry(g.name, str(g.result), g.detail[:500]) for g in [*state.gates, *state.roles]],
+            files_changed=files,
+            duration_s=round(max(elapsed, 0.0), 2),
+            result_commit=(event.result or {}).get("commit"),
+            sentinel=str(sentinel_for(event.kind, status, rejected)),
+            reason=event.reason[:1000] if event.reason else None,
+            overrides=state.overrides,
+            faults=state.faults,
+            verdict=state.verdict.as_dict() if state.verdict else None,
+            qa_doc=qa_doc(state.step.text),
         )
         sections = {
             "Pipeline faults": "\n".join(state.faults),
