@@ -163,7 +163,7 @@ def test_a_blob_or_a_tag_or_a_foreign_commit_pushed_as_a_heartbeat_is_refused(re
 
 
 def test_without_the_hook_readers_skip_and_report_a_malformed_heartbeat(tmp_path: Path):
-    bare, (repo,) = make_remote(tmp_path)  # no hook on this remote
+    _bare, (repo,) = make_remote(tmp_path)  # no hook on this remote
     runner(repo, "init")
     edit(repo, dict([step_file("01-a"), step_file("02-b")]), "add steps")
     runner(repo, "claim", "--id", "w9")  # a claimed step: every tick reads the heartbeats

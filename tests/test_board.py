@@ -399,7 +399,7 @@ def test_the_pages_forbid_any_other_script(review):
 
 
 def test_a_host_other_than_loopback_warns_and_says_how_to_tunnel(review):
-    board, url, err = start_board(review["laptop"], "--host", "0.0.0.0")
+    board, _url, err = start_board(review["laptop"], "--host", "0.0.0.0")
     try:
         warning = err.read_text()
         assert "warning: --host 0.0.0.0" in warning and "ssh -N -L" in warning

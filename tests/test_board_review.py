@@ -58,7 +58,7 @@ def _board(tmp_path):
     host = worker_clone(bare, tmp_path / "host")
     for _ in range(6):
         runner(host, "tick", "--id", "w1", "--tag", "flaky", env={"RUNNER_PUSHER": "key-a"})
-    proc, url, err = start_board(laptop)
+    proc, url, _err = start_board(laptop)
     with sync_playwright() as play:
         chromium = play.chromium.launch(executable_path=BROWSER, args=BROWSER_FLAGS)
         yield {

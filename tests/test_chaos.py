@@ -632,7 +632,7 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
                 store.remove_worktree(tree)
                 done["worktree"] += 1
                 n += 1
-        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+        except Exception as exc:  # any failure is the finding
             errors.append(f"{worker} worktree {n}: {exc!r}")
 
     def fetches(worker: str) -> None:
@@ -641,7 +641,7 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
             while time.monotonic() < deadline and not errors:
                 store.fetch(["runner/queue", "runner/integration"], heartbeats=True)
                 done["fetch"] += 1
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(f"{worker} fetch: {exc!r}")
 
     threads = [threading.Thread(target=worktrees, args=(f"host-1-w{i}",)) for i in (1, 2)]

@@ -74,7 +74,7 @@ def old_lock(path: Path) -> Path:
 
 
 def test_stale_lock_files_left_by_a_killed_fetch_are_removed_not_read_as_lost_races(tmp_path):
-    bare, (clone,) = make_remote(tmp_path, clones=1)
+    _bare, (clone,) = make_remote(tmp_path, clones=1)
     runner(clone, "init")
     set_config(clone, detect=False)
     add_step(clone, "01-a", run=["sh", "-c", "echo a > a.txt"])

@@ -24,7 +24,7 @@ def configure(repo: Path, **worker: str) -> None:
 
 
 def test_the_gate_guard_holds_across_two_daemons(tmp_path):
-    bare, (laptop, host_a, host_b) = make_remote(tmp_path, clones=3)
+    _bare, (laptop, host_a, host_b) = make_remote(tmp_path, clones=3)
     runner(laptop, "init")
     marks = tmp_path / "marks"
     marks.mkdir()

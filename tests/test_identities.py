@@ -248,7 +248,7 @@ def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
 
 
 def test_a_worker_key_acts_only_as_its_own_worker_ids(hosts):
-    bare, clones = hosts
+    _bare, clones = hosts
     add_plan(clones)
     refused_over_ssh(
         run(clones, "key-a", "claim", "t1", "--id", "w2"), "pusher 'key-a' may act as w1, not as worker 'w2'"

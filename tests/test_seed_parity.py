@@ -117,7 +117,7 @@ def test_a_coder_that_says_failed_fails_the_attempt_and_one_that_says_complete_g
     add_step(queue_repo, "01-a", run=coder("CODER_FAILED"))
     add_step(queue_repo, "02-b", run=coder("CODER_COMPLETE"))
     proc = start_worker(queue_repo, "w1", "--once", "--json")
-    out, err = proc.communicate(timeout=120)
+    out, _err = proc.communicate(timeout=120)
     reports = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     first = next(r for r in reports if r.get("step") == "01-a")
     assert (

@@ -61,7 +61,7 @@ def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
 
 
 def test_an_idle_worker_takes_a_new_step_without_waiting_out_its_interval(tmp_path):
-    bare, (laptop, host) = make_remote(tmp_path, clones=2)
+    _bare, (laptop, host) = make_remote(tmp_path, clones=2)
     runner(laptop, "init")
     set_config(laptop, detect=False, watch="0.2s")
     add_step(laptop, "01-first", run=["true"])
