@@ -154,13 +154,14 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
     )
     out = work / "board.out"
-    board = subprocess.Popen(
-        [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"],
-        cwd=laptop,
-        env=ENV,
-        stdout=open(out, "w"),
-        stderr=subprocess.DEVNULL,
-    )
+    with open(out, "w") as board_out:  # the board writes to its own copy of the descriptor
+        board = subprocess.Popen(
+            [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"],
+            cwd=laptop,
+            env=ENV,
+            stdout=board_out,
+            stderr=subprocess.DEVNULL,
+        )
     try:
         while "runner board on" not in out.read_text():
             time.sleep(0.1)

@@ -68,10 +68,10 @@ async def mcp_session(repo: Path, agent: str, env: dict | None = None):
         env={**ENV, **(env or {})},
         cwd=str(repo),
     )
-    async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    # errlog goes to the server's process as its stderr: DEVNULL, not a file this test would have to close.
+    async with stdio_client(params, errlog=subprocess.DEVNULL) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def call(session: ClientSession, tool: str, **arguments) -> tuple[bool, str]:
@@ -153,7 +153,7 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
             env=ENV,
             args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)],
         )
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write), ClientSession(read, write) as s:
+        async with stdio_client(params, errlog=subprocess.DEVNULL) as (read, write), ClientSession(read, write) as s:
             answers = {"version": (await s.initialize()).server_info.version}
             for tool, arguments in (("ready", {}), ("show", {"step": "02-b"}), ("claim", {}), ("log", {"limit": 5})):
                 result = await s.call_tool(tool, arguments)

@@ -285,9 +285,8 @@ class GitDaemon:
             f"--port={self.port}",
             *[f"--listen={a}" for a in self.listen],
         ]
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=open(self.log, "a"), env={**os.environ, **GIT_ENV}
-        )
+        with open(self.log, "a") as log:  # the daemon appends to its own copy of the descriptor
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **GIT_ENV})
 
     def wait_ready(self, url: str, prefix: list[str] | None = None, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
@@ -528,11 +527,11 @@ class Cluster:
             *[a for t in slot.tags for a in ("--tag", t)],
             *(["--json"] if self.json_out else []),
         ]
-        out = open(self.logs / f"{slot.id}.{n + 1}.out", "w")
-        err = open(self.logs / f"{slot.id}.{n + 1}.err", "w")
-        slot.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-        out.close()
-        err.close()
+        with (
+            open(self.logs / f"{slot.id}.{n + 1}.out", "w") as out,
+            open(self.logs / f"{slot.id}.{n + 1}.err", "w") as err,
+        ):
+            slot.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
         slot.starts += 1
         slot.pids.append(slot.proc.pid)
         self.event(
