@@ -79,8 +79,10 @@ def header(info: dict, quick: bool, started: datetime, load_before: list, load_a
     return "\n".join(
         [
             f"runner bench{' --quick' if quick else ''}, {started:%Y-%m-%d %H:%M}, {total / 60:.1f} min; {src.get('version', 'runner ?')} at commit {commit}{dirty}",
-            f"machine: {info['cores']} cores ({info['cores_usable']} usable), {(info['memory_bytes'] or 0) / 2**30:.0f} GiB, "
-            f"{info['git']}, Python {info['python']}, {info['platform']}",
+            (
+                f"machine: {info['cores']} cores ({info['cores_usable']} usable), {(info['memory_bytes'] or 0) / 2**30:.0f} GiB, "
+                f"{info['git']}, Python {info['python']}, {info['platform']}"
+            ),
             f"bytecode: {compiled}; load average (1/5/15 min) before {' '.join(map(str, load_before))}, after {' '.join(map(str, load_after))}",
         ]
     )

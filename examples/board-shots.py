@@ -118,8 +118,10 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from runner.queue.queue import open_queue; "
-            "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, 'configure', 'alice')",
+            (
+                "import sys; from runner.queue.queue import open_queue; "
+                "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, 'configure', 'alice')"
+            ),
             str(laptop),
             str(work / "runner.toml"),
         ],

@@ -122,7 +122,9 @@ def test_with_identities_only_an_admin_changes_notify(queue, remote, monkeypatch
         monkeypatch.setenv("RUNNER_PUSHER", "bob")
         refused(
             remote,
-            lambda: push_commit(queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"),
+            lambda changed=changed: push_commit(
+                queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"
+            ),
             "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')",
         )
     monkeypatch.setenv("RUNNER_PUSHER", "alice")

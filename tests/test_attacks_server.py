@@ -270,7 +270,9 @@ def test_with_identities_only_an_admin_changes_the_branch_names_or_hooks(remote:
         text.replace('step_branch_prefix = "runner/steps/"', 'step_branch_prefix = "mine/"'),
         text.replace('key-b = ["w2"]', 'key-b = ["w2", "w1"]'),
     ):
-        edit = lambda: push_commit(queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob")
+        edit = lambda changed=changed: push_commit(
+            queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob"
+        )
         with pushing_as("bob"):
             refused(remote, edit, "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
         with pushing_as("key-a"):
@@ -377,7 +379,7 @@ def test_a_tag_object_on_runners_branches_is_refused(remote: Path, queue: Queue)
     for ref in (QUEUE, INTEGRATION):
         said = refused(
             remote,
-            lambda: queue.store.publish([RefUpdate(ref, tag, FORCE)]),
+            lambda ref=ref: queue.store.publish([RefUpdate(ref, tag, FORCE)]),
             f"{ref}: must point at a commit, not a tag",
             ref=ref,
         )

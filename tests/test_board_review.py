@@ -26,9 +26,11 @@ def _api(prompts) -> list[str]:
     return [
         "sh",
         "-c",
-        'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
-        'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
-        f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md',
+        (
+            'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
+            'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
+            f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md'
+        ),
         "sh",
         "{prompt_file}",
     ]

@@ -163,8 +163,10 @@ def tree_script(pids: Path, then: str = "sleep 300") -> list[str]:
     return [
         "sh",
         "-c",
-        f'sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
-        f"echo $$ >> {pids}; {then}",
+        (
+            f'sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
+            f"echo $$ >> {pids}; {then}"
+        ),
     ]
 
 

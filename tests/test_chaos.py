@@ -171,7 +171,7 @@ def delay_landings(repo_path: Path, ref: str, from_commit: str, by_s: float) -> 
             later = later or new == from_commit
             if later:
                 at = f"{float(at) + int(by_s):.3f}"
-        lines.append(" ".join((at, old, new, name)))
+        lines.append(f"{at} {old} {new} {name}")
     times.write_text("\n".join(lines) + "\n")
 
 
@@ -317,7 +317,7 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
         "stray-merge": "integration",
     }
     print("\nplanted violation -> rules reported")
-    for name, rule in expected.items():
+    for name in expected:
         print(f"  {name:15} -> {sorted(found[name])}")
     missed = {name: rule for name, rule in expected.items() if rule not in found[name]}
     assert not missed, f"the checker missed planted violations: {missed} (found {found})"

@@ -84,7 +84,7 @@ def test_protocol_tables_are_the_codes_tables():
         for name, render in TABLES.items():
             text = re.sub(
                 rf"(<!-- {name}:[^\n]*-->\n).*?(\n<!-- /{name} -->)",
-                lambda m: m.group(1) + "\n".join(render()) + m.group(2),
+                lambda m, render=render: m.group(1) + "\n".join(render()) + m.group(2),
                 text,
                 flags=re.DOTALL,
             )

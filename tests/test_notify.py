@@ -9,6 +9,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
@@ -138,7 +139,7 @@ def test_a_missing_notify_command_is_logged(queue_repo):
 
 
 class Hook(BaseHTTPRequestHandler):
-    received: list = []
+    received: ClassVar[list] = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))

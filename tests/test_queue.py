@@ -686,7 +686,7 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     repo = tmp_path / "r"
     git(tmp_path, "init", "-q", str(repo))
 
-    def commit(files: dict[str, bytes | str], gitlinks: dict[str, str] = {}) -> str:
+    def commit(files: dict[str, bytes | str], gitlinks: dict[str, str] | None = None) -> str:
         for old in repo.iterdir():
             if old.name != ".git":
                 subprocess.run(["rm", "-rf", str(old)], check=True)
@@ -700,7 +700,7 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
                 target.chmod(0o755 if path.endswith(".sh") else 0o644)
         git(repo, "read-tree", "--empty")  # a gitlink of the commit before would keep its folder out
         git(repo, "add", "-A")
-        for path, oid in gitlinks.items():
+        for path, oid in (gitlinks or {}).items():
             git(repo, "update-index", "--add", "--cacheinfo", f"160000,{oid},{path}")
         git(repo, "commit", "-q", "--allow-empty", "-m", "c")
         return git(repo, "rev-parse", "HEAD^{tree}").strip()

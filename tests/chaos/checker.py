@@ -36,6 +36,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -1213,7 +1214,7 @@ class Checker:
             death = self.deaths.get(claim.incarnation or "", float("inf"))
             cuts = self.cuts.get(claim.host or "", [])
             self.beat_leases[claim.lease_s] += 1
-            for a, b in zip(signs, signs[1:]):
+            for a, b in pairwise(signs):
                 if b > death or any(start <= b and end_ >= a for start, end_ in cuts):
                     continue
                 self.beat_gaps.append(b - a)

@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pygit2
 
@@ -662,19 +662,19 @@ class Cluster:
             if (
                 slot.proc is not None
                 and slot.proc.poll() is not None
-                and slot.proc.returncode not in (0, -signal.SIGTERM)
-            ):  # -15: stopped before its handler was installed
-                if not any(e.get("pid") == slot.proc.pid and e["kind"] in ("kill", "exit") for e in self.events):
-                    self.event("exit", worker=slot.id, pid=slot.proc.pid, rc=slot.proc.returncode, host=slot.host.name)
-                    stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
-                    self.unexpected_exits.append(
-                        {
-                            "worker": slot.id,
-                            "pid": slot.proc.pid,
-                            "rc": slot.proc.returncode,
-                            "stderr": "on SIGTERM: " + stderr,
-                        }
-                    )
+                and slot.proc.returncode not in (0, -signal.SIGTERM)  # -15: stopped before its handler was installed
+                and not any(e.get("pid") == slot.proc.pid and e["kind"] in ("kill", "exit") for e in self.events)
+            ):
+                self.event("exit", worker=slot.id, pid=slot.proc.pid, rc=slot.proc.returncode, host=slot.host.name)
+                stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
+                self.unexpected_exits.append(
+                    {
+                        "worker": slot.id,
+                        "pid": slot.proc.pid,
+                        "rc": slot.proc.returncode,
+                        "stderr": "on SIGTERM: " + stderr,
+                    }
+                )
 
     def close(self) -> None:
         """Tear everything down (idempotent; safe after a failure)."""
@@ -802,7 +802,7 @@ class Cluster:
             **overrides,
         )
 
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
