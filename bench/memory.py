@@ -89,9 +89,8 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
             seen = watch(procs)
             for size in SIZES:
                 if seen[size]["exit"]:
-                    raise RuntimeError(
-                        f"worker on {size:,} steps exited {seen[size]['exit']}: {(base / f'{size}.err').read_text(errors='replace')[-600:]}"
-                    )
+                    stderr = (base / f"{size}.err").read_text(errors="replace")
+                    raise RuntimeError(f"worker on {size:,} steps exited {seen[size]['exit']}: {stderr[-600:]}")
                 seen[size]["done"] = sum(1 for e in queue_events(repos[size]) if e.get("event") == "complete")
         except Exception as exc:
             return {"topic": "memory", "figures": [figure(name, None, "x", ("<=", 1.2), error=error_text(exc))]}
@@ -99,8 +98,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     x = big["peak"] / small["peak"]
     q = lambda s: "/".join(f"{v:.0f}" for v in quarters(s["samples"]))
     detail = (
-        f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s"
-        f" vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB"
+        f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; "
+        f"steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s "
+        f"vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB"
     )
     if quick:
         detail = "quick: 1,000 ticks each, not a whole drain of 10,000; " + detail
