@@ -317,7 +317,10 @@ def _install(name: str, prefix: Path) -> Path:
 
 @pytest.mark.skipif(
     not REAL,
-    reason="set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry and check the preset's flags against its --help",
+    reason=(
+        "set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry "
+        "and check the preset's flags against its --help"
+    ),
 )
 @pytest.mark.parametrize("name", CHOSEN)
 def test_preset_flags_appear_in_the_real_cli_help(name, tmp_path):

@@ -392,22 +392,36 @@ def test_a_tag_object_on_runners_branches_is_refused(remote: Path, queue: Queue)
     [
         (
             "message",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n"
+            ),
             "the commit's message is not UTF-8",
         ),
         (
             "author",
-            b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nfine\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n\nfine\n"
+            ),
             "the commit's author or committer is not UTF-8",
         ),
         (
             "encoding header",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding ISO-8859-1\n\ncaf\xe9\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n"
+                b"encoding ISO-8859-1\n\ncaf\xe9\n"
+            ),
             "the commit declares encoding 'ISO-8859-1'",
         ),
         (
             "unknown encoding",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding no-such-codec\n\nx\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n"
+                b"encoding no-such-codec\n\nx\n"
+            ),
             "the commit declares encoding 'no-such-codec'",
         ),
     ],

@@ -55,10 +55,13 @@ def publish(report: checker.Report, where: Path, started: float) -> None:
     print("\n" + report.table() + f"\n(table: {where / 'chaos-report.txt'})")
     s = report.stats
     SUMMARY.append(
-        f"{report.name}: {s['done / failed / blocked']} done/failed/blocked, kills {s['kills']}, partitions {s['partitions']}, "
-        f"claims {s['claims']}, takeovers {s['takeovers']} (dead {s['  of dead holders']}, cut {s['  of cut-off holders']}, "
+        f"{report.name}: {s['done / failed / blocked']} done/failed/blocked, kills {s['kills']}, "
+        f"partitions {s['partitions']}, "
+        f"claims {s['claims']}, takeovers {s['takeovers']} (dead {s['  of dead holders']}, "
+        f"cut {s['  of cut-off holders']}, "
         f"late {s['  of live holders late beyond the lease']}, stolen {s['  of holders that beat in time (stolen)']}), "
-        f"lease {s['lease (heartbeat every lease/3)']}, heartbeat gap p50/p99/max {s['heartbeat gap p50 / p99 / max']}, "
+        f"lease {s['lease (heartbeat every lease/3)']}, "
+        f"heartbeat gap p50/p99/max {s['heartbeat gap p50 / p99 / max']}, "
         f"double executions {s['double executions (lost lease)']}, double recordings {s['double recordings']}, "
         f"stray merges {s['stray merges (lost attempts)']}, violations {s['violations']}, "
         f"known bugs allowed {s['known bugs allowed (RUNNER_CHAOS_ALLOW)']} "

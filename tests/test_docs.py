@@ -49,7 +49,10 @@ def who(kind: Kind) -> str:
     if kind == Kind.CLAIM:
         return "a worker (a person with --ignore-deps)"
     if kind == Kind.HALT:
-        return "a person (a worker with reason verifier_failed:<why>, human_intervention:context_below_floor or budget_exceeded:<why>)"
+        return (
+            "a person (a worker with reason verifier_failed:<why>, "
+            "human_intervention:context_below_floor or budget_exceeded:<why>)"
+        )
     if spec.person:
         return "a person"
     return "a worker or a person" if not spec.step else "a worker"

@@ -182,6 +182,6 @@ def test_an_unknown_notify_event_is_refused_with_the_known_ones(queue_repo):
     with pytest.raises(Exception) as refused:
         edit(queue_repo, {"runner.toml": bad.encode(), path: data})
     assert (
-        "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, drained, worker-gone, paused, stuck)"
-        in str(refused.value)
+        "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, "
+        "drained, worker-gone, paused, stuck)" in str(refused.value)
     )

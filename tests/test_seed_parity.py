@@ -255,9 +255,9 @@ def test_a_context_floor_detector_that_gives_no_answer_halts_the_queue_too(queue
     report = tick(queue_repo)
     assert report["sentinel"] == "SKIP" and report["outcome"] == "ready"
     halted = runner_json(queue_repo, "status")["halted"]
-    assert (
-        halted
-        == "human_intervention:context_below_floor: the detector gave no answer (it did not run (exit code 3: no GPU found))"
+    assert halted == (
+        "human_intervention:context_below_floor: the detector gave no answer "
+        "(it did not run (exit code 3: no GPU found))"
     )
     assert report["faults"] == ["PIPELINE-FAULT: context floor detector: it did not run (exit code 3: no GPU found)"]
     assert tick(queue_repo)["reason"] == f"queue halted: {halted}"
@@ -278,7 +278,8 @@ QA_AGENT = python(
     "scenario = prompt.split('## The QA scenario to walk through', 1)[1]\n"
     "fixed = 'typos fixed' in pathlib.Path('out.txt').read_text()\n"
     "ok = 'home page' in scenario or fixed\n"
-    "print(json.dumps({'pass': ok, 'score': 1.0 if ok else 0.2, 'reasons': [] if ok else ['the help screen says teh'], 'next_hint': 'typos fixed'}))\n",
+    "print(json.dumps({'pass': ok, 'score': 1.0 if ok else 0.2, "
+    "'reasons': [] if ok else ['the help screen says teh'], 'next_hint': 'typos fixed'}))\n",
     "{prompt_file}",
 )
 

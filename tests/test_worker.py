@@ -225,7 +225,13 @@ def test_boxes_of_passed_checks_are_ticked_and_manual_ones_left(queue_repo):
 
 
 def test_a_ticks_text_and_json_reports_say_the_same(queue_repo):
-    body = "#### Automated Verification:\n- [ ] `test -f out.txt`\n- [ ] `test -f missing.txt`\n#### Manual Verification:\n- [ ] read it\n"
+    body = (
+        "#### Automated Verification:\n"
+        "- [ ] `test -f out.txt`\n"
+        "- [ ] `test -f missing.txt`\n"
+        "#### Manual Verification:\n"
+        "- [ ] read it\n"
+    )
     add_step(queue_repo, "01-check", title="Two checks", run=["sh", "-c", "echo hi > out.txt"], body=body)
     text = runner(queue_repo, "tick", "--id", "w1").stdout
     assert (
@@ -277,7 +283,10 @@ def test_verdicts_raw_fenced_commented_and_garbage():
 def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
     verifier = tmp_path / "verify.py"
     verifier.write_text(
-        'import os\nprint("```json")\nprint(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' % ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\nprint("```")\n'
+        'import os\nprint("```json")\n'
+        'print(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' '
+        '% ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\n'
+        'print("```")\n'
     )
     set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier)], max_fix_attempts=0)
     add_step(queue_repo, "01-good", run=["sh", "-c", "echo > 01-good"])
