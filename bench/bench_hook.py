@@ -57,7 +57,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 "ms",
                 None,
                 [b - a for a, b in zip(column(results, "plain"), column(results, "hooked"))],
-                detail=f"`runner claim` to a bare remote with `install-hooks --server` {h['median'] * 1000:.0f} ms, without {p['median'] * 1000:.0f} ms",
+                detail=(
+                    f"`runner claim` to a bare remote with `install-hooks --server` {h['median'] * 1000:.0f} ms, "
+                    f"without {p['median'] * 1000:.0f} ms"
+                ),
             )
         ],
         "data": {"samples": {k: column(results, k) for k in variants}},

@@ -113,7 +113,8 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
         cli_x = ratios(results, f"{big} cli", f"{small} cli")
         cli = (
             f"`runner claim` fresh process {summary(cli_x)['median']:.2f}x "
-            f"({summary(column(results, f'{big} cli'))['median'] * 1000:.0f} vs {summary(column(results, f'{small} cli'))['median'] * 1000:.0f} ms)"
+            f"({summary(column(results, f'{big} cli'))['median'] * 1000:.0f} "
+            f"vs {summary(column(results, f'{small} cli'))['median'] * 1000:.0f} ms)"
         )
         err = errors.get((layout, SIZES[0])) or errors.get((layout, SIZES[-1]))
         if err:
@@ -131,8 +132,11 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 "x",
                 GOALS[layout],
                 x,
-                detail=f"on {filesystem}: in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); first claim (cold plan read) "
-                f"{claimers[(layout, SIZES[-1])].first * 1000:.0f} vs {claimers[(layout, SIZES[0])].first * 1000:.0f} ms; {cli}",
+                detail=(
+                    f"on {filesystem}: in a long-lived process {b * 1000:.1f} vs {s * 1000:.1f} ms ({how}); "
+                    f"first claim (cold plan read) {claimers[(layout, SIZES[-1])].first * 1000:.0f} "
+                    f"vs {claimers[(layout, SIZES[0])].first * 1000:.0f} ms; {cli}"
+                ),
             )
         )
     return {

@@ -144,7 +144,10 @@ def judged_ratio(
     return (
         value,
         per_round,
-        f"median of per-round ratios {median:.3g}x, best over best {of_best:.3g}x, the {'higher' if op == '<=' else 'lower'} judged",
+        (
+            f"median of per-round ratios {median:.3g}x, best over best {of_best:.3g}x, "
+            f"the {'higher' if op == '<=' else 'lower'} judged"
+        ),
     )
 
 

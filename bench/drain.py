@@ -149,7 +149,8 @@ class Drains:
         }
         result["steps_per_s"] = result["done"] / wall
         log(
-            f"  runner {'remote' if remote else 'local'} x{workers} ({result['filesystem']}): {result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step"
+            f"  runner {'remote' if remote else 'local'} x{workers} ({result['filesystem']}): "
+            f"{result['steps_per_s']:.2f} steps/s, {result['done']} done, CPU {cpu / STEPS * 1000:.0f} ms/step"
         )
         shutil.rmtree(base, ignore_errors=True)
         return result
@@ -236,7 +237,10 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
             "x",
             (">=", 0.6),
             x,
-            detail=f"{where}: {eight:.2f} vs {one:.2f} steps/s; CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}",
+            detail=(
+                f"{where}: {eight:.2f} vs {one:.2f} steps/s; "
+                f"CPU per step {cpu1 * 1000:.0f} -> {cpu8 * 1000:.0f} ms; {how}"
+            ),
         )
     ]
     for key, target in (("remote x1", 0.05), ("local x1", 0.2)):
@@ -287,7 +291,10 @@ def figures(results: list[dict], peer_why: str | None) -> list[dict]:
             float(bad + short),
             "",
             ("<=", 0),
-            detail=f"queue branch audit of {len(runs)} drains; double claims {bad}, not done {short}; other events {dict(other) or 'none'}",
+            detail=(
+                f"queue branch audit of {len(runs)} drains; double claims {bad}, not done {short}; "
+                f"other events {dict(other) or 'none'}"
+            ),
         )
     )
     return rows

@@ -143,8 +143,11 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     figures = []
     floor = [(r["python floor"] + r["git publish"]) / r["git publish"] for r in results]
     why = {
-        "fresh claim": f"; a fresh Python process that has only imported what a claim needs is already "
-        f'{summary(floor)["median"]:.2f}x ("least a fresh Python claim could cost"); bench/README.md says where the rest goes'
+        "fresh claim": (
+            "; a fresh Python process that has only imported what a claim needs is already "
+            f'{summary(floor)["median"]:.2f}x ("least a fresh Python claim could cost"); '
+            "bench/README.md says where the rest goes"
+        )
     }
     for key, base, goal in (
         ("fresh claim", "git publish", 2.0),
@@ -159,8 +162,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 "x",
                 ("<=", goal),
                 spread,
-                detail=f"{med[key] * 1000:.0f} vs {med[base] * 1000:.0f} ms (git as separate processes, as a shell runs them); {how}"
-                + why.get(key, ""),
+                detail=(
+                    f"{med[key] * 1000:.0f} vs {med[base] * 1000:.0f} ms "
+                    f"(git as separate processes, as a shell runs them); {how}" + why.get(key, "")
+                ),
             )
         )
     figures.append(
@@ -196,8 +201,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 "ms",
                 goal,
                 beyond,
-                detail=f"`runner ready` {med[key] * 1000:.0f} ms (its fetch included), `git fetch` {med[fetch] * 1000:.0f} ms; "
-                "per-round differences",
+                detail=(
+                    f"`runner ready` {med[key] * 1000:.0f} ms (its fetch included), "
+                    f"`git fetch` {med[fetch] * 1000:.0f} ms; per-round differences"
+                ),
             )
         )
     return {

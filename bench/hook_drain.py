@@ -122,8 +122,8 @@ class HookDrains:
                 "cpu_accepted": sum(c for code, c in cpu_of if code == 0),
             }
         log(
-            f"  {'hooked' if hooked else 'plain'} x{workers}: {result['steps_per_s']:.2f} steps/s, {result['done']} done,"
-            f" {result['double_claims']} double claims"
+            f"  {'hooked' if hooked else 'plain'} x{workers}: {result['steps_per_s']:.2f} steps/s, "
+            f"{result['done']} done, {result['double_claims']} double claims"
             + (f", hook runs {result['hook']['runs']} ({result['hook']['accepted']} accepted)" if hooked else "")
         )
         shutil.rmtree(base, ignore_errors=True)

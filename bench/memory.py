@@ -63,6 +63,18 @@ def quarters(samples: list[tuple[float, int]]) -> list[float]:
     return [next(rss for t, rss in samples if t >= end * q) / 2**20 for q in (0.25, 0.5, 0.75, 1.0)]
 
 
+def start_worker(base: Path, size: int, repo: Path, ticks: list[str]) -> subprocess.Popen:
+    """`runner worker --once` on `repo`, its stderr in base/SIZE.err (the worker keeps its own copy
+    of the file's descriptor, so ours closes once it has started)."""
+    with open(base / f"{size}.err", "wb") as err:
+        return subprocess.Popen(
+            [RUNNER, "worker", "--id", f"m{size}", "--once", "--interval", "0.2", *ticks, "--repo", repo],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env(base / f"cache{size}"),
+        )
+
+
 def measure(quick: bool = False, peers: bool = False) -> dict:
     name = "worker peak RSS, 10,000 vs 1,000 steps"
     with workspace("memory") as base:
@@ -73,21 +85,12 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 repos[size], _ = new_queue(base / str(size), size)
             ticks = ["--max-ticks", "1000"] if quick else []
             log(f"memory: two workers side by side ({'1,000 ticks each' if quick else 'each drains its whole plan'})")
-            procs = {
-                size: subprocess.Popen(
-                    [RUNNER, "worker", "--id", f"m{size}", "--once", "--interval", "0.2", *ticks, "--repo", repo],
-                    stdout=subprocess.DEVNULL,
-                    stderr=open(base / f"{size}.err", "wb"),
-                    env=env(base / f"cache{size}"),
-                )
-                for size, repo in repos.items()
-            }
+            procs = {size: start_worker(base, size, repo, ticks) for size, repo in repos.items()}
             seen = watch(procs)
             for size in SIZES:
                 if seen[size]["exit"]:
-                    raise RuntimeError(
-                        f"worker on {size:,} steps exited {seen[size]['exit']}: {(base / f'{size}.err').read_text(errors='replace')[-600:]}"
-                    )
+                    stderr = (base / f"{size}.err").read_text(errors="replace")
+                    raise RuntimeError(f"worker on {size:,} steps exited {seen[size]['exit']}: {stderr[-600:]}")
                 seen[size]["done"] = sum(1 for e in queue_events(repos[size]) if e.get("event") == "complete")
         except Exception as exc:
             return {"topic": "memory", "figures": [figure(name, None, "x", ("<=", 1.2), error=error_text(exc))]}
@@ -95,8 +98,9 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
     x = big["peak"] / small["peak"]
     q = lambda s: "/".join(f"{v:.0f}" for v in quarters(s["samples"]))
     detail = (
-        f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s"
-        f" vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB"
+        f"{big['peak'] / 2**20:.1f} vs {small['peak'] / 2**20:.1f} MiB; "
+        f"steps drained {big['done']:,} of 10,000 in {big['seconds']:.0f} s "
+        f"vs {small['done']:,} of 1,000 in {small['seconds']:.0f} s; RSS at each quarter {q(big)} vs {q(small)} MiB"
     )
     if quick:
         detail = "quick: 1,000 ticks each, not a whole drain of 10,000; " + detail

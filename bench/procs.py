@@ -155,8 +155,11 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                     own,
                     "",
                     ("<=", 4),
-                    detail=f"started by runner; {total - step_own:.1f} with git's own helpers (both sides of the transport), "
-                    f"{total:.1f} with the step's `true` too; {STEPS} ticks under strace -f; by program: {top}",
+                    detail=(
+                        f"started by runner; {total - step_own:.1f} with git's own helpers "
+                        f"(both sides of the transport), {total:.1f} with the step's `true` too; "
+                        f"{STEPS} ticks under strace -f; by program: {top}"
+                    ),
                 )
             )
             data[mode] = {"per_tick_by_program": {p: n / ticks for p, n in counts.items()}, "ticks": ticks}

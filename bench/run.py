@@ -78,10 +78,19 @@ def header(info: dict, quick: bool, started: datetime, load_before: list, load_a
     )
     return "\n".join(
         [
-            f"runner bench{' --quick' if quick else ''}, {started:%Y-%m-%d %H:%M}, {total / 60:.1f} min; {src.get('version', 'runner ?')} at commit {commit}{dirty}",
-            f"machine: {info['cores']} cores ({info['cores_usable']} usable), {(info['memory_bytes'] or 0) / 2**30:.0f} GiB, "
-            f"{info['git']}, Python {info['python']}, {info['platform']}",
-            f"bytecode: {compiled}; load average (1/5/15 min) before {' '.join(map(str, load_before))}, after {' '.join(map(str, load_after))}",
+            (
+                f"runner bench{' --quick' if quick else ''}, {started:%Y-%m-%d %H:%M}, {total / 60:.1f} min; "
+                f"{src.get('version', 'runner ?')} at commit {commit}{dirty}"
+            ),
+            (
+                f"machine: {info['cores']} cores ({info['cores_usable']} usable), "
+                f"{(info['memory_bytes'] or 0) / 2**30:.0f} GiB, {info['git']}, "
+                f"Python {info['python']}, {info['platform']}"
+            ),
+            (
+                f"bytecode: {compiled}; load average (1/5/15 min) before {' '.join(map(str, load_before))}, "
+                f"after {' '.join(map(str, load_after))}"
+            ),
         ]
     )
 
@@ -161,7 +170,8 @@ def main() -> None:
     print(
         "\nper topic: "
         + ", ".join(
-            f"{r['topic']} {r.get('seconds', 0):.0f} s (load {r.get('load_before', ['?'])[0]} -> {r.get('load_after', ['?'])[0]})"
+            f"{r['topic']} {r.get('seconds', 0):.0f} s "
+            f"(load {r.get('load_before', ['?'])[0]} -> {r.get('load_after', ['?'])[0]})"
             for r in results
         )
     )

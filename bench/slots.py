@@ -41,7 +41,7 @@ def drain(base, name: str, steps: int, argvs: list[list[str]]) -> dict:
     """Seconds and CPU seconds to drain a fresh queue with these worker command lines."""
     folder = base / name
     folder.mkdir()
-    person, bare = new_queue(folder, steps, remote=True)
+    _person, bare = new_queue(folder, steps, remote=True)
     clone = folder / "host"
     git(folder, "clone", "-q", str(bare), str(clone))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

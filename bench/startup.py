@@ -84,7 +84,10 @@ def measure(quick: bool = False, peers: bool = False) -> dict:
                 "ms",
                 ("<", goal_s) if goal_s else None,
                 samples,
-                detail=f"{summary(x)['median']:.1f}x `python -c pass` ({summary(py)['median'] * 1000:.0f} ms), per-round {min(x):.1f}-{max(x):.1f}x",
+                detail=(
+                    f"{summary(x)['median']:.1f}x `python -c pass` ({summary(py)['median'] * 1000:.0f} ms), "
+                    f"per-round {min(x):.1f}-{max(x):.1f}x"
+                ),
             )
         )
     return {

@@ -76,7 +76,10 @@ def main() -> None:
             "REST API for orders",
             ["02-models"],
             True,
-            "printf 'from shop.models import Order\\n\\n\\ndef list_orders():\\n    return [Order()]\\n' > shop/api.py; echo 'GET /orders' >> README.md",
+            (
+                "printf 'from shop.models import Order\\n\\n\\ndef list_orders():\\n    return [Order()]\\n' "
+                "> shop/api.py; echo 'GET /orders' >> README.md"
+            ),
         ),
         (
             "04-auth",
@@ -97,7 +100,10 @@ def main() -> None:
             "Full-text search over orders",
             ["02-models"],
             False,
-            "echo 'indexing 12,408 orders'; echo 'batch 1/3 done'; echo 'batch 2/3 done'; sleep 600; echo ok > search.txt",
+            (
+                "echo 'indexing 12,408 orders'; echo 'batch 1/3 done'; echo 'batch 2/3 done'; "
+                "sleep 600; echo ok > search.txt"
+            ),
         ),
         ("07-docs", "User guide", ["03-api", "04-auth"], False, "echo guide > GUIDE.md"),
     ]
@@ -118,8 +124,11 @@ def main() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from runner.queue.queue import open_queue; "
-            "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, 'configure', 'alice')",
+            (
+                "import sys; from runner.queue.queue import open_queue; "
+                "open_queue(sys.argv[1]).edit(lambda s: {'runner.toml': open(sys.argv[2], 'rb').read()}, "
+                "'configure', 'alice')"
+            ),
             str(laptop),
             str(work / "runner.toml"),
         ],
@@ -154,13 +163,14 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
     )
     out = work / "board.out"
-    board = subprocess.Popen(
-        [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"],
-        cwd=laptop,
-        env=ENV,
-        stdout=open(out, "w"),
-        stderr=subprocess.DEVNULL,
-    )
+    with open(out, "w") as board_out:  # the board writes to its own copy of the descriptor
+        board = subprocess.Popen(
+            [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.5"],
+            cwd=laptop,
+            env=ENV,
+            stdout=board_out,
+            stderr=subprocess.DEVNULL,
+        )
     try:
         while "runner board on" not in out.read_text():
             time.sleep(0.1)

@@ -207,7 +207,7 @@ def test_missing_from_help_names_each_missing_flag_and_choice():
     missing = presets.missing_from_help("codex", lambda argv: helps[tuple(argv)])
     assert "codex exec --help: --output-last-message" in missing
     assert "codex exec --help: danger-full-access" in missing
-    assert not any(m.endswith(": --cd") or m.endswith(": --sandbox") for m in missing)
+    assert not any(m.endswith((": --cd", ": --sandbox")) for m in missing)
     assert presets.missing_from_help("none", lambda argv: "") == []
 
 
@@ -317,7 +317,10 @@ def _install(name: str, prefix: Path) -> Path:
 
 @pytest.mark.skipif(
     not REAL,
-    reason="set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry and check the preset's flags against its --help",
+    reason=(
+        "set RUNNER_AGENT_TESTS=1 to install each agent CLI from its registry "
+        "and check the preset's flags against its --help"
+    ),
 )
 @pytest.mark.parametrize("name", CHOSEN)
 def test_preset_flags_appear_in_the_real_cli_help(name, tmp_path):

@@ -68,10 +68,10 @@ async def mcp_session(repo: Path, agent: str, env: dict | None = None):
         env={**ENV, **(env or {})},
         cwd=str(repo),
     )
-    async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    # errlog goes to the server's process as its stderr: DEVNULL, not a file this test would have to close.
+    async with stdio_client(params, errlog=subprocess.DEVNULL) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def call(session: ClientSession, tool: str, **arguments) -> tuple[bool, str]:
@@ -153,7 +153,7 @@ def test_every_tool_answers_with_structured_content_and_the_server_names_runners
             env=ENV,
             args=["-m", "runner", "mcp", "--id", "agent-1", "--repo", str(agent_clone)],
         )
-        async with stdio_client(params, errlog=open(os.devnull, "w")) as (read, write), ClientSession(read, write) as s:
+        async with stdio_client(params, errlog=subprocess.DEVNULL) as (read, write), ClientSession(read, write) as s:
             answers = {"version": (await s.initialize()).server_info.version}
             for tool, arguments in (("ready", {}), ("show", {"step": "02-b"}), ("claim", {}), ("log", {"limit": 5})):
                 result = await s.call_tool(tool, arguments)
@@ -191,9 +191,9 @@ def test_a_check_that_fails_keeps_the_claim_and_a_second_hand_in_records_both_ru
     async def session() -> tuple[str, str]:
         async with mcp_session(agent_clone, "agent-1") as s:
             worktree = worktree_of((await call(s, "claim"))[1])
-            failed, first = await call(s, "complete", step="01-a")
+            _failed, first = await call(s, "complete", step="01-a")
             (worktree / "out.txt").write_text("hello\n")
-            failed, second = await call(s, "complete", step="01-a", notes="out.txt holds the greeting")
+            _failed, second = await call(s, "complete", step="01-a", notes="out.txt holds the greeting")
             return first, second
 
     first, second = anyio.run(session)
@@ -432,7 +432,7 @@ def test_an_agent_takes_a_step_with_work_and_submit_from_a_shell(tmp_path):
 
 
 def test_a_shell_agent_cannot_take_a_step_another_holds(tmp_path):
-    bare, (first, second) = served_plan(tmp_path)
+    _bare, (first, second) = served_plan(tmp_path)
     runner_json(first, "work", "01-a", "--id", "agent-1")
     refused = runner(second, "work", "01-a", "--id", "agent-2", check=False)
     assert refused.returncode == 3 and "01-a is claimed by agent-1 (attempt 1)" in refused.stderr

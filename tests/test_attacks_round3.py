@@ -122,7 +122,9 @@ def test_with_identities_only_an_admin_changes_notify(queue, remote, monkeypatch
         monkeypatch.setenv("RUNNER_PUSHER", "bob")
         refused(
             remote,
-            lambda: push_commit(queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"),
+            lambda changed=changed: push_commit(
+                queue, {"runner.toml": (changed + IDENTITIES).encode()}, "notify me\n", author="bob"
+            ),
             "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')",
         )
     monkeypatch.setenv("RUNNER_PUSHER", "alice")
@@ -187,7 +189,8 @@ def board(tmp_path, monkeypatch):
 
 
 def test_a_name_that_is_not_a_step_is_answered_404_before_any_git_call(board):
-    """Attack 5: the board passed a step id from the URL into a `git fetch` refspec (/api/steps/../../x answered 500)."""
+    """Attack 5: the board passed a step id from the URL into a `git fetch` refspec
+    (/api/steps/../../x answered 500)."""
     base, before = board["base"], fetches(board["trace"])
     for name in ("../../x", "..%2F..%2Fx", "x", "09-nope", "-x", "a..b"):
         code, said = ask(base + "api/steps/" + name)
@@ -278,7 +281,8 @@ def test_a_verifiers_five_megabytes_of_reasons_are_clipped_in_last_verdict_as_in
     verdict = tmp_path / "verdict.py"
     verdict.write_text(
         "import json, sys\n"
-        f"json.dump({{'pass': False, 'score': 0.1, 'reasons': {reasons!r}, 'next_hint': 'h' * 3_000_000}}, sys.stdout)\n"
+        f"json.dump({{'pass': False, 'score': 0.1, 'reasons': {reasons!r}, "
+        f"'next_hint': 'h' * 3_000_000}}, sys.stdout)\n"
     )
     set_config(queue_repo, detect=False, max_attempts=1, max_fix_attempts=0, verifier=[sys.executable, str(verdict)])
     add_step(queue_repo, "01-a")

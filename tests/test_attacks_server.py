@@ -163,7 +163,7 @@ def test_a_blob_or_a_tag_or_a_foreign_commit_pushed_as_a_heartbeat_is_refused(re
 
 
 def test_without_the_hook_readers_skip_and_report_a_malformed_heartbeat(tmp_path: Path):
-    bare, (repo,) = make_remote(tmp_path)  # no hook on this remote
+    _bare, (repo,) = make_remote(tmp_path)  # no hook on this remote
     runner(repo, "init")
     edit(repo, dict([step_file("01-a"), step_file("02-b")]), "add steps")
     runner(repo, "claim", "--id", "w9")  # a claimed step: every tick reads the heartbeats
@@ -270,7 +270,9 @@ def test_with_identities_only_an_admin_changes_the_branch_names_or_hooks(remote:
         text.replace('step_branch_prefix = "runner/steps/"', 'step_branch_prefix = "mine/"'),
         text.replace('key-b = ["w2"]', 'key-b = ["w2", "w1"]'),
     ):
-        edit = lambda: push_commit(queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob")
+        edit = lambda changed=changed: push_commit(
+            queue, {"runner.toml": changed.encode()}, "change runner.toml\n", author="bob"
+        )
         with pushing_as("bob"):
             refused(remote, edit, "only [hooks] admins may change [hooks], [notify] or the branch names (pusher 'bob')")
         with pushing_as("key-a"):
@@ -377,7 +379,7 @@ def test_a_tag_object_on_runners_branches_is_refused(remote: Path, queue: Queue)
     for ref in (QUEUE, INTEGRATION):
         said = refused(
             remote,
-            lambda: queue.store.publish([RefUpdate(ref, tag, FORCE)]),
+            lambda ref=ref: queue.store.publish([RefUpdate(ref, tag, FORCE)]),
             f"{ref}: must point at a commit, not a tag",
             ref=ref,
         )
@@ -390,22 +392,36 @@ def test_a_tag_object_on_runners_branches_is_refused(remote: Path, queue: Queue)
     [
         (
             "message",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n\nbad \xff\xfe\n"
+            ),
             "the commit's message is not UTF-8",
         ),
         (
             "author",
-            b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\n\nfine\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor M\xe9 <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n\nfine\n"
+            ),
             "the commit's author or committer is not UTF-8",
         ),
         (
             "encoding header",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding ISO-8859-1\n\ncaf\xe9\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n"
+                b"encoding ISO-8859-1\n\ncaf\xe9\n"
+            ),
             "the commit declares encoding 'ISO-8859-1'",
         ),
         (
             "unknown encoding",
-            b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\ncommitter m <m@x> 1700000000 +0000\nencoding no-such-codec\n\nx\n",
+            (
+                b"tree {tree}\nparent {parent}\nauthor m <m@x> 1700000000 +0000\n"
+                b"committer m <m@x> 1700000000 +0000\n"
+                b"encoding no-such-codec\n\nx\n"
+            ),
             "the commit declares encoding 'no-such-codec'",
         ),
     ],

@@ -254,7 +254,10 @@ def test_the_page_updates_when_a_worker_on_another_clone_records_a_step(review, 
 
 def test_the_live_log_of_a_running_step_appears_on_the_board(review, page):
     release = review["tmp"] / "release"
-    script = f'echo "hello from the step"; printf "\\033[31mred\\033[0m <b>bold</b>\\n"; while [ ! -e {release} ]; do sleep 0.05; done; echo bye'
+    script = (
+        f'echo "hello from the step"; printf "\\033[31mred\\033[0m <b>bold</b>\\n"; '
+        f"while [ ! -e {release} ]; do sleep 0.05; done; echo bye"
+    )
     add(review, "06-long", run=["sh", "-c", script])
     host_a = worker_clone(review["bare"], review["tmp"] / "host-a")
     worker = subprocess.Popen(
@@ -267,7 +270,8 @@ def test_the_live_log_of_a_running_step_appears_on_the_board(review, page):
         page.goto(review["url"])
         page.goto(review["base"] + "steps/06-long")
         page.wait_for_function(
-            "document.querySelector('#live-output') && document.querySelector('#live-output').innerText.includes('hello from the step')"
+            "document.querySelector('#live-output') && "
+            "document.querySelector('#live-output').innerText.includes('hello from the step')"
         )
         live = page.inner_text("#live-output")
         assert "\\x1b[31mred\\x1b[0m <b>bold</b>" in live and not page.query_selector("#live-output b")
@@ -399,7 +403,7 @@ def test_the_pages_forbid_any_other_script(review):
 
 
 def test_a_host_other_than_loopback_warns_and_says_how_to_tunnel(review):
-    board, url, err = start_board(review["laptop"], "--host", "0.0.0.0")
+    board, _url, err = start_board(review["laptop"], "--host", "0.0.0.0")
     try:
         warning = err.read_text()
         assert "warning: --host 0.0.0.0" in warning and "ssh -N -L" in warning

@@ -40,9 +40,11 @@ STEPS = (
             "run": [
                 "python3",
                 "-c",
-                'import sys, datetime as d; print(\'RUNNER-USAGE: {"input_tokens": 0, '
-                '"output_tokens": 0, "resets_at": "%s"}\' % (d.datetime.now(d.UTC) + '
-                "d.timedelta(days=1)).strftime('%Y-%m-%dT%H:%M:%SZ')); sys.exit(75)",
+                (
+                    'import sys, datetime as d; print(\'RUNNER-USAGE: {"input_tokens": 0, '
+                    '"output_tokens": 0, "resets_at": "%s"}\' % (d.datetime.now(d.UTC) + '
+                    "d.timedelta(days=1)).strftime('%Y-%m-%dT%H:%M:%SZ')); sys.exit(75)"
+                ),
             ]
         },
     ),

@@ -26,9 +26,11 @@ def _api(prompts) -> list[str]:
     return [
         "sh",
         "-c",
-        'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
-        'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
-        f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md',
+        (
+            'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "def total(items):\\n    return 0\\n\\nLIMIT = 10\\n" > api.py; '
+            'else printf "def total(items):\\n    return sum(items)\\n\\nLIMIT = 10\\n" > api.py; fi; '
+            f'cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md'
+        ),
         "sh",
         "{prompt_file}",
     ]
@@ -58,7 +60,7 @@ def _board(tmp_path):
     host = worker_clone(bare, tmp_path / "host")
     for _ in range(6):
         runner(host, "tick", "--id", "w1", "--tag", "flaky", env={"RUNNER_PUSHER": "key-a"})
-    proc, url, err = start_board(laptop)
+    proc, url, _err = start_board(laptop)
     with sync_playwright() as play:
         chromium = play.chromium.launch(executable_path=BROWSER, args=BROWSER_FLAGS)
         yield {

@@ -188,9 +188,9 @@ def test_only_a_release_pauses_an_account_and_it_says_until_when():
     )
     assert ok["status"] == "ready" and ok["not_before"] and "failures" not in ok
     for bad in (
-        dict(kind=Kind.FAIL, retry_at=at),
-        dict(kind=Kind.RELEASE),
-        dict(kind=Kind.RELEASE, retry_at=at, account="../../etc"),
+        {"kind": Kind.FAIL, "retry_at": at},
+        {"kind": Kind.RELEASE},
+        {"kind": Kind.RELEASE, "retry_at": at, "account": "../../etc"},
     ):
         kind = bad.pop("kind")
         with pytest.raises(TransitionError):

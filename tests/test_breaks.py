@@ -163,8 +163,10 @@ def tree_script(pids: Path, then: str = "sleep 300") -> list[str]:
     return [
         "sh",
         "-c",
-        f'sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
-        f"echo $$ >> {pids}; {then}",
+        (
+            f'sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & setsid sh -c "echo \\$\\$ >> {pids}; exec sleep 300" & '
+            f"echo $$ >> {pids}; {then}"
+        ),
     ]
 
 
@@ -221,7 +223,7 @@ def test_sigterm_of_a_tick_gives_the_step_back_within_the_grace_period_and_ends_
 def test_a_branch_named_like_runners_refs_is_a_clear_failure_not_a_lost_race(tmp_path):
     """`runner/steps` on the remote blocks every `runner/steps/<id>` (git keeps refs as paths):
     the record says what to remove, at once, instead of losing 200 races while it heartbeats."""
-    bare, (clone,) = make_remote(tmp_path)
+    _bare, (clone,) = make_remote(tmp_path)
     runner(clone, "init")
     set_config(clone, detect=False, requires_approval=True)  # the record creates the step's branch
     add_step(clone, "01-a")

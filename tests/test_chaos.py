@@ -55,10 +55,13 @@ def publish(report: checker.Report, where: Path, started: float) -> None:
     print("\n" + report.table() + f"\n(table: {where / 'chaos-report.txt'})")
     s = report.stats
     SUMMARY.append(
-        f"{report.name}: {s['done / failed / blocked']} done/failed/blocked, kills {s['kills']}, partitions {s['partitions']}, "
-        f"claims {s['claims']}, takeovers {s['takeovers']} (dead {s['  of dead holders']}, cut {s['  of cut-off holders']}, "
+        f"{report.name}: {s['done / failed / blocked']} done/failed/blocked, kills {s['kills']}, "
+        f"partitions {s['partitions']}, "
+        f"claims {s['claims']}, takeovers {s['takeovers']} (dead {s['  of dead holders']}, "
+        f"cut {s['  of cut-off holders']}, "
         f"late {s['  of live holders late beyond the lease']}, stolen {s['  of holders that beat in time (stolen)']}), "
-        f"lease {s['lease (heartbeat every lease/3)']}, heartbeat gap p50/p99/max {s['heartbeat gap p50 / p99 / max']}, "
+        f"lease {s['lease (heartbeat every lease/3)']}, "
+        f"heartbeat gap p50/p99/max {s['heartbeat gap p50 / p99 / max']}, "
         f"double executions {s['double executions (lost lease)']}, double recordings {s['double recordings']}, "
         f"stray merges {s['stray merges (lost attempts)']}, violations {s['violations']}, "
         f"known bugs allowed {s['known bugs allowed (RUNNER_CHAOS_ALLOW)']} "
@@ -171,7 +174,7 @@ def delay_landings(repo_path: Path, ref: str, from_commit: str, by_s: float) -> 
             later = later or new == from_commit
             if later:
                 at = f"{float(at) + int(by_s):.3f}"
-        lines.append(" ".join((at, old, new, name)))
+        lines.append(f"{at} {old} {new} {name}")
     times.write_text("\n".join(lines) + "\n")
 
 
@@ -317,7 +320,7 @@ def test_checker_reports_planted_violations(baseline, tmp_path):
         "stray-merge": "integration",
     }
     print("\nplanted violation -> rules reported")
-    for name, rule in expected.items():
+    for name in expected:
         print(f"  {name:15} -> {sorted(found[name])}")
     missed = {name: rule for name, rule in expected.items() if rule not in found[name]}
     assert not missed, f"the checker missed planted violations: {missed} (found {found})"
@@ -632,7 +635,7 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
                 store.remove_worktree(tree)
                 done["worktree"] += 1
                 n += 1
-        except Exception as exc:  # noqa: BLE001 - any failure is the finding
+        except Exception as exc:  # any failure is the finding
             errors.append(f"{worker} worktree {n}: {exc!r}")
 
     def fetches(worker: str) -> None:
@@ -641,7 +644,7 @@ def test_workers_sharing_a_clone_do_not_break_each_others_fetches(tmp_path):
             while time.monotonic() < deadline and not errors:
                 store.fetch(["runner/queue", "runner/integration"], heartbeats=True)
                 done["fetch"] += 1
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(f"{worker} fetch: {exc!r}")
 
     threads = [threading.Thread(target=worktrees, args=(f"host-1-w{i}",)) for i in (1, 2)]

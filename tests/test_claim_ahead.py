@@ -113,7 +113,7 @@ exit 0
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     pid_file.write_text(str(worker.pid))
-    out, err = worker.communicate(timeout=120)
+    _out, err = worker.communicate(timeout=120)
     assert worker.returncode == 0, err
     assert [e for e in events(bare) if e[0] not in ("edit", "init")] == [
         ("claim", "s1"),

@@ -186,7 +186,10 @@ def barrier(folder: Path, line: str = "$RUNNER_STEP", wave: int = 3) -> list[str
     """Append the step's line once `wave` steps have started: the first wave's steps all start
     from one integration tip, so all but the first to record must conflict."""
     folder.mkdir(exist_ok=True)
-    script = f'touch "$0/$RUNNER_STEP"; until [ "$(ls "$0" | wc -l)" -ge {wave} ]; do sleep 0.02; done; echo "{line}" >> shared.txt'
+    script = (
+        f'touch "$0/$RUNNER_STEP"; until [ "$(ls "$0" | wc -l)" -ge {wave} ]; do sleep 0.02; done; '
+        f'echo "{line}" >> shared.txt'
+    )
     return ["sh", "-c", script, str(folder)]
 
 

@@ -49,7 +49,10 @@ def who(kind: Kind) -> str:
     if kind == Kind.CLAIM:
         return "a worker (a person with --ignore-deps)"
     if kind == Kind.HALT:
-        return "a person (a worker with reason verifier_failed:<why>, human_intervention:context_below_floor or budget_exceeded:<why>)"
+        return (
+            "a person (a worker with reason verifier_failed:<why>, "
+            "human_intervention:context_below_floor or budget_exceeded:<why>)"
+        )
     if spec.person:
         return "a person"
     return "a worker or a person" if not spec.step else "a worker"
@@ -84,7 +87,7 @@ def test_protocol_tables_are_the_codes_tables():
         for name, render in TABLES.items():
             text = re.sub(
                 rf"(<!-- {name}:[^\n]*-->\n).*?(\n<!-- /{name} -->)",
-                lambda m: m.group(1) + "\n".join(render()) + m.group(2),
+                lambda m, render=render: m.group(1) + "\n".join(render()) + m.group(2),
                 text,
                 flags=re.DOTALL,
             )

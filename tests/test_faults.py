@@ -29,7 +29,10 @@ from support.repos import (
 def test_kill_9_of_a_worker_and_its_watcher_leaves_the_rest_to_a_takeover_on_the_same_host(queue_repo, tmp_path):
     pids = tmp_path / "pids"
     # The step's command and a grandchild that leaves its process group but not its session.
-    script = f"[ \"$RUNNER_ATTEMPT\" = 1 ] || exit 0; sh -c 'echo $$ >> {pids}; exec sleep 300' & echo $$ >> {pids}; sleep 300"
+    script = (
+        f"[ \"$RUNNER_ATTEMPT\" = 1 ] || exit 0; sh -c 'echo $$ >> {pids}; exec sleep 300' "
+        f"& echo $$ >> {pids}; sleep 300"
+    )
     add_step(queue_repo, "01-hang", run=["sh", "-c", script], timeout="10m")
     victim = start_worker(queue_repo, "host-a")
     wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 2)
@@ -74,7 +77,7 @@ def old_lock(path: Path) -> Path:
 
 
 def test_stale_lock_files_left_by_a_killed_fetch_are_removed_not_read_as_lost_races(tmp_path):
-    bare, (clone,) = make_remote(tmp_path, clones=1)
+    _bare, (clone,) = make_remote(tmp_path, clones=1)
     runner(clone, "init")
     set_config(clone, detect=False)
     add_step(clone, "01-a", run=["sh", "-c", "echo a > a.txt"])

@@ -234,6 +234,6 @@ def test_every_commands_summary_in_help_is_a_whole_sentence():
     visible = [name for name, _, hidden, _ in COMMANDS if not hidden]
     assert len(listed) == len(visible)
     for line in listed:
-        name, summary = line.split(maxsplit=1)
+        _name, summary = line.split(maxsplit=1)
         assert summary.endswith(".") and not summary.endswith("..."), line
         assert summary[0].isupper(), line

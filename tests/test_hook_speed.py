@@ -83,7 +83,7 @@ def test_a_claim_that_loses_in_the_hook_retries_and_nothing_is_recorded_twice(
     wait_for(tmp_path / "gate" / "arrived", proc)
     claim(queue, "w1", "01-a")  # the step the waiting claim chose (the first ready)
     (tmp_path / "gate" / "go").touch()
-    out, err = proc.communicate(timeout=120)
+    _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "refused" not in err and "lost a race" not in err  # no error shown: a race lost is retried
     claims = [(e["step"], e["actor"], e["attempt"]) for e in queue.log() if e["event"] == "claim"]

@@ -287,7 +287,7 @@ def test_holder_events_by_a_worker_that_does_not_hold_the_claim(remote: Path, qu
     for kind in ("complete", "fail", "release"):
         refused(
             remote,
-            lambda: forge(queue, "01-a", kind, "w2", meta={"assignee": "w2", "holder": {}}, reason="x"),
+            lambda kind=kind: forge(queue, "01-a", kind, "w2", meta={"assignee": "w2", "holder": {}}, reason="x"),
             "the step is held by 'w1', not 'w2'",
         )
 

@@ -24,15 +24,17 @@ def configure(repo: Path, **worker: str) -> None:
 
 
 def test_the_gate_guard_holds_across_two_daemons(tmp_path):
-    bare, (laptop, host_a, host_b) = make_remote(tmp_path, clones=3)
+    _bare, (laptop, host_a, host_b) = make_remote(tmp_path, clones=3)
     runner(laptop, "init")
     marks = tmp_path / "marks"
     marks.mkdir()
     gate = [
         "sh",
         "-c",
-        f"touch {marks}/in-$RUNNER_STEP; while [ ! -e {marks}/go-$RUNNER_STEP ]; do sleep 0.05; done; "
-        f"rm {marks}/in-$RUNNER_STEP",
+        (
+            f"touch {marks}/in-$RUNNER_STEP; while [ ! -e {marks}/go-$RUNNER_STEP ]; do sleep 0.05; done; "
+            f"rm {marks}/in-$RUNNER_STEP"
+        ),
     ]
     configure(laptop, max_parallel_gates="1", test=json.dumps(gate))
     add_step(laptop, "01-a")

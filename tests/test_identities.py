@@ -248,7 +248,7 @@ def test_only_an_admins_key_changes_hooks_or_branch_names(hosts, change):
 
 
 def test_a_worker_key_acts_only_as_its_own_worker_ids(hosts):
-    bare, clones = hosts
+    _bare, clones = hosts
     add_plan(clones)
     refused_over_ssh(
         run(clones, "key-a", "claim", "t1", "--id", "w2"), "pusher 'key-a' may act as w1, not as worker 'w2'"
@@ -328,7 +328,8 @@ def test_a_worker_keys_record_and_next_claim_pass_in_one_push_over_ssh(hosts):
         env={"RUNNER_FETCH_AT_LEAST_EVERY": "3600"},
     )  # claims ahead however slow the machine's ticks are
     assert done.returncode == 0, done.stderr
-    # a1, then f1 claimed in the push that recorded a1, r1 in the one that recorded f1; the last tick claims nothing ahead.
+    # a1, then f1 claimed in the push that recorded a1, r1 in the one that recorded f1;
+    # the last tick claims nothing ahead.
     assert queue_moves(bare)[before:] == ["claim a1", "claim f1", "claim r1", "complete r1"]
     steps = queue_of(clones, "bob").snapshot().plan.steps
     assert {step: steps[step].status for step in ("a1", "f1", "r1", "r2", "t1")} == {

@@ -138,8 +138,9 @@ def test_status_and_validate_say_when_a_plan_runs_agents_without_approval(queue_
         extra='\n[roles.review]\ncommand = ["my-reviewer"]\n',
     )
     warning = (
-        "agents run without approval: runner.toml sets [harness], [roles.review] but [queue] requires_approval = false, so their "
-        "results are merged with no person (set it to true, or requires_approval: true in each step)"
+        "agents run without approval: runner.toml sets [harness], [roles.review] "
+        "but [queue] requires_approval = false, so their results are merged with no person "
+        "(set it to true, or requires_approval: true in each step)"
     )
     for _ in range(2):  # the second answer comes from the plan index a local queue keeps (runner.commands.quick)
         assert runner_json(queue_repo, "status")["warnings"] == [warning]

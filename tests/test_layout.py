@@ -154,7 +154,11 @@ def test_the_files_of_a_queues_tree_are_read_in_one_place():
 
 
 def test_the_command_line_starts_without_the_heavy_libraries():
-    probe = "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml', 'starlette', 'uvicorn', 'apprise'))))"
+    probe = (
+        "import sys, runner.cli; print(__import__('json').dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in "
+        "('pydantic', 'pygit2', 'markdown_it', 'rich', 'yaml', 'starlette', 'uvicorn', 'apprise'))))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", probe],
         capture_output=True,
@@ -208,7 +212,9 @@ def test_no_test_module_imports_another():
 GIT_OUTSIDE_THE_STORE = {
     "runner.hooks.races": "the installed pre-receive's fast path reads a reftable ref before runner.store is imported",
     "runner.hooks.install": "installs the hook: git's hooks folder and the server's settings in its config",
-    "runner.schedules.options": "checks a schedule's repository before installing it (is it one, its remotes, its branch)",
+    "runner.schedules.options": (
+        "checks a schedule's repository before installing it (is it one, its remotes, its branch)"
+    ),
 }
 
 

@@ -134,7 +134,7 @@ def test_a_usage_limit_pauses_the_account_on_every_host_until_the_reset_and_spen
     for text in said.values():
         assert "refused" not in text, text
     wait_for(lambda: notices.exists() and "paused" in notices.read_text())
-    assert [line for line in notices.read_text().splitlines() if line.startswith("paused")][0].count("claude")
+    assert next(line for line in notices.read_text().splitlines() if line.startswith("paused")).count("claude")
 
 
 def test_a_step_over_its_budget_waits_for_a_person_and_goes_on_when_approved(tmp_path, stub_agents):

@@ -153,7 +153,10 @@ def test_follow_waits_for_a_step_that_has_not_started_then_follows_it_to_the_end
 
 def test_a_heartbeat_carries_a_bounded_tail_and_terminal_escapes_reach_no_terminal(running):
     # ('the ' 'end': the command line, which the log shows first, must not hold what the test waits for)
-    noisy = "python3 -c \"import sys; sys.stdout.write('\\\\x1b[2J\\\\x07' * 60000 + 'the ' 'end\\\\n'); sys.stdout.flush()\""
+    noisy = (
+        "python3 -c \"import sys; sys.stdout.write('\\\\x1b[2J\\\\x07' * 60000 + 'the ' 'end\\\\n'); "
+        'sys.stdout.flush()"'
+    )
     made = running(before=noisy, after="true")
     wait_for(lambda: "the end" in (runner_json(made["laptop"], "logs", "01-long")["output"] or ""))
     beat = git(made["laptop"], "log", "-1", "--format=%B", "refs/runner/remotes/origin/heartbeats/w1") + "\n"

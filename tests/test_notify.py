@@ -9,6 +9,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import psutil
 import pytest
@@ -138,7 +139,7 @@ def test_a_missing_notify_command_is_logged(queue_repo):
 
 
 class Hook(BaseHTTPRequestHandler):
-    received: list = []
+    received: ClassVar[list] = []
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -181,6 +182,6 @@ def test_an_unknown_notify_event_is_refused_with_the_known_ones(queue_repo):
     with pytest.raises(Exception) as refused:
         edit(queue_repo, {"runner.toml": bad.encode(), path: data})
     assert (
-        "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, drained, worker-gone, paused, stuck)"
-        in str(refused.value)
+        "[notify].events: unknown event 'needs-me' (events: needs-you, failed, halted, "
+        "drained, worker-gone, paused, stuck)" in str(refused.value)
     )

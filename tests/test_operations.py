@@ -82,7 +82,8 @@ def test_status_watch_redraws_until_interrupted(queue_repo):
         stderr=subprocess.PIPE,
         text=True,
         env=ENV_PATH,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        # Only preexec_fn resets a SIGINT inherited ignored (restore_signals covers SIGPIPE and SIGXFSZ, not SIGINT).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     os.close(follower)
     shown = b""

@@ -69,7 +69,8 @@ def test_the_verifier_gets_the_tokens_and_its_hint_reaches_the_next_run(queue_re
         "import json, sys, pathlib\n"
         f"pathlib.Path({str(seen)!r}).write_text(sys.argv[1] + '|' + sys.argv[2])\n"
         "good = pathlib.Path('out.txt').read_text().strip() == 'fixed'\n"
-        "print(json.dumps({'pass': good, 'score': 1.0 if good else 0.3, 'reasons': ['not fixed yet'], 'next_hint': 'write fixed'}))\n"
+        "print(json.dumps({'pass': good, 'score': 1.0 if good else 0.3, "
+        "'reasons': ['not fixed yet'], 'next_hint': 'write fixed'}))\n"
     )
     set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier), "{artifact}", "{step}"])
     run = [

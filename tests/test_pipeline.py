@@ -153,7 +153,7 @@ def test_abort_by_a_person_kills_the_run_and_the_tick_says_rejected(queue_repo):
     proc = start_worker(queue_repo, "host-a", "--json", "--max-ticks", "1")
     wait_for(lambda: statuses(queue_repo)["01-long"] == "claimed")
     runner(queue_repo, "abort", "01-long", "--reason", "wrong plan", "--by", "alice")
-    out, err = proc.communicate(timeout=30)
+    out, _err = proc.communicate(timeout=30)
     report = json.loads(out.strip().splitlines()[-1])
     assert report["sentinel"] == "STEP_REJECTED" and "wrong plan" in report["reason"]
     assert statuses(queue_repo)["01-long"] == "failed"

@@ -546,7 +546,9 @@ def test_a_held_plan_keeps_only_the_index_of_each_step_and_reads_the_rest_from_i
     edit(
         queue_repo,
         {
-            f"plans/steps/s{n:03d}.md": f'---\ntitle: s{n}\nrun: ["true"]\nnotes: {{owner: team-{n}}}\n---\n{body}'.encode()
+            f"plans/steps/s{n:03d}.md": (
+                f'---\ntitle: s{n}\nrun: ["true"]\nnotes: {{owner: team-{n}}}\n---\n{body}'
+            ).encode()
             for n in range(200)
         },
     )
@@ -581,7 +583,9 @@ def test_a_held_step_costs_a_few_hundred_bytes_with_no_dict_or_list_of_its_own(q
     edit(
         queue_repo,
         {
-            f"plans/steps/s{n:04d}.md": f'---\ntitle: s{n}\nrun: ["make", "check"]\ntags: [web]\ndepends_on: []\n---\n'.encode()
+            f"plans/steps/s{n:04d}.md": (
+                f'---\ntitle: s{n}\nrun: ["make", "check"]\ntags: [web]\ndepends_on: []\n---\n'
+            ).encode()
             for n in range(steps)
         },
     )
@@ -686,7 +690,7 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
     repo = tmp_path / "r"
     git(tmp_path, "init", "-q", str(repo))
 
-    def commit(files: dict[str, bytes | str], gitlinks: dict[str, str] = {}) -> str:
+    def commit(files: dict[str, bytes | str], gitlinks: dict[str, str] | None = None) -> str:
         for old in repo.iterdir():
             if old.name != ".git":
                 subprocess.run(["rm", "-rf", str(old)], check=True)
@@ -700,7 +704,7 @@ def test_the_tree_diff_says_what_libgit2s_diff_says_for_every_kind_of_change(tmp
                 target.chmod(0o755 if path.endswith(".sh") else 0o644)
         git(repo, "read-tree", "--empty")  # a gitlink of the commit before would keep its folder out
         git(repo, "add", "-A")
-        for path, oid in gitlinks.items():
+        for path, oid in (gitlinks or {}).items():
             git(repo, "update-index", "--add", "--cacheinfo", f"160000,{oid},{path}")
         git(repo, "commit", "-q", "--allow-empty", "-m", "c")
         return git(repo, "rev-parse", "HEAD^{tree}").strip()
@@ -799,7 +803,9 @@ from pathlib import Path
 from runner.store import git as gitstore, worktrees
 store = gitstore.GitStore({str(repo)!r}, remote=None)
 with worktrees._worktree_lock(store):
-    worktrees.Path.write_text = lambda self, text, *a, **k: os.kill(os.getpid(), signal.SIGKILL) if self.name == "gitdir" else Path.open(self, "w").write(text)
+    worktrees.Path.write_text = lambda self, text, *a, **k: (
+        os.kill(os.getpid(), signal.SIGKILL) if self.name == "gitdir" else Path.open(self, "w").write(text)
+    )
     worktrees._register(Path({str(admin)!r}), Path({str(tmp_path / "wt" / "dead")!r}), {commit!r})
 """,
         ],
@@ -970,7 +976,9 @@ def test_runner_claim_runs_without_the_command_line_framework_or_pygit2_and_says
     probe = (
         "import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
         "try:\n    runpy.run_module('runner', run_name='__main__')\n"
-        "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)"
+        "finally:\n"
+        "    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), "
+        "file=sys.stderr)"
     )
     quick = subprocess.run(
         [sys.executable, "-c", probe, "claim", "--id", "w1", "--repo", str(queue_repo)],
@@ -1011,7 +1019,9 @@ def test_heartbeat_and_complete_run_without_the_command_line_framework_or_pygit2
     probe = (
         "import sys, runpy; sys.argv = ['runner', *sys.argv[1:]]\n"
         "try:\n    runpy.run_module('runner', run_name='__main__')\n"
-        "finally:\n    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), file=sys.stderr)"
+        "finally:\n"
+        "    print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'click', 'rich', 'pygit2')), "
+        "file=sys.stderr)"
     )
     full_cli = "import sys; from runner.cli import main; main(sys.argv[1:])"
 

@@ -27,8 +27,10 @@ def _script(prompts: Path) -> list[str]:
     return [
         "sh",
         "-c",
-        f'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "{FIRST}" > api.py; else printf "{SECOND}" > api.py; '
-        f'fi; cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md',
+        (
+            f'if [ "$RUNNER_ATTEMPT" = 1 ]; then printf "{FIRST}" > api.py; else printf "{SECOND}" > api.py; '
+            f'fi; cp "$1" {prompts}/prompt-$RUNNER_ATTEMPT.md'
+        ),
         "sh",
         "{prompt_file}",
     ]

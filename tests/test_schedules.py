@@ -1109,7 +1109,10 @@ def test_help_names_every_worker_option(cli) -> None:
 
 
 def test_cli_module_imports_no_schedule_machinery() -> None:
-    code = "import sys, runner.commands.schedule; print(sorted(m for m in ('runner.schedules', 'plistlib', 'xml.sax.saxutils') if m in sys.modules))"
+    code = (
+        "import sys, runner.commands.schedule; "
+        "print(sorted(m for m in ('runner.schedules', 'plistlib', 'xml.sax.saxutils') if m in sys.modules))"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,

@@ -357,12 +357,11 @@ def leaked(tmp_path_factory) -> dict:
         )
         try:
             # The running step's output reaches alice's clone on a heartbeat, scrubbed.
-            live = wait_for(
-                lambda: (lambda seen: (seen.get("output") or "").count("[redacted") >= 2 and seen)(
-                    runner_json(laptop, "logs", "01-all")
-                ),
-                every=1,
-            )
+            def scrubbed_twice():
+                seen = runner_json(laptop, "logs", "01-all")
+                return (seen.get("output") or "").count("[redacted") >= 2 and seen
+
+            live = wait_for(scrubbed_twice, every=1)
             release.write_text("go")
             out, err = worker.communicate(timeout=300)
         finally:

@@ -117,7 +117,7 @@ def test_a_coder_that_says_failed_fails_the_attempt_and_one_that_says_complete_g
     add_step(queue_repo, "01-a", run=coder("CODER_FAILED"))
     add_step(queue_repo, "02-b", run=coder("CODER_COMPLETE"))
     proc = start_worker(queue_repo, "w1", "--once", "--json")
-    out, err = proc.communicate(timeout=120)
+    out, _err = proc.communicate(timeout=120)
     reports = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     first = next(r for r in reports if r.get("step") == "01-a")
     assert (
@@ -255,9 +255,9 @@ def test_a_context_floor_detector_that_gives_no_answer_halts_the_queue_too(queue
     report = tick(queue_repo)
     assert report["sentinel"] == "SKIP" and report["outcome"] == "ready"
     halted = runner_json(queue_repo, "status")["halted"]
-    assert (
-        halted
-        == "human_intervention:context_below_floor: the detector gave no answer (it did not run (exit code 3: no GPU found))"
+    assert halted == (
+        "human_intervention:context_below_floor: the detector gave no answer "
+        "(it did not run (exit code 3: no GPU found))"
     )
     assert report["faults"] == ["PIPELINE-FAULT: context floor detector: it did not run (exit code 3: no GPU found)"]
     assert tick(queue_repo)["reason"] == f"queue halted: {halted}"
@@ -278,7 +278,8 @@ QA_AGENT = python(
     "scenario = prompt.split('## The QA scenario to walk through', 1)[1]\n"
     "fixed = 'typos fixed' in pathlib.Path('out.txt').read_text()\n"
     "ok = 'home page' in scenario or fixed\n"
-    "print(json.dumps({'pass': ok, 'score': 1.0 if ok else 0.2, 'reasons': [] if ok else ['the help screen says teh'], 'next_hint': 'typos fixed'}))\n",
+    "print(json.dumps({'pass': ok, 'score': 1.0 if ok else 0.2, "
+    "'reasons': [] if ok else ['the help screen says teh'], 'next_hint': 'typos fixed'}))\n",
     "{prompt_file}",
 )
 

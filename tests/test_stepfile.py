@@ -74,7 +74,11 @@ def test_bad_yaml():
 
 
 def test_yaml_bomb_and_deep_nesting_are_refused():
-    bomb = b"---\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n---\n"
+    bomb = (
+        b"---\na: &a [x, x, x, x, x, x, x, x, x]\n"
+        b"b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        b"c: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n---\n"
+    )
     assert "aliases" in problems_of("a", bomb)[0]
     deep = b"---\nx: " + b"[" * 200 + b"]" * 200 + b"\n---\n"
     assert problems_of("a", deep)

@@ -24,7 +24,7 @@ def notices_to(repo, told) -> None:
 
 
 def test_an_untakeable_step_is_named_everywhere_and_once_exits(tmp_path):
-    bare, (laptop, host) = make_remote(tmp_path, clones=2)
+    _bare, (laptop, host) = make_remote(tmp_path, clones=2)
     runner(laptop, "init")
     told = tmp_path / "told.txt"
     notices_to(laptop, told)
@@ -57,7 +57,7 @@ def test_an_untakeable_step_is_named_everywhere_and_once_exits(tmp_path):
 
 
 def test_a_step_some_live_worker_can_take_is_not_stuck(tmp_path):
-    bare, (laptop, host) = make_remote(tmp_path, clones=2)
+    _bare, (laptop, host) = make_remote(tmp_path, clones=2)
     runner(laptop, "init")
     add_step(laptop, "01-gpu", tags=["gpu"], run=["sh", "-c", f"while [ ! -e {tmp_path}/go ]; do sleep 0.05; done"])
     add_step(laptop, "02-gpu", tags=["gpu"])

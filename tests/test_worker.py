@@ -61,7 +61,7 @@ def test_demo_plan_drains_with_3_workers_on_a_bare_remote(tmp_path):
 
 
 def test_an_idle_worker_takes_a_new_step_without_waiting_out_its_interval(tmp_path):
-    bare, (laptop, host) = make_remote(tmp_path, clones=2)
+    _bare, (laptop, host) = make_remote(tmp_path, clones=2)
     runner(laptop, "init")
     set_config(laptop, detect=False, watch="0.2s")
     add_step(laptop, "01-first", run=["true"])
@@ -225,7 +225,13 @@ def test_boxes_of_passed_checks_are_ticked_and_manual_ones_left(queue_repo):
 
 
 def test_a_ticks_text_and_json_reports_say_the_same(queue_repo):
-    body = "#### Automated Verification:\n- [ ] `test -f out.txt`\n- [ ] `test -f missing.txt`\n#### Manual Verification:\n- [ ] read it\n"
+    body = (
+        "#### Automated Verification:\n"
+        "- [ ] `test -f out.txt`\n"
+        "- [ ] `test -f missing.txt`\n"
+        "#### Manual Verification:\n"
+        "- [ ] read it\n"
+    )
     add_step(queue_repo, "01-check", title="Two checks", run=["sh", "-c", "echo hi > out.txt"], body=body)
     text = runner(queue_repo, "tick", "--id", "w1").stdout
     assert (
@@ -277,7 +283,10 @@ def test_verdicts_raw_fenced_commented_and_garbage():
 def test_verifier_verdict_gates_the_step(queue_repo, tmp_path):
     verifier = tmp_path / "verify.py"
     verifier.write_text(
-        'import os\nprint("```json")\nprint(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' % ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\nprint("```")\n'
+        'import os\nprint("```json")\n'
+        'print(\'{"pass": %s, "score": 0.5, "reasons": ["looked"]}\' '
+        '% ("true" if os.path.exists(os.environ["RUNNER_STEP"]) else "false"))\n'
+        'print("```")\n'
     )
     set_config(queue_repo, detect=False, verifier=[sys.executable, str(verifier)], max_fix_attempts=0)
     add_step(queue_repo, "01-good", run=["sh", "-c", "echo > 01-good"])

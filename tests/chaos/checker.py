@@ -36,6 +36,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -587,7 +588,8 @@ class Checker:
                     self.rewrites += 1
                     self.fail(
                         "rewrite",
-                        f"{name} moved {old[:10]} -> {new[:10]}, not a fast-forward (reflog: {entry.message.strip()[:80]})",
+                        f"{name} moved {old[:10]} -> {new[:10]}, "
+                        f"not a fast-forward (reflog: {entry.message.strip()[:80]})",
                     )
             if not entries and name.startswith("refs/heads/"):
                 self.notes.append(
@@ -698,7 +700,8 @@ class Checker:
         if len(changed) != 1 or not paths:
             self.fail(
                 "holder",
-                f"{short} ({event} {step}) changes {len(changed)} step files {sorted(changed)[:4]}; one transition of one step per commit",
+                f"{short} ({event} {step}) changes {len(changed)} step files {sorted(changed)[:4]}; "
+                "one transition of one step per commit",
             )
             if not paths:
                 return
@@ -717,7 +720,8 @@ class Checker:
             if b_status == "claimed" or live is not None:
                 self.fail(
                     "overlap",
-                    f"{short}: {worker} claimed {step} attempt {a_attempt} while attempt {b_attempt} by {(before or {}).get('assignee')} was live",
+                    f"{short}: {worker} claimed {step} attempt {a_attempt} while attempt {b_attempt} "
+                    f"by {(before or {}).get('assignee')} was live",
                 )
             elif b_status not in ("ready", None):
                 self.fail("overlap", f"{short}: {worker} claimed {step}, which was {b_status}")
@@ -764,7 +768,10 @@ class Checker:
                 problems.append(
                     (
                         "claim",
-                        f"{worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: an outcome without a live claim",
+                        (
+                            f"{worker} recorded {event} for {step} attempt {t_attempt}, but the step was {b_status}: "
+                            "an outcome without a live claim"
+                        ),
                     )
                 )
             else:
@@ -772,7 +779,10 @@ class Checker:
                     problems.append(
                         (
                             "holder",
-                            f"{event} of {step} recorded by {worker}, the holder of attempt {b_attempt} is {live.worker}",
+                            (
+                                f"{event} of {step} recorded by {worker}, "
+                                f"the holder of attempt {b_attempt} is {live.worker}"
+                            ),
                         )
                     )
                 if t_attempt != b_attempt:
@@ -820,12 +830,14 @@ class Checker:
         if _status(after) != "claimed" or after.get("assignee") != worker:
             self.fail(
                 "overlap",
-                f"{short}: {kind} of {step} by {worker} left status {_status(after)} assignee {after.get('assignee')!r}",
+                f"{short}: {kind} of {step} by {worker} left status {_status(after)} "
+                f"assignee {after.get('assignee')!r}",
             )
         if a_attempt != _attempt(before) + 1 or t_attempt != a_attempt:
             self.fail(
                 "overlap",
-                f"{short}: {kind} of {step} moved attempt {_attempt(before)} -> {a_attempt} (trailer {t_attempt}); attempts go up by one",
+                f"{short}: {kind} of {step} moved attempt {_attempt(before)} -> {a_attempt} (trailer {t_attempt}); "
+                "attempts go up by one",
             )
         if (step, a_attempt) in self.attempts:
             self.fail("overlap", f"{short}: {step} attempt {a_attempt} claimed twice")
@@ -882,9 +894,9 @@ class Checker:
             if error:
                 self.fail(
                     "abandoned",
-                    f"{step} attempt {plan[step]['attempt']} is still claimed: its holder {plan[step]['meta'].get('assignee')} "
-                    f"logged `{error[:160]}` and neither recorded nor released it, and the holder's idle heartbeats "
-                    "keep the claim from ever expiring",
+                    f"{step} attempt {plan[step]['attempt']} is still claimed: "
+                    f"its holder {plan[step]['meta'].get('assignee')} logged `{error[:160]}` and neither recorded "
+                    "nor released it, and the holder's idle heartbeats keep the claim from ever expiring",
                     known="abandoned-claim",
                 )
                 continue
@@ -914,7 +926,8 @@ class Checker:
                 if not outcomes:
                     self.fail(
                         "holder",
-                        f"{worker} ({incarnation}) logged {step} attempt {attempt} -> {status}, but the queue holds no outcome for that attempt",
+                        f"{worker} ({incarnation}) logged {step} attempt {attempt} -> {status}, "
+                        "but the queue holds no outcome for that attempt",
                     )
             if len(entries) > 1:
                 self.fail("holder", f"{step} attempt {attempt} was logged as recorded {len(entries)} times: {entries}")
@@ -932,7 +945,8 @@ class Checker:
                     self.double_recordings += 1
                     self.fail(
                         "holder",
-                        f"{step} attempt {attempt} was claimed by incarnation {claim.incarnation} but recorded by {sorted(by)}",
+                        f"{step} attempt {attempt} was claimed by incarnation {claim.incarnation} "
+                        f"but recorded by {sorted(by)}",
                     )
         if logs.has_starts:
             for (step, attempt), claim in self.attempts.items():
@@ -961,7 +975,8 @@ class Checker:
             if claim is None:
                 self.fail(
                     "claim",
-                    f"{run['worker']} (pid {run['pid']}) ran {run['step']} attempt {run['attempt']}, which was never claimed",
+                    f"{run['worker']} (pid {run['pid']}) ran {run['step']} attempt {run['attempt']}, "
+                    "which was never claimed",
                 )
                 continue
             if claim.worker != run["worker"]:
@@ -972,7 +987,8 @@ class Checker:
             if incarnation and claim.incarnation and incarnation != claim.incarnation:
                 self.fail(
                     "claim",
-                    f"{run['step']} attempt {run['attempt']} ran in pid {run['pid']} ({incarnation}), the claim belongs to {claim.incarnation}",
+                    f"{run['step']} attempt {run['attempt']} ran in pid {run['pid']} ({incarnation}), "
+                    f"the claim belongs to {claim.incarnation}",
                 )
         for key, count in per_attempt.items():
             if count > self.inp.reruns_per_attempt:
@@ -1098,7 +1114,8 @@ class Checker:
                     self.fail(
                         "integration",
                         f"{step}'s commit was not built on top of its dependency {dep}'s commit "
-                        f"({result_commit[step][:10]} does not contain {result_commit[dep][:10]}): {step} ran without {dep}'s results",
+                        f"({result_commit[step][:10]} does not contain {result_commit[dep][:10]}): "
+                        f"{step} ran without {dep}'s results",
                         known="stale-integration-base",
                     )
 
@@ -1160,8 +1177,9 @@ class Checker:
             cut = any(start <= took.hi and end >= (since or 0) for start, end in self.cuts.get(claim.host or "", []))
             taker_host = host_of.get(claim.ended_by or "")
             what = (
-                f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) was taken over by "
-                f"{claim.ended_by} (host {taker_host}) {took.hi - since:.1f}s after its last sign of life landed"
+                f"{step} attempt {attempt} held by {claim.worker} ({claim.incarnation}, pid {pid}, host {claim.host}) "
+                f"was taken over by {claim.ended_by} (host {taker_host}) "
+                f"{took.hi - since:.1f}s after its last sign of life landed"
                 if since is not None
                 else ""
             )
@@ -1213,7 +1231,7 @@ class Checker:
             death = self.deaths.get(claim.incarnation or "", float("inf"))
             cuts = self.cuts.get(claim.host or "", [])
             self.beat_leases[claim.lease_s] += 1
-            for a, b in zip(signs, signs[1:]):
+            for a, b in pairwise(signs):
                 if b > death or any(start <= b and end_ >= a for start, end_ in cuts):
                     continue
                 self.beat_gaps.append(b - a)
@@ -1235,7 +1253,9 @@ class Checker:
         gaps = sorted(self.beat_gaps)
         self.stats = {
             "steps": expected,
-            "done / failed / blocked": f"{self.final.get('done', 0)} / {self.final.get('failed', 0)} / {self.final.get('blocked', 0)}",
+            "done / failed / blocked": (
+                f"{self.final.get('done', 0)} / {self.final.get('failed', 0)} / {self.final.get('blocked', 0)}"
+            ),
             "invalid steps (never claimed)": len(inp.expected_invalid),
             "workers": workers,
             "incarnations (starts)": self.logs.starts,
@@ -1246,7 +1266,8 @@ class Checker:
             "lease (heartbeat every lease/3)": f"{lease:g}s" if lease else "?",
             "heartbeat gaps measured": len(gaps),
             "heartbeat gap p50 / p99 / max": (
-                f"{statistics.median(gaps):.1f} / {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]:.1f} / {gaps[-1]:.1f}s"
+                f"{statistics.median(gaps):.1f} / {gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))]:.1f} / "
+                f"{gaps[-1]:.1f}s"
                 if gaps
                 else "-"
             ),
@@ -1273,8 +1294,9 @@ class Checker:
         }
         if self.stats["heartbeat gaps longer than the lease"]:
             self.notes.append(
-                f"a live holder's signs of life landed more than a lease apart {self.stats['heartbeat gaps longer than the lease']} "
-                "times: the machine was too slow for the lease (RUNNER_CHAOS_LEASE_SCALE), or the holder stopped beating; "
+                "a live holder's signs of life landed more than a lease apart "
+                f"{self.stats['heartbeat gaps longer than the lease']} times: the machine was too slow for the lease "
+                "(RUNNER_CHAOS_LEASE_SCALE), or the holder stopped beating; "
                 "such takeovers are legal, but the scenario tested less than it meant to"
             )
         if self.takeovers["unjudged"]:

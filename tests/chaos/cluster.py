@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pygit2
 
@@ -285,9 +285,8 @@ class GitDaemon:
             f"--port={self.port}",
             *[f"--listen={a}" for a in self.listen],
         ]
-        self.proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=open(self.log, "a"), env={**os.environ, **GIT_ENV}
-        )
+        with open(self.log, "a") as log:  # the daemon appends to its own copy of the descriptor
+            self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log, env={**os.environ, **GIT_ENV})
 
     def wait_ready(self, url: str, prefix: list[str] | None = None, timeout: float = 15) -> None:
         deadline = time.monotonic() + timeout
@@ -528,11 +527,11 @@ class Cluster:
             *[a for t in slot.tags for a in ("--tag", t)],
             *(["--json"] if self.json_out else []),
         ]
-        out = open(self.logs / f"{slot.id}.{n + 1}.out", "w")
-        err = open(self.logs / f"{slot.id}.{n + 1}.err", "w")
-        slot.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
-        out.close()
-        err.close()
+        with (
+            open(self.logs / f"{slot.id}.{n + 1}.out", "w") as out,
+            open(self.logs / f"{slot.id}.{n + 1}.err", "w") as err,
+        ):
+            slot.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
         slot.starts += 1
         slot.pids.append(slot.proc.pid)
         self.event(
@@ -663,19 +662,19 @@ class Cluster:
             if (
                 slot.proc is not None
                 and slot.proc.poll() is not None
-                and slot.proc.returncode not in (0, -signal.SIGTERM)
-            ):  # -15: stopped before its handler was installed
-                if not any(e.get("pid") == slot.proc.pid and e["kind"] in ("kill", "exit") for e in self.events):
-                    self.event("exit", worker=slot.id, pid=slot.proc.pid, rc=slot.proc.returncode, host=slot.host.name)
-                    stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
-                    self.unexpected_exits.append(
-                        {
-                            "worker": slot.id,
-                            "pid": slot.proc.pid,
-                            "rc": slot.proc.returncode,
-                            "stderr": "on SIGTERM: " + stderr,
-                        }
-                    )
+                and slot.proc.returncode not in (0, -signal.SIGTERM)  # -15: stopped before its handler was installed
+                and not any(e.get("pid") == slot.proc.pid and e["kind"] in ("kill", "exit") for e in self.events)
+            ):
+                self.event("exit", worker=slot.id, pid=slot.proc.pid, rc=slot.proc.returncode, host=slot.host.name)
+                stderr = (self.logs / f"{slot.id}.{slot.starts}.err").read_text(errors="replace")
+                self.unexpected_exits.append(
+                    {
+                        "worker": slot.id,
+                        "pid": slot.proc.pid,
+                        "rc": slot.proc.returncode,
+                        "stderr": "on SIGTERM: " + stderr,
+                    }
+                )
 
     def close(self) -> None:
         """Tear everything down (idempotent; safe after a failure)."""
@@ -803,7 +802,7 @@ class Cluster:
             **overrides,
         )
 
-    def __enter__(self) -> Cluster:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:

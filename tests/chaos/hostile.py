@@ -201,7 +201,10 @@ def build(canary: Path, exec_log: Path) -> Corpus:
         ),
         "sneaky-check.md": _front(
             {"step": "sneaky-check", "max_attempts": 1, "run": ["sh", "-c", log_run + "; echo hi > sneaky.txt"]},
-            f"#### Automated Verification:\n- [ ] exists: `test -f sneaky.txt`\n- [ ] sneaky: `echo $(touch {c}/check-subst)`\n- [ ] piped: `cat sneaky.txt | sh`\n",
+            "#### Automated Verification:\n"
+            "- [ ] exists: `test -f sneaky.txt`\n"
+            f"- [ ] sneaky: `echo $(touch {c}/check-subst)`\n"
+            "- [ ] piped: `cat sneaky.txt | sh`\n",
         ),
         "after-bad.md": _front(
             {"step": "after-bad", "depends_on": ["bad-yaml"], "run": ["sh", "-c", log_run + f"; touch {c}/after-bad"]}

@@ -477,11 +477,7 @@ def skewed_backoff(base: Path, seed: int = SEED) -> Result:
         cluster.resume_worker(honest)
         ahead_s = None
         if not_before:
-            written = (
-                not_before
-                if isinstance(not_before, datetime)
-                else datetime.fromisoformat(str(not_before).replace("Z", "+00:00"))
-            )
+            written = not_before if isinstance(not_before, datetime) else datetime.fromisoformat(str(not_before))
             ahead_s = round(written.replace(tzinfo=written.tzinfo or UTC).timestamp() - time.time())
         return finish(
             cluster,

@@ -41,8 +41,10 @@ MODES = {
         "codex-success.jsonl",
         "codex-limit.jsonl",
         1,
-        "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
-        "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 9:20 PM.",
+        (
+            "You've hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
+            "https://chatgpt.com/codex/settings/usage to purchase more credits or try again at 9:20 PM."
+        ),
     ),
     "gemini": (
         ("--output-format", "json"),

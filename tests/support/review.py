@@ -71,13 +71,14 @@ def start_board(repo: Path, *args: str, env: dict | None = None) -> tuple[subpro
         repo.parent / f"board-{os.getpid()}-{time.monotonic_ns()}.out",
         repo.parent / f"board-{time.monotonic_ns()}.err",
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.3", *args],
-        cwd=repo,
-        stdout=open(out, "w"),
-        stderr=open(err, "w"),
-        env={**ENV_PATH, **PEOPLE_ENV, **(env or {})},
-    )
+    with open(out, "w") as stdout, open(err, "w") as stderr:  # the board keeps its own copies of both
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "runner", "board", "--port", "0", "--every", "0.3", *args],
+            cwd=repo,
+            stdout=stdout,
+            stderr=stderr,
+            env={**ENV_PATH, **PEOPLE_ENV, **(env or {})},
+        )
 
     def address():
         if proc.poll() is not None:
