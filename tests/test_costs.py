@@ -30,7 +30,7 @@ ROLE_PRESETS = {
 PRICES = '\n[prices."gemini-2.5-pro"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.31\n'
 
 
-def test_every_preset_runs_a_role_in_the_drain_below():  # tests/test_together.py drains only claude's preset whole
+def test_every_preset_runs_a_role_in_the_drain_below():  # no other test drains every preset
     assert set(ROLE_PRESETS.values()) == {name for name, preset in PRESETS.items() if preset.program}
 
 
