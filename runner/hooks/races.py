@@ -170,6 +170,19 @@ def checked(stdin_text: str, git_dir: str | os.PathLike[str]) -> int:
 
 
 def full_check(stdin_text: str, git_dir: str) -> int:
+    """The whole check: by the warm checker (runner.hooks.warm), else in this process."""
+    from runner.hooks import warm
+
+    if not warm.enabled():
+        return cold_check(stdin_text, git_dir)
+    code = warm.checked(stdin_text, git_dir)
+    if code is None:
+        warm.start()  # for the next push; forked before this check, so it holds nothing of it
+        code = cold_check(stdin_text, git_dir)
+    return code
+
+
+def cold_check(stdin_text: str, git_dir: str) -> int:
     from runner.hooks.server import run_pre_receive
 
     return run_pre_receive(stdin_text, git_dir)

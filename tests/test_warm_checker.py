@@ -1,0 +1,114 @@
+"""The server hook's warm checker (runner/hooks/warm.py): after the first hooked push, a push
+is checked by a child of a process that has already imported the check, and decided exactly
+as the hook decides in its own process; a checker that is killed leaves no push unchecked.
+
+Each test gives its pushes a TMPDIR of its own, so its checker is its own (a local push
+hands the pusher's environment to the hook). The hook is also run by hand, as git runs it,
+with `python -X importtime`: whether the hook's own process imported runner.hooks.server
+says whether it checked the push itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from support.hooked import ENV, QUEUE, hooked_remote, seed, tip
+from support.repos import wait_for
+
+from runner.core.machine import Kind
+from runner.queue.queue import Queue, author_for
+from runner.store.git import GitStore
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the warm checker runs on Linux only")
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch) -> Iterator[Path]:
+    folder = tmp_path / "t"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    yield folder
+    for checker in checkers(folder):  # not left to idle out
+        checker.kill()
+
+
+def checkers(tmpdir: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["name"]):
+        try:
+            if proc.info["name"] == "runner-checker" and proc.environ().get("TMPDIR") == str(tmpdir):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return [p for p in found if p.ppid() not in {c.pid for c in found}]  # not a child checking a push
+
+
+def forged_update(bare: Path) -> str:
+    """A commit in the remote's objects that edits a managed field by hand (the ref not moved):
+    the `old new ref` line git would hand the hook."""
+    store = GitStore(bare)  # written straight into the remote's objects: no push, no hook
+    snap = Queue(store).snapshot()
+    step = snap.plan.find("04-d")
+    text = step.text.replace("run:", "status: done\nrun:", 1)
+    commit = store.make_commit([snap.tip], {step.path: text.encode()}, "forge\n", author_for("mallory"))
+    return f"{snap.tip} {commit} {QUEUE}\n"
+
+
+def run_hook(bare: Path, update: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "runner.hooks.races", "pre-receive"],
+        input=update,
+        cwd=bare,
+        env={**ENV, "GIT_DIR": str(bare), "TMPDIR": os.environ["TMPDIR"], **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def refusals(done: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("runner refused")]
+
+
+def checked_here(done: subprocess.CompletedProcess) -> bool:
+    return any(line.rstrip().endswith("| runner.hooks.server") for line in done.stderr.splitlines())
+
+
+def test_a_push_after_the_first_is_checked_by_the_warm_checker_and_refused_alike(tmp_path, private_tmp):
+    bare = hooked_remote(tmp_path / "remote.git")
+    seed(bare, tmp_path / "seed")  # its pushes start the checker, and none waited for it
+    (checker,) = wait_for(lambda: checkers(private_tmp))
+    update = forged_update(bare)
+
+    warm = run_hook(bare, update)
+    cold = run_hook(bare, update, RUNNER_HOOK_WARM="0")
+    assert warm.returncode == cold.returncode == 1
+    assert refusals(warm) == refusals(cold) and "changes runner-managed status" in refusals(warm)[0], warm.stderr
+    assert not checked_here(warm) and checked_here(cold)
+    assert checker.is_running() and checkers(private_tmp) == [checker]
+    assert oct(os.stat(next(private_tmp.glob("runner-*/checker-*.sock"))).st_mode & 0o777) == "0o600"
+
+
+def test_a_killed_checker_leaves_no_push_unchecked_and_the_next_hook_starts_another(tmp_path, private_tmp):
+    bare = hooked_remote(tmp_path / "remote.git")
+    queue = seed(bare, tmp_path / "seed")
+    (first,) = wait_for(lambda: checkers(private_tmp))
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=30)
+    update = forged_update(bare)
+
+    done = run_hook(bare, update)
+    assert done.returncode == 1 and refusals(done) and checked_here(done), done.stderr
+    (second,) = wait_for(lambda: checkers(private_tmp))
+    assert second.pid != first.pid
+    before = tip(bare)
+    queue.event("04-d", Kind.ABORT, "alice", reason="not needed")  # a person's event: accepted through the new checker
+    assert tip(bare) != before
+    again = run_hook(bare, update.replace(update.split()[0], tip(bare), 1))
+    assert again.returncode == 1 and not checked_here(again), again.stderr
