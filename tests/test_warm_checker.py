@@ -10,9 +10,11 @@ says whether it checked the push itself."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,13 +31,14 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the warm checke
 
 
 @pytest.fixture
-def private_tmp(tmp_path: Path, monkeypatch) -> Iterator[Path]:
-    folder = tmp_path / "t"
-    folder.mkdir()
+def private_tmp(monkeypatch) -> Iterator[Path]:
+    """A TMPDIR of the test's own, short: the checker's socket path must fit AF_UNIX's 108 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="warm-"))
     monkeypatch.setenv("TMPDIR", str(folder))
     yield folder
     for checker in checkers(folder):  # not left to idle out
         checker.kill()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def checkers(tmpdir: Path) -> list[psutil.Process]:

@@ -66,7 +66,7 @@ def address() -> str | None:
         return None
     key = zlib.crc32("\0".join(identity().values()).encode())
     path = os.path.join(folder, f"checker-{key:08x}.sock")
-    return path if len(path) < 100 else None  # AF_UNIX's limit is 108 bytes
+    return path if len(os.fsencode(path)) < 108 else None  # AF_UNIX's limit, its NUL included
 
 
 # --- the hook's side ------------------------------------------------------------------------
