@@ -115,3 +115,15 @@ def test_a_killed_checker_leaves_no_push_unchecked_and_the_next_hook_starts_anot
     assert tip(bare) != before
     again = run_hook(bare, update.replace(update.split()[0], tip(bare), 1))
     assert again.returncode == 1 and not checked_here(again), again.stderr
+
+
+def test_a_stuck_checker_is_no_checker_the_hook_checks_in_its_own_process(tmp_path, private_tmp):
+    bare = hooked_remote(tmp_path / "remote.git")
+    seed(bare, tmp_path / "seed")
+    (checker,) = wait_for(lambda: checkers(private_tmp))
+    checker.suspend()  # SIGSTOP: it accepts nothing and answers nothing
+    try:
+        done = run_hook(bare, forged_update(bare))
+    finally:
+        checker.resume()
+    assert done.returncode == 1 and refusals(done) and checked_here(done), done.stderr

@@ -28,10 +28,13 @@ import stat
 import struct
 import sys
 import time
+from typing import Any
 
 IDLE = 60.0  # seconds a checker waits for a push before it exits
 NAME = "runner-checker"  # what ps and top call it
 HEADER = struct.Struct("!I")
+TAKEN = b"+"  # the checker's first answer: a child checks the push
+TAKEN_WITHIN = 10.0  # seconds a hook waits for it before it checks in its own process
 MAX_REQUEST = 64 << 20  # a push's ref lines and environment; more is not a hook's request
 
 
@@ -84,9 +87,15 @@ def checked(stdin_text: str, git_dir: str) -> int | None:
     sys.stderr.flush()
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(TAKEN_WITHIN)  # a checker that is stuck is no checker
             conn.connect(path)
-            socket.send_fds(conn, [HEADER.pack(len(data))], [1, 2])
-            conn.sendall(data)
+            conn.sendall(HEADER.pack(len(data)) + data)
+            if conn.recv(1) != TAKEN:
+                return None
+            # Only now this process's output goes over: a descriptor in flight to a checker that
+            # never reads it would hold git's pipe open, and the push, until the checker died.
+            socket.send_fds(conn, [b"."], [1, 2])
+            conn.settimeout(None)  # the check itself takes what it takes, as in the hook's own process
             answer = conn.recv(1)
     except OSError:
         return None
@@ -195,18 +204,23 @@ def reap() -> None:
 
 def serve_one(conn: socket.socket, listener: socket.socket, me: dict[str, str]) -> None:
     fds: list[int] = []
+    request: Any = None
     try:
-        conn.settimeout(10)
-        header, fds, _flags, _addr = socket.recv_fds(conn, HEADER.size, 2)
-        size = HEADER.unpack(header)[0] if len(header) == HEADER.size and len(fds) == 2 else MAX_REQUEST + 1
+        conn.settimeout(TAKEN_WITHIN)
+        (size,) = HEADER.unpack(read_exactly(conn, HEADER.size))
         request = json.loads(read_exactly(conn, size)) if size <= MAX_REQUEST else None
-    except (OSError, ValueError):
-        request = None
-    if not isinstance(request, dict) or {k: request.get(k) for k in me} != me:
-        for fd in fds:
-            os.close(fd)
-        return  # not a request, or another Python or runner's: no answer, the hook checks cold
-    if os.fork():
+        if isinstance(request, dict) and {k: request.get(k) for k in me} == me:
+            conn.sendall(TAKEN)
+            _, fds, _, _ = socket.recv_fds(conn, 1, 2)
+    except (OSError, ValueError, struct.error):
+        pass
+    child = -1  # no fork: the hook sees the connection close with no code, and checks cold
+    if len(fds) == 2:
+        try:
+            child = os.fork()
+        except OSError:
+            pass
+    if child:
         for fd in fds:
             os.close(fd)
         return
