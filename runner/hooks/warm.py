@@ -82,7 +82,10 @@ def checked(stdin_text: str, git_dir: str) -> int | None:
     if path is None or not os.path.exists(path):
         return None
     request = {"stdin": stdin_text, "git_dir": git_dir, "cwd": os.getcwd(), "env": dict(os.environ), **identity()}
-    data = json.dumps(request).encode()
+    try:
+        data = json.dumps(request).encode()
+    except ValueError:  # a name or value that is not UTF-8: this push checks here
+        return None
     sys.stdout.flush()
     sys.stderr.flush()
     try:
