@@ -104,3 +104,11 @@ def test_the_readme_links_the_protocol_and_nothing_points_outside_the_repository
     for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("bench/*.md"), *ROOT.glob("tests/**/*.md")]:
         text = path.read_text()
         assert "DESIGN" + ".md" not in text and "../" + "shared" not in text, path
+
+
+def test_the_protocol_says_what_the_warm_checker_waits_for_and_how_to_turn_it_off():
+    from runner.hooks import warm
+
+    text = " ".join(PROTOCOL.read_text().split())
+    assert warm.IDLE == 60 and "It exits after a minute without a push." in text
+    assert "`RUNNER_HOOK_WARM=0` in the hook's environment turns it off" in text
