@@ -34,7 +34,7 @@ class Target:
         return open_queue(self.repo, remote=self.remote, branch=self.branch, one_shot=one_shot)
 
     def snapshot(self):
-        return self.queue().snapshot()
+        return self.queue(one_shot=True).snapshot()  # one read and out: git's commands, not pygit2's import
 
 
 def say(line: str) -> None:

@@ -47,7 +47,7 @@ def init(
         from runner.commands.agentwork import check_prime
 
         check_prime(target, agent)
-    queue = target.queue()
+    queue = target.queue(one_shot=True)
     actor = person(by, target.repo)
     created, message = queue.init(actor, files=init_files(agent))
     if agent and not created:
@@ -141,7 +141,7 @@ def add(
         path_holder[:] = [path]
         return {path: data}
 
-    target.queue().edit(files, f"add {step_id}: {title}", person(by, target.repo))
+    target.queue(one_shot=True).edit(files, f"add {step_id}: {title}", person(by, target.repo))
     emit(target, {"step": step_id, "path": path_holder[0]}, f"added {step_id} ({path_holder[0]})")
 
 
@@ -197,7 +197,7 @@ def import_(
         summary[:] = what
         return found
 
-    target.queue().edit(files, f"import {folder.name}", person(by, target.repo))
+    target.queue(one_shot=True).edit(files, f"import {folder.name}", person(by, target.repo))
     emit(target, {"imported": summary}, f"imported {', '.join(summary)}")
 
 
@@ -239,7 +239,7 @@ def validate(
     else:
         from runner.queue.audit import touched_outside
 
-        queue = target.queue()
+        queue = target.queue(one_shot=True)
         snap = queue.snapshot()
         problems = snap.plan.check(snap.config)
         warnings = [w for w in [snap.config.agents_without_approval()] if w] + touched_outside(queue.store, snap)
@@ -402,7 +402,7 @@ def log(
     The queue branch's events; with STEP, every run of each attempt."""
     from runner.commands.render import print_json, print_log
 
-    entries = target.queue().log(step_id, limit or None)
+    entries = target.queue(one_shot=True).log(step_id, limit or None)
     if target.json:
         print_json({"entries": entries})
         return

@@ -57,7 +57,7 @@ def release(target: Target, step_id: StepArg, worker: WorkerId, reason: Reason =
     check_worker_id(worker)
     if given_back(target, step_id, worker, reason):  # taken with `runner work`: its worktree and keeper end too
         return
-    report(target, target.queue().event(step_id, Kind.RELEASE, worker, reason=reason))
+    report(target, target.queue(one_shot=True).event(step_id, Kind.RELEASE, worker, reason=reason))
 
 
 def complete(target: Target, step_id: StepArg, worker: WorkerId) -> None:
@@ -98,7 +98,7 @@ def approve(target: Target, step_id: StepArg, by: By = None) -> None:
     approval); a reported deviation or block goes ahead for its next attempt."""
     from runner.queue import merging
 
-    report(target, merging.approve(target.queue(), step_id, person(by, target.repo)))
+    report(target, merging.approve(target.queue(one_shot=True), step_id, person(by, target.repo)))
 
 
 def reject(
@@ -134,21 +134,22 @@ def reject(
     from runner.queue import review
 
     given, problems = review.specs(review.paired(comment or [], texts or []))
-    report(target, review.reject(target.queue(), step_id, person(by, target.repo), reason, given, abort, problems))
+    queue = target.queue(one_shot=True)
+    report(target, review.reject(queue, step_id, person(by, target.repo), reason, given, abort, problems))
 
 
 def retry(target: Target, step_id: StepArg, by: By = None) -> None:
     """Send a failed step back to ready.
 
     With a fresh budget of attempts."""
-    report(target, target.queue().event(step_id, Kind.RETRY, person(by, target.repo)))
+    report(target, target.queue(one_shot=True).event(step_id, Kind.RETRY, person(by, target.repo)))
 
 
 def abort(target: Target, step_id: StepArg, reason: Reason, by: By = None) -> None:
     """Stop a step for good.
 
     Ready, claimed or in review -> failed. A worker running it stops and records nothing."""
-    report(target, target.queue().event(step_id, Kind.ABORT, person(by, target.repo), reason=reason))
+    report(target, target.queue(one_shot=True).event(step_id, Kind.ABORT, person(by, target.repo), reason=reason))
 
 
 def halt(
@@ -157,7 +158,7 @@ def halt(
     """Stop every worker from claiming.
 
     Each stops at its next tick, until `runner resume`."""
-    target.queue().set_halt(reason, person(by, target.repo))
+    target.queue(one_shot=True).set_halt(reason, person(by, target.repo))
     emit(target, {"halted": reason}, f"queue halted: {reason}")
 
 
@@ -166,7 +167,7 @@ def resume(target: Target, by: By = None) -> None:
     from runner.queue.change import Skip
 
     try:
-        target.queue().set_halt(None, person(by, target.repo))
+        target.queue(one_shot=True).set_halt(None, person(by, target.repo))
     except Skip as exc:
         emit(target, {"halted": None, "message": str(exc)}, str(exc))
         return
