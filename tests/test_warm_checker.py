@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 from support.hooked import ENV, QUEUE, hooked_remote, seed, tip
-from support.repos import wait_for
+from support.repos import ROOT, wait_for
 
 from runner.core.machine import Kind
 from runner.queue.queue import Queue, author_for
@@ -127,3 +127,30 @@ def test_a_stuck_checker_is_no_checker_the_hook_checks_in_its_own_process(tmp_pa
     finally:
         checker.resume()
     assert done.returncode == 1 and refusals(done) and checked_here(done), done.stderr
+
+
+def test_a_checker_whose_runner_changed_on_disk_checks_nothing_and_the_next_one_runs_the_new_code(
+    tmp_path, private_tmp
+):
+    home = tmp_path / "home"  # a runner of the test's own, so changing it changes no other test's
+    shutil.copytree(ROOT / "runner", home / "runner", ignore=shutil.ignore_patterns("__pycache__"))
+    bare = hooked_remote(tmp_path / "remote.git")
+    seed(bare, tmp_path / "seed")
+    update = forged_update(bare)
+    ours = {"PYTHONPATH": str(home)}
+
+    def own_checkers() -> list[psutil.Process]:
+        return [p for p in checkers(private_tmp) if p.environ().get("PYTHONPATH") == str(home)]
+
+    assert checked_here(run_hook(bare, update, **ours))  # none yet: checked here, and one started
+    (first,) = wait_for(own_checkers)
+    assert not checked_here(run_hook(bare, update, **ours))
+    limits = home / "runner" / "core" / "limits.py"
+    limits.write_text(limits.read_text() + "\n# changed on disk\n")
+
+    done = run_hook(bare, update, **ours)
+    assert done.returncode == 1 and refusals(done) and checked_here(done), done.stderr
+    first.wait(timeout=30)  # it served nothing of the new code, and went away
+    (second,) = wait_for(own_checkers)
+    again = run_hook(bare, update, **ours)
+    assert second.pid != first.pid and again.returncode == 1 and not checked_here(again), again.stderr
