@@ -176,18 +176,19 @@ def serve(path: str) -> None:
 
 
 def preload() -> None:
-    """Import what a check imports, so that a forked child imports nothing."""
-    import base64  # noqa: F401 (runner.core.secrets, when it scans)
+    """Import what a check imports, some only when it needs them (the secrets scan's encoders,
+    the store's git processes), so that a forked child imports nothing."""
+    import base64  # noqa: F401
     import hashlib  # noqa: F401
     import subprocess  # noqa: F401
     import urllib.parse  # noqa: F401
 
-    import runner.core.fingerprint
     import runner.hooks.server
     import runner.store.plumbing
-    import runner.store.remote
+    import runner.store.remote  # noqa: F401
+    from runner.hooks.cache import rules
 
-    runner.core.fingerprint.package_stamp()  # each child's cache key, computed once
+    rules()  # each child's cache key (runner's files, PyYAML's), computed once
 
 
 def still_ours(path: str, inode: int) -> bool:
