@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,29 @@ def test_a_heartbeat_message_stays_within_its_bound_whatever_the_output_is():
         assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
         carried = json.loads(message.split("\n\n", 1)[1])["output"]
         assert carried and output.endswith(carried)
+
+
+def test_a_runs_stdout_joins_the_log_in_one_step_no_heartbeat_sees_it_twice_or_lose_it(tmp_path):
+    from runner.worker.livelog import LiveOutput
+
+    log, out = tmp_path / "a.log", tmp_path / "a.stdout"
+    log.write_text("$ sh -c run\non 2 stderr\n")
+    out.write_text("line 1\nline 3\n")
+    live = LiveOutput(log)
+    live.running("implement: sh -c run", out)
+    whole = "$ sh -c run\non 2 stderr\nline 1\nline 3\n"
+    seen, stop = [], threading.Event()
+
+    def heartbeats() -> None:  # what heartbeats carry while the run ends
+        while not stop.is_set():
+            seen.append(live.facts())
+
+    watcher = threading.Thread(target=heartbeats)
+    watcher.start()
+    wait_for(lambda: len(seen) > 10, every=0.001)
+    live.joined(out.read_text())
+    wait_for(lambda: seen[-1]["run"] is None, every=0.001)
+    stop.set()
+    watcher.join()
+    assert {(f["output"], f["output_bytes"]) for f in seen} == {(whole, len(whole))}, seen[-1]
+    assert log.read_text() == whole and seen[0]["run"] == "implement: sh -c run"

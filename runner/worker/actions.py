@@ -281,6 +281,7 @@ class WorktreeActions:
     ) -> RunResult:
         stdout = output.with_suffix(".stdout") if output else None
         self.live.running(f"{name}: {shlex.join(argv)}", stdout)  # the run, and its command as a shell would read it
+        printed = ""
         try:
             box, env = sandbox.wrap(
                 state.config, role, cwd, self.files, self.store.state_dir, self.store.workdir, self.env(state, cwd)
@@ -296,17 +297,14 @@ class WorktreeActions:
                 session_file=self.sessions_dir / f"{state.step.id}-a{state.attempt}.json",
                 sandbox=box,
             )
+            written = output.read_text(errors="replace") if output and output.exists() else ""
+            printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
+            result.output = written if written.strip() else printed
+            if role is not None:  # an agent's JSON is read whole, before the scrub replaces anything in it
+                self.read(result, role, state, printed, written)
+            executor.scrub(result, state.config.secrets)  # what it printed goes no further than the log
         finally:
-            self.live.running(None)
-        written = output.read_text(errors="replace") if output and output.exists() else ""
-        printed = stdout.read_text(errors="replace") if stdout and stdout.exists() else ""
-        result.output = written if written.strip() else printed
-        if role is not None:  # an agent's JSON is read whole, before the scrub replaces anything in it
-            self.read(result, role, state, printed, written)
-        executor.scrub(result, state.config.secrets)  # what it printed goes no further than the log with a secret in it
-        if stdout and printed:
-            with open(self.log_path, "a") as log:
-                log.write(printed)
+            self.live.joined(printed if stdout else "")  # the run ends as its stdout joins the log
         return result
 
     def read(self, result: RunResult, role: str, state: State, printed: str, written: str) -> None:

@@ -27,12 +27,22 @@ class LiveOutput:
         with self._lock:
             self._run, self._stdout = (one_line(name, 200) if name else None), stdout
 
+    def joined(self, printed: str) -> None:
+        """The run is over and what it printed on stdout joins the log, in one step: a heartbeat
+        between the two would count that output twice, or drop it and then carry it again as
+        new, and a follower (`runner logs --follow`) would print it twice."""
+        with self._lock:
+            if printed:
+                with open(self.log_path, "a") as log:
+                    log.write(printed)
+            self._run, self._stdout = None, None
+
     def facts(self) -> dict[str, Any]:
         """What the next heartbeat carries: {run, output, output_bytes}."""
-        with self._lock:
+        with self._lock:  # the log and the run's stdout as one state (joined())
             run, stdout = self._run, self._stdout
-        log_size, log_tail, log_cut = _tail(self.log_path)
-        out_size, out_tail, out_cut = _tail(stdout) if stdout is not None else (0, "", False)
+            log_size, log_tail, log_cut = _tail(self.log_path)
+            out_size, out_tail, out_cut = _tail(stdout) if stdout is not None else (0, "", False)
         # a stdout tail cut short fills the whole tail on its own
         whole, cut = (out_tail, True) if out_cut else (log_tail + out_tail, log_cut)
         text = clip_tail(whole, MAX_LOG_TAIL_BYTES)
