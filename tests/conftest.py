@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support import zygote
 from support.repos import make_repo, runner, set_config
 
 # Fixtures the tests take as parameters, registered here so no test has to import a name it never
@@ -25,6 +26,13 @@ def pytest_xdist_auto_num_workers(config) -> int:
 def private_cache(tmp_path_factory) -> None:
     """runner keeps its help in the user's cache folder: tests keep theirs to themselves."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def forked_commands():
+    """The zygote that forks the tests' `runner` commands (support.zygote) ends with its test process."""
+    yield
+    zygote.stop()
 
 
 @pytest.fixture

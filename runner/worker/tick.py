@@ -44,9 +44,12 @@ from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
 from runner.worker.report import TickOutcome, TickResult
 
-# seconds: a worker busy with ready steps still sees silent holders. RUNNER_FETCH_AT_LEAST_EVERY is the
-# tests' seam: a drain that must claim ahead on every tick however slow the machine is sets it long.
-FETCH_AT_LEAST_EVERY = float(os.environ.get("RUNNER_FETCH_AT_LEAST_EVERY", "").strip() or 10.0)
+def fetch_at_least_every() -> float:
+    """Seconds: a worker busy with ready steps still sees silent holders. RUNNER_FETCH_AT_LEAST_EVERY is
+    the tests' seam: a drain that must claim ahead on every tick however slow the machine is sets it long."""
+    return float(os.environ.get("RUNNER_FETCH_AT_LEAST_EVERY", "").strip() or 10.0)
+
+
 MAX_FAULTS_IN_A_ROW = 3  # faults of runner itself on one step before it is held for a person
 
 
@@ -211,7 +214,7 @@ class Worker:
 
     def fetched_lately(self) -> bool:
         """Leases are judged only on fetched views: a view older than this is fetched again."""
-        return time.monotonic() - self.last_fetch < min(self.lease / 3, FETCH_AT_LEAST_EVERY)
+        return time.monotonic() - self.last_fetch < min(self.lease / 3, fetch_at_least_every())
 
     def nothing_to_claim(self, snap: Snapshot, why: str) -> TickResult:
         plan = snap.plan

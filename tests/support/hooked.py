@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -27,6 +26,7 @@ from runner.core.model import Step, utc_now
 from runner.queue.queue import Queue, author_for
 from runner.store import Outcome, RefUpdate, Refused, Won
 from runner.store.git import GitStore
+from support import zygote
 from support.repos import ROOT, git, step_file
 
 QUEUE = "refs/heads/runner/queue"
@@ -50,15 +50,8 @@ key-b = ["w2"]
 
 
 def cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real `runner` command in a fresh process (no --repo added: some commands take none)."""
-    return subprocess.run(
-        [sys.executable, "-m", "runner", *args],
-        cwd=cwd,
-        env={**ENV, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """The real `runner` command in a process of its own (no --repo added: some commands take none)."""
+    return zygote.run(list(args), env={**ENV, **(env or {})}, cwd=cwd)
 
 
 def hooked_remote(path: Path) -> Path:

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from support import zygote
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -36,15 +38,9 @@ def git(cwd: Path, *args: str, check: bool = True) -> str:
 def runner(
     repo: Path, *args: str, check: bool = True, timeout: float = 120, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Run the real CLI in a fresh process, as a scheduler or a person would."""
+    """Run the real CLI in a process of its own, as a scheduler or a person would (support.zygote)."""
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "runner", *args, "--repo", str(repo)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-    )
+    proc = zygote.run([*args, "--repo", str(repo)], env=full_env, timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"runner {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
