@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import zygote
 
 from runner import schedules
 from runner.core.errors import BadInput
@@ -97,10 +98,6 @@ def repo(tmp_path: Path) -> Path:
     return make_clone(tmp_path / "repo")
 
 
-# The command line, in a process of its own.
-CLI_DRIVER = "import sys; from runner.cli import main; main(sys.argv[1:])"
-
-
 @dataclass
 class Result:
     exit_code: int
@@ -114,13 +111,8 @@ class Result:
 
 class Cli:
     def invoke(self, args: list[str], env: dict[str, str] | None = None) -> Result:
-        done = subprocess.run(
-            [sys.executable, "-c", CLI_DRIVER, *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-        )
+        """The command line, in a process of its own."""
+        done = zygote.run(args, env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
         return Result(done.returncode, done.stdout, done.stderr)
 
 

@@ -3,9 +3,11 @@ imported runner: a fresh interpreter spends ~100 ms of CPU importing before a co
 anything, and the suite starts about a thousand of them.
 
 The forked command is still a separate process with its own pid, working folder, environment,
-standard streams and exit code, run through `python -m runner`'s own entry point; what it
-shares with the others is only the modules imported before the fork (none of which has run a
-command). RUNNER_TEST_FRESH_PROCESSES=1 starts a fresh interpreter for every command instead.
+standard streams (read until every process holding them closes them, as subprocess.run reads)
+and exit code, run through `python -m runner`'s own entry point; what it shares with the others
+is only the modules imported before the fork, none of which has run a command. A command whose
+environment sets the interpreter up otherwise (PYTHON*, the locale) gets a fresh interpreter,
+and RUNNER_TEST_FRESH_PROCESSES=1 gives every command one.
 
 One zygote serves one test process; it leaves when that process is gone.
 """
@@ -37,8 +39,9 @@ _starting = threading.Lock()
 
 
 def _interpreter_settings(env: dict[str, str]) -> dict[str, str]:
-    """What a fresh interpreter reads when it starts (PYTHONPATH, ...): a forked one has them already."""
-    return {key: value for key, value in env.items() if key.startswith("PYTHON")}
+    """What a fresh interpreter reads as it starts (PYTHONPATH, the locale of its streams, ...): a
+    forked one has them already."""
+    return {key: value for key, value in env.items() if key.startswith(("PYTHON", "LC_", "LANG"))}
 
 
 def _started(env: dict[str, str]) -> str | None:
