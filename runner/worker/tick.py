@@ -44,6 +44,7 @@ from runner.worker.pipeline import run_pipeline
 from runner.worker.record import Recorder, outcome_report
 from runner.worker.report import TickOutcome, TickResult
 
+
 def fetch_at_least_every() -> float:
     """Seconds: a worker busy with ready steps still sees silent holders. RUNNER_FETCH_AT_LEAST_EVERY is
     the tests' seam: a drain that must claim ahead on every tick however slow the machine is sets it long."""
