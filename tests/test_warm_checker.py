@@ -3,8 +3,8 @@ is checked by a child of a process that has already imported the check, and deci
 as the hook decides in its own process; a checker that is killed leaves no push unchecked.
 
 Each test gives its pushes a TMPDIR of its own, so its checker is its own (a local push
-hands the pusher's environment to the hook). The hook is also run by hand, as git runs it,
-with `python -X importtime`: whether the hook's own process imported runner.hooks.server
+hands the pusher's environment to the hook). The hook's Python is also run by hand, as the
+installed hook runs it, with its imports listed: whether the hook's own process imported runner.hooks.server
 says whether it checked the push itself."""
 
 from __future__ import annotations
@@ -64,11 +64,13 @@ def forged_update(bare: Path) -> str:
 
 
 def run_hook(bare: Path, update: str, **env: str) -> subprocess.CompletedProcess:
+    """The hook's Python as the installed pre-receive starts it (without site: a cold check adds
+    site-packages itself), its imports listed on stderr (PYTHONPROFILEIMPORTTIME)."""
     return subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "runner.hooks.races", "pre-receive"],
+        [sys.executable, "-S", "-m", "runner.hooks.races", "pre-receive"],
         input=update,
         cwd=bare,
-        env={**ENV, "GIT_DIR": str(bare), "TMPDIR": os.environ["TMPDIR"], **env},
+        env={**ENV, "GIT_DIR": str(bare), "TMPDIR": os.environ["TMPDIR"], "PYTHONPROFILEIMPORTTIME": "1", **env},
         capture_output=True,
         text=True,
         timeout=60,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -32,11 +33,19 @@ def package_stamp() -> str:
     """package_hash() for a process too short to read runner's source (the server's hook): the
     hash of every *.py file's path, size, modification time and inode, which an edit, a
     checkout or an install changes."""
-    digest = hashlib.sha1()
-    for relative in sorted(_python_files(PACKAGE)):
-        stat = os.stat(PACKAGE / relative)
-        digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ino}\0".encode())
-    return digest.hexdigest()
+    return hashlib.sha1("".join(sorted(_python_file_stats(str(PACKAGE)))).encode()).hexdigest()
+
+
+def _python_file_stats(folder: str, prefix: str = "") -> Iterator[str]:
+    """ "path\0size\0mtime\0inode\0" of each *.py below `folder` (the warm checker asks before
+    every push it takes, so a third of os.walk's cost)."""
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.endswith(".py") and entry.is_file():
+                stat = entry.stat()
+                yield f"{prefix}{entry.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_ino}\0"
+            elif entry.is_dir() and entry.name != "__pycache__":
+                yield from _python_file_stats(entry.path, f"{prefix}{entry.name}/")
 
 
 def source_hash(package: Path) -> str:

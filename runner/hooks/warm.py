@@ -21,14 +21,15 @@ SCM_RIGHTS), elsewhere every hook checks in its own process.
 
 from __future__ import annotations
 
-import json
 import os
-import socket
 import stat
 import struct
 import sys
 import time
-from typing import Any
+
+TYPE_CHECKING = False  # typing's own costs every push a few milliseconds of start-up
+if TYPE_CHECKING:
+    import socket
 
 IDLE = 60.0  # seconds a checker waits for a push before it exits
 NAME = "runner-checker"  # what ps and top call it
@@ -36,6 +37,10 @@ HEADER = struct.Struct("!I")
 TAKEN = b"+"  # the checker's first answer: a child checks the push
 TAKEN_WITHIN = 10.0  # seconds a hook waits for it before it checks in its own process
 MAX_REQUEST = 64 << 20  # a push's ref lines and environment; more is not a hook's request
+# A request is its fields joined by NUL (none of them can hold one): the identity, the hook's
+# working directory, the repository, the hook's input, then its environment, NAME=value each.
+# Neither side imports json or socket for it: the hook's side is every push's start-up.
+FIELDS = ("python", "runner", "cwd", "git_dir", "stdin")
 
 
 def enabled() -> bool:
@@ -81,28 +86,48 @@ def checked(stdin_text: str, git_dir: str) -> int | None:
     path = address()
     if path is None or not os.path.exists(path):
         return None
-    request = {"stdin": stdin_text, "git_dir": git_dir, "cwd": os.getcwd(), "env": dict(os.environ), **identity()}
-    try:
-        data = json.dumps(request).encode()
-    except ValueError:  # a name or value that is not UTF-8: this push checks here
+    data = encode_request({**identity(), "cwd": os.getcwd(), "git_dir": git_dir, "stdin": stdin_text}, os.environ)
+    if data is None:
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    import _socket  # socket.py's enums cost a push more than its check's hand-over does
+
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(TAKEN_WITHIN)  # a checker that is stuck is no checker
-            conn.connect(path)
-            conn.sendall(HEADER.pack(len(data)) + data)
-            if conn.recv(1) != TAKEN:
-                return None
-            # Only now this process's output goes over: a descriptor in flight to a checker that
-            # never reads it would hold git's pipe open, and the push, until the checker died.
-            socket.send_fds(conn, [b"."], [1, 2])
-            conn.settimeout(None)  # the check itself takes what it takes, as in the hook's own process
-            answer = conn.recv(1)
+        conn.settimeout(TAKEN_WITHIN)  # a checker that is stuck is no checker
+        conn.connect(path)
+        conn.sendall(HEADER.pack(len(data)) + data)
+        if conn.recv(1) != TAKEN:
+            return None
+        # Only now this process's output goes over: a descriptor in flight to a checker that
+        # never reads it would hold git's pipe open, and the push, until the checker died.
+        conn.sendmsg([b"."], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("2i", 1, 2))])
+        conn.settimeout(None)  # the check itself takes what it takes, as in the hook's own process
+        answer = conn.recv(1)
     except OSError:
         return None
+    finally:
+        conn.close()
     return answer[0] if answer else None
+
+
+def encode_request(fields: dict[str, str], environ: os._Environ[str] | dict[str, str]) -> bytes | None:
+    """The request's bytes; None when a field holds a NUL (that push checks in the hook's process)."""
+    parts = [os.fsencode(fields[name]) for name in FIELDS]
+    parts += [os.fsencode(f"{name}={value}") for name, value in environ.items()]
+    if any(b"\0" in part for part in parts):
+        return None
+    return b"\0".join(parts)
+
+
+def decode_request(data: bytes) -> tuple[dict[str, str], dict[str, str]] | None:
+    """A request's fields and the hook's environment; None when the bytes are not a request."""
+    parts = [os.fsdecode(part) for part in data.split(b"\0")]
+    if len(parts) < len(FIELDS):
+        return None
+    environ = dict(entry.split("=", 1) for entry in parts[len(FIELDS) :] if "=" in entry)
+    return dict(zip(FIELDS, parts)), environ
 
 
 def start() -> None:
@@ -138,6 +163,7 @@ def start() -> None:
 
 def serve(path: str) -> None:
     import fcntl
+    import socket
 
     from runner.core import fingerprint
 
@@ -186,9 +212,11 @@ def preload() -> None:
     import runner.hooks.server
     import runner.store.plumbing
     import runner.store.remote  # noqa: F401
+    from runner.core.shapes import shapes
     from runner.hooks.cache import rules
 
     rules()  # each child's cache key (runner's files, PyYAML's), computed once
+    shapes()  # the secrets scan's patterns, read and indexed once
 
 
 def still_ours(path: str, inode: int) -> bool:
@@ -207,13 +235,17 @@ def reap() -> None:
 
 
 def serve_one(conn: socket.socket, listener: socket.socket, me: dict[str, str]) -> None:
+    import socket
+
     fds: list[int] = []
-    request: Any = None
+    fields: dict[str, str] = {}
+    environ: dict[str, str] = {}
     try:
         conn.settimeout(TAKEN_WITHIN)
         (size,) = HEADER.unpack(read_exactly(conn, HEADER.size))
-        request = json.loads(read_exactly(conn, size)) if size <= MAX_REQUEST else None
-        if isinstance(request, dict) and {k: request.get(k) for k in me} == me:
+        request = decode_request(read_exactly(conn, size)) if size <= MAX_REQUEST else None
+        if request is not None and {k: request[0][k] for k in me} == me:
+            fields, environ = request
             conn.sendall(TAKEN)
             _, fds, _, _ = socket.recv_fds(conn, 1, 2)
     except (OSError, ValueError, struct.error):
@@ -235,15 +267,15 @@ def serve_one(conn: socket.socket, listener: socket.socket, me: dict[str, str]) 
         os.dup2(fds[1], 2)
         for fd in fds:
             os.close(fd)
-        os.chdir(request["cwd"])
+        os.chdir(fields["cwd"])
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(environ)
         from runner.hooks.server import run_pre_receive
     except BaseException:  # noqa: BLE001 (no answer: the hook checks in its own process)
         os._exit(0)
     code = 1
     try:
-        code = run_pre_receive(request["stdin"], request["git_dir"])
+        code = run_pre_receive(fields["stdin"], fields["git_dir"])
     except BaseException:  # noqa: BLE001 (refused, as the hook in its own process would be)
         import traceback
 
