@@ -120,16 +120,23 @@ def test_a_killed_checker_leaves_no_push_unchecked_and_the_next_hook_starts_anot
     assert again.returncode == 1 and not checked_here(again), again.stderr
 
 
-def test_a_stuck_checker_is_no_checker_the_hook_checks_in_its_own_process(tmp_path, private_tmp):
+def test_a_stuck_checker_is_no_checker_the_hook_checks_in_its_own_process_and_stops_it(tmp_path, private_tmp):
     bare = hooked_remote(tmp_path / "remote.git")
     seed(bare, tmp_path / "seed")
-    (checker,) = wait_for(lambda: checkers(private_tmp))
-    checker.suspend()  # SIGSTOP: it accepts nothing and answers nothing
+    (stuck,) = wait_for(lambda: checkers(private_tmp))
+    stuck.suspend()  # SIGSTOP: it accepts nothing and answers nothing
+    update = forged_update(bare)
     try:
-        done = run_hook(bare, forged_update(bare))
+        done = run_hook(bare, update)
     finally:
-        checker.resume()
+        if stuck.is_running():
+            stuck.resume()
     assert done.returncode == 1 and refusals(done) and checked_here(done), done.stderr
+    # Only the first push waited: that hook killed the stuck checker and started another.
+    stuck.wait(timeout=30)
+    (fresh,) = wait_for(lambda: checkers(private_tmp))
+    again = run_hook(bare, update)
+    assert fresh.pid != stuck.pid and again.returncode == 1 and not checked_here(again), again.stderr
 
 
 def test_a_checker_whose_runner_changed_on_disk_checks_nothing_and_the_next_one_runs_the_new_code(

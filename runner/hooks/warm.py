@@ -12,7 +12,8 @@ environment, working directory and repository; the checker forks a child that ta
 runs the same run_pre_receive, and sends its exit code back.
 
 The checker only saves time, it never decides: a hook that finds no checker, or one that dies
-or answers nothing, checks in its own process as before. It serves only while runner's code
+or answers nothing, checks in its own process as before; one that takes no push within
+TAKEN_WITHIN is killed by that hook, so a stuck checker costs one push its wait. It serves only while runner's code
 on disk is the code it loaded (runner.core.fingerprint.package_stamp, asked again for every
 push); it exits after IDLE seconds without a push and when its socket is gone.
 RUNNER_HOOK_WARM=0 in the hook's environment turns it off; it runs on Linux only (fork,
@@ -29,6 +30,7 @@ import time
 
 TYPE_CHECKING = False  # typing's own costs every push a few milliseconds of start-up
 if TYPE_CHECKING:
+    import _socket
     import socket
 
 IDLE = 60.0  # seconds a checker waits for a push before it exits
@@ -105,11 +107,31 @@ def checked(stdin_text: str, git_dir: str) -> int | None:
         conn.sendmsg([b"."], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, struct.pack("2i", 1, 2))])
         conn.settimeout(None)  # the check itself takes what it takes, as in the hook's own process
         answer = conn.recv(1)
+    except TimeoutError:
+        stop_stuck(conn)
+        return None
     except OSError:
         return None
     finally:
         conn.close()
     return answer[0] if answer else None
+
+
+def stop_stuck(conn: _socket.socket) -> None:
+    """A checker that takes no push within TAKEN_WITHIN is stuck (stopped, wedged), and would
+    cost every later push the same wait: it is killed (it is this user's, by its socket's
+    credentials, and named NAME), so the next hook starts another."""
+    import _socket
+
+    creds = struct.Struct("3i")
+    try:
+        pid, uid, _ = creds.unpack(conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, creds.size))
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            name = comm.read().strip()
+        if pid > 0 and uid == os.geteuid() and name == NAME:
+            os.kill(pid, 9)  # SIGKILL: signal's import (enum) is not worth one constant
+    except (OSError, struct.error):
+        pass
 
 
 def encode_request(fields: dict[str, str], environ: os._Environ[str] | dict[str, str]) -> bytes | None:
