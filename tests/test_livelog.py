@@ -15,7 +15,7 @@ import pytest
 from support.repos import ENV_PATH, git, runner, runner_json, wait_for
 from support.review import WORKER_ENV, review_remote, worker_clone
 
-from runner.core.codec import decode_beat, encode_beat
+from runner.core.codec import beat_output, decode_beat, encode_beat
 from runner.core.limits import MAX_HEARTBEAT_BYTES, MAX_LOG_TAIL_BYTES
 
 
@@ -176,6 +176,27 @@ def test_a_heartbeat_message_stays_within_its_bound_whatever_the_output_is():
         assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
         carried = json.loads(message.split("\n\n", 1)[1])["output"]
         assert carried and output.endswith(carried)
+
+
+def test_a_daemons_beat_with_every_slot_printing_stays_within_its_bound_and_keeps_each_tail():
+    """`runner worker --slots 64`: each claim carries its step's tail; the message stays in bounds."""
+    claims = [
+        {
+            "step": f"{k:02d}-s",
+            "attempt": 1,
+            "incarnation": f"i-{k}",
+            "run": "implement",
+            "output": f"{k}:" + "\x01é" * 50_000,
+        }
+        for k in range(64)
+    ]
+    message = encode_beat("fleet", {"state": "running", "step": "00-s", "attempt": 1, "claims": claims})
+    assert len(message.encode()) <= MAX_HEARTBEAT_BYTES
+    carried = decode_beat(message)["claims"]
+    assert [c["step"] for c in carried] == [c["step"] for c in claims]
+    assert all(c["output"] and sent["output"].endswith(c["output"]) for c, sent in zip(carried, claims))
+    assert beat_output(decode_beat(message), "07-s", 1)["output"] == carried[7]["output"]
+    assert beat_output(decode_beat(message), "07-s", 2) is None
 
 
 def test_a_runs_stdout_joins_the_log_in_one_step_no_heartbeat_sees_it_twice_or_lose_it(tmp_path):

@@ -9,15 +9,34 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import psutil
-from support.repos import ENV_PATH, add_step, git, make_remote, queue_history, runner, set_config, statuses, wait_for
+from support.repos import (
+    ENV_PATH,
+    add_step,
+    git,
+    make_remote,
+    queue_history,
+    runner,
+    runner_json,
+    set_config,
+    statuses,
+    wait_for,
+)
 
 
 def waiting_step(folder: Path) -> list[str]:
-    """A step that says it started, then waits for the test's word (a file)."""
-    return ["sh", "-c", f"touch {folder}/started-$RUNNER_STEP; while [ ! -e {folder}/go ]; do sleep 0.05; done"]
+    """A step that prints a line, says it started, then waits for the test's word (a file)."""
+    return [
+        "sh",
+        "-c",
+        (
+            f'echo "output of $RUNNER_STEP"; touch {folder}/started-$RUNNER_STEP; '
+            f"while [ ! -e {folder}/go ]; do sleep 0.05; done"
+        ),
+    ]
 
 
 def start_slots(repo: Path, worker: str, slots: int, *args: str) -> subprocess.Popen:
@@ -48,6 +67,12 @@ def started(folder: Path) -> set[str]:
     return {p.name.removeprefix("started-") for p in folder.glob("started-*")}
 
 
+def logs_with_output(repo: Path, step: str) -> dict | None:
+    """`runner logs STEP --json` once it shows the line the step printed."""
+    shown = runner_json(repo, "logs", step)
+    return shown if f"output of {step}\n" in (shown["output"] or "") else None
+
+
 def beat_of(repo: Path, worker: str) -> dict:
     git(repo, "fetch", "-q", "origin", f"+refs/runner/heartbeats/{worker}:refs/test/beat")
     return json.loads(git(repo, "log", "-1", "--format=%B", "refs/test/beat").partition("\n\n")[2])
@@ -64,7 +89,7 @@ def plan(tmp_path: Path, steps: int, grace: str = "60s") -> tuple[Path, list[Pat
     return bare, clones, folder
 
 
-def test_three_slots_run_three_steps_at_once_and_sigterm_finishes_them(tmp_path):
+def test_three_slots_run_three_steps_at_once_each_steps_output_read_elsewhere_and_sigterm_finishes_them(tmp_path):
     bare, (laptop, host), folder = plan(tmp_path, 4)
     daemon = start_slots(host, "fleet", 3)
     try:
@@ -75,6 +100,13 @@ def test_three_slots_run_three_steps_at_once_and_sigterm_finishes_them(tmp_path)
         assert len({c["incarnation"] for c in beat["claims"]}) == 3  # each slot its own incarnation
         rows = json.loads(runner(laptop, "workers", "--json").stdout)["workers"]
         assert [r["worker"] for r in rows] == ["fleet"]  # one heartbeat ref for the whole daemon
+        # Each slot's claim carries its own step's output: `runner logs` reads it on another clone.
+        for step in started(folder):
+            shown = wait_for(partial(logs_with_output, laptop, step))
+            assert shown["running"] and shown["worker"] == "fleet" and shown["run"].startswith("implement")
+            assert [line for line in shown["output"].splitlines() if line.startswith("output of")] == [
+                f"output of {step}"
+            ]
         daemon.send_signal(signal.SIGTERM)
         wait_for(lambda: "stopping" in (host / ".git/runner/logs/worker-fleet.log").read_text())
         (folder / "go").touch()  # within the grace period, the three finish

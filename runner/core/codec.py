@@ -271,18 +271,37 @@ def merge_message(step: str, attempt: int, branch: str, actor: str) -> str:
 
 
 def encode_beat(worker: str, info: dict[str, Any]) -> str:
-    """A heartbeat's message, within MAX_HEARTBEAT_BYTES: a running step's output tail is
-    clipped to MAX_LOG_TAIL_BYTES, and further while escaping it (control characters, say)
-    would make the message longer than the bound."""
-    if isinstance(info.get("output"), str):
-        limit = MAX_LOG_TAIL_BYTES
-        while True:
-            info = {**info, "output": clip_tail(info["output"], limit)}
-            message = f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **info}, sort_keys=True) + "\n"
-            if len(message.encode()) <= MAX_HEARTBEAT_BYTES or limit == 0:
-                return message
-            limit //= 2
-    return f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **info}, sort_keys=True) + "\n"
+    """A heartbeat's message, within MAX_HEARTBEAT_BYTES: a running step's output tail (and each
+    of a daemon's claims' tails) is clipped to MAX_LOG_TAIL_BYTES, and further while escaping it
+    (control characters, say) or the number of slots would make the message longer than the bound."""
+    limit = MAX_LOG_TAIL_BYTES
+    while True:
+        message = (
+            f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **_clipped(info, limit)}, sort_keys=True) + "\n"
+        )
+        if len(message.encode()) <= MAX_HEARTBEAT_BYTES or limit == 0:
+            return message
+        limit //= 2
+
+
+def _clipped(info: dict[str, Any], limit: int) -> dict[str, Any]:
+    def clip(part: dict[str, Any]) -> dict[str, Any]:
+        return {**part, "output": clip_tail(part["output"], limit)} if isinstance(part.get("output"), str) else part
+
+    clipped = {**clip(info)}
+    if isinstance(info.get("claims"), list):
+        clipped["claims"] = [clip(c) if isinstance(c, dict) else c for c in info["claims"]]
+    return clipped
+
+
+def beat_output(info: dict[str, Any], step: str, attempt: int | None) -> dict[str, Any] | None:
+    """What a heartbeat carries of this attempt's output ({run, output, output_bytes, ...}): the
+    claim of a daemon's slot that names it, or the beat of a one-step worker; None when none."""
+    claims = [c for c in beat_claims(info) if "output" in c]
+    for part in [*claims, info]:
+        if part.get("step") == step and part.get("attempt") == attempt and isinstance(part.get("output"), str):
+            return part
+    return None
 
 
 def decode_beat(message: str) -> dict[str, Any] | None:

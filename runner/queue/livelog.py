@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from runner.core import secrets
+from runner.core.codec import beat_output
 from runner.core.errors import BadInput
 from runner.core.layout import handoff_path
 from runner.core.model import Status
@@ -39,11 +40,11 @@ def step_output(snap: Snapshot, step_id: str, read_file=None) -> dict[str, Any]:
     if step.status == Status.CLAIMED:
         beat = snap.beats.get(step.assignee or "")
         info = beat.info if beat is not None else {}
-        if info.get("step") == step.id and info.get("attempt") == step.attempt and isinstance(info.get("output"), str):
+        if (carried := beat_output(info, step.id, step.attempt)) is not None:
             found.update(
-                run=info.get("run"),
-                output=scrubber.scrub(info["output"]),
-                output_bytes=info.get("output_bytes"),
+                run=carried.get("run"),
+                output=scrubber.scrub(carried["output"]),
+                output_bytes=carried.get("output_bytes"),
                 at=info.get("at"),
             )
         return found

@@ -325,11 +325,16 @@ class Queue:
 
 
 def _beat_body(info: dict[str, Any]) -> dict[str, Any]:
-    """A heartbeat's facts, a running step's output tail scrubbed (runner.worker.livelog made it)."""
+    """A heartbeat's facts, each running step's output tail scrubbed (runner.worker.livelog made it)."""
     body = {"host": host_name(), "at": format_time(utc_now()), **info}
-    if isinstance(body.get("output"), str):
-        body["output"] = secrets.for_config().scrub(body["output"])
-    return body
+    scrubber = secrets.for_config()
+
+    def scrubbed(part: dict[str, Any]) -> dict[str, Any]:
+        return {**part, "output": scrubber.scrub(part["output"])} if isinstance(part.get("output"), str) else part
+
+    if isinstance(body.get("claims"), list):  # a daemon's slots: each claim carries its step's tail
+        body["claims"] = [scrubbed(c) if isinstance(c, dict) else c for c in body["claims"]]
+    return scrubbed(body)
 
 
 def _scrubbed(snap: Snapshot, event: Event, handoff: bytes | None) -> tuple[Event, bytes | None]:

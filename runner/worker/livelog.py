@@ -37,6 +37,13 @@ class LiveOutput:
                     log.write(printed)
             self._run, self._stdout = None, None
 
+    def progress(self) -> tuple[str | None, int]:
+        """(the run in progress, bytes printed so far): whether the output grew since a beat,
+        without reading it."""
+        with self._lock:
+            run, paths = self._run, [self.log_path, *([self._stdout] if self._stdout is not None else [])]
+        return run, sum(_size(path) for path in paths)
+
     def facts(self) -> dict[str, Any]:
         """What the next heartbeat carries: {run, output, output_bytes}."""
         with self._lock:  # the log and the run's stdout as one state (joined())
@@ -50,6 +57,13 @@ class LiveOutput:
         if (at == 0 and cut) or (at > 0 and whole[at - 1] != "\n"):  # it starts inside a line, maybe a secret
             text = secrets.for_config().scrub(text, cut_start=True)
         return {"run": run, "output": text, "output_bytes": log_size + out_size}
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _tail(path: Path) -> tuple[int, str, bool]:

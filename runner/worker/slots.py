@@ -68,6 +68,7 @@ class Fleet:
         self.done = threading.Event()
         self.counts = WorkerCounts(worker_id)  # every slot's ticks, for --metrics-file
         self.bad: BadInput | None = None  # a slot's bad input (a sandbox that cannot run): the daemon's
+        self.sent: dict[str, tuple[str | None, int]] = {}  # the running slots' progress the last beat carried
 
     # --- what stop_on_signals reads ------------------------------------------------------------
 
@@ -93,7 +94,11 @@ class Fleet:
         for w in self.slots:
             held = ((step, attempt) if step else None) if w is asking else w.current
             if held:
-                claims.append({"step": held[0], "attempt": held[1], "incarnation": w.incarnation})
+                claim = {"step": held[0], "attempt": held[1], "incarnation": w.incarnation}
+                live = w.live
+                if live is not None and held == w.current:
+                    claim.update(live.facts())  # its run and output tail, as a one-step worker's beat carries them
+                claims.append(claim)
         first = claims[0] if claims else {}
         last = next((w.last for w in self.slots if w.last), None)
         return {
@@ -114,16 +119,25 @@ class Fleet:
 
     def beat(self, state: str) -> None:
         try:
+            sent = self.progress()
             self.beat_queue.beat(self.id, self.facts(None, state))
+            self.sent = sent
         except Exception as exc:  # noqa: BLE001 - liveness is best effort; the lease decides
             self.log("ERROR", f"heartbeat ({state}) failed: {exc}")
 
-    def beat_loop(self, interval: float) -> None:
-        """Every `interval`, and as soon as a slot runs a step the last beat did not name (a
-        record push of another slot built before the claim landed)."""
+    def progress(self) -> dict[str, tuple[str | None, int]]:
+        """Each running slot's (run, bytes printed), by its incarnation."""
+        return {w.incarnation: live.progress() for w in self.slots if (live := w.live) is not None}
+
+    def beat_loop(self, interval: float, live_every: float | None) -> None:
+        """Every `interval`; as soon as a slot runs a step the last beat did not name (a record
+        push of another slot built before the claim landed); and every `live_every` while a
+        running step's output grows ([worker] live_log, as for a one-step worker)."""
         last = time.monotonic()
         while not self.done.wait(CHECK_EVERY):
-            if time.monotonic() - last >= interval or self.beat_lags():
+            since = time.monotonic() - last
+            grew = live_every is not None and since >= live_every and self.progress() != self.sent
+            if since >= interval or grew or self.beat_lags():
                 self.beat("idle")
                 last = time.monotonic()
 
@@ -176,7 +190,7 @@ class Fleet:
                 target=self.beat_loop,
                 daemon=True,
                 name="fleet-heartbeat",
-                args=(config.heartbeat_interval if config else 10.0,),
+                args=(config.heartbeat_interval if config else 10.0, config.worker.live_log if config else None),
             )
             beats.start()
             threads = [

@@ -96,6 +96,7 @@ class Worker:
         self.held: Published | None = None  # a claim published with the last record, not started yet
         self.running: str | None = None  # "STEP (attempt N)" while a step runs, for what a signal says
         self.current: tuple[str, int] | None = None  # (step, attempt) while a step runs
+        self.live: LiveOutput | None = None  # its output while it runs: a fleet's beat carries it
         self.fleet: Any = None  # the daemon this is a slot of (runner.worker.slots): it beats, our heartbeat checks
 
     # --- what the heartbeat says -----------------------------------------------------------
@@ -267,7 +268,7 @@ class Worker:
             plan_usd_before=plan_spend(snap.plan).usd,
         )
         started = time.monotonic()
-        self.running, self.current = f"{step_id} (attempt {attempt})", (step_id, attempt)
+        self.running, self.current, self.live = f"{step_id} (attempt {attempt})", (step_id, attempt), live
         try:
             # a person's approved result whose merge conflicted
             approved = resolving.approved_result(self.store, step, state)
@@ -298,7 +299,7 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 (a fault of runner itself: give the step back, spending nothing)
             return internal_error(self, state, exc, log_path, time.monotonic() - started)
         finally:
-            self.running = self.current = None
+            self.running = self.current = self.live = None
             heartbeat.stop.set()
             heartbeat.join(timeout=10)
             worktrees.clean_up(self.store, worktree, state, self.log)
