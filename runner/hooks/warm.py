@@ -13,9 +13,10 @@ runs the same run_pre_receive, and sends its exit code back.
 
 The checker only saves time, it never decides: a hook that finds no checker, or one that dies
 or answers nothing, checks in its own process as before; one that takes no push within
-TAKEN_WITHIN is killed by that hook, so a stuck checker costs one push its wait. It serves only while runner's code
-on disk is the code it loaded (runner.core.fingerprint.package_stamp, asked again for every
-push); it exits after IDLE seconds without a push and when its socket is gone.
+TAKEN_WITHIN is killed by that hook, so a stuck checker costs one push its wait. It serves
+only while runner's code on disk is the code it loaded (runner.core.fingerprint.package_stamp,
+asked again for every push); it exits after IDLE seconds without a push and when its socket
+is gone.
 RUNNER_HOOK_WARM=0 in the hook's environment turns it off; it runs on Linux only (fork,
 SCM_RIGHTS), elsewhere every hook checks in its own process.
 """
