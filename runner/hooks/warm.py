@@ -42,7 +42,7 @@ TAKEN_WITHIN = 10.0  # seconds a hook waits for it before it checks in its own p
 MAX_REQUEST = 64 << 20  # a push's ref lines and environment; more is not a hook's request
 # A request is its fields joined by NUL (none of them can hold one): the identity, the hook's
 # working directory, the repository, the hook's input, then its environment, NAME=value each.
-# Neither side imports json or socket for it: the hook's side is every push's start-up.
+# The hook's side imports neither json nor socket for it: that side is every push's start-up.
 FIELDS = ("python", "runner", "cwd", "git_dir", "stdin")
 
 
