@@ -164,3 +164,14 @@ def test_a_checker_whose_runner_changed_on_disk_checks_nothing_and_the_next_one_
     (second,) = wait_for(own_checkers)
     again = run_hook(bare, update, **ours)
     assert second.pid != first.pid and again.returncode == 1 and not checked_here(again), again.stderr
+
+
+def test_a_request_carries_every_field_and_the_environment_exactly_and_a_nul_keeps_the_push_here():
+    from runner.hooks.warm import decode_request, encode_request
+
+    fields = {"python": "/usr/bin/python3", "runner": "/opt/r", "cwd": "/srv/q.git", "git_dir": ".", "stdin": "a b c\n"}
+    environ = {"RUNNER_PUSHER": "alice", "EQUALS": "a=b=c", "EMPTY": "", "NOT_UTF8": os.fsdecode(b"\xff\xfe")}
+    assert decode_request(encode_request(fields, environ)) == (fields, environ)
+    assert encode_request({**fields, "stdin": "a\0b"}, environ) is None
+    assert encode_request(fields, {"X": "a\0b"}) is None
+    assert decode_request(b"too\0few") is None
