@@ -161,6 +161,12 @@ def random_killer(
     return thread
 
 
+def crashed(cluster: Cluster) -> set[str]:
+    """Workers that died by their own SIGKILL: at their crash point, or by the poison step."""
+    with cluster.lock:
+        return {e["worker"] for e in cluster.events if e["kind"] == "kill" and "crash point" in e.get("how", "")}
+
+
 def unarmed(cluster: Cluster) -> set[str]:
     """Workers whose running incarnation has no crash point armed (killing those would spoil it)."""
     with cluster.lock:
@@ -241,7 +247,23 @@ def kills(base: Path, size: Size = SIZE, seed: int = SEED) -> Result:
         cluster.add_plan(steps + [poison])
         for slot, point in zip(cluster.slots, CRASH_POINTS):
             slot.first_envs = [{"RUNNER_CRASH_AT": point}]
+        # Only the armed workers run, and none restarts, until each has reached its crash point: a
+        # worker that starts late on a busy machine would otherwise find every step already taken.
+        held = [s for s in cluster.slots if not s.first_envs]
+        for slot in held:
+            slot.want = False
+        restart_delay, cluster.restart_delay = cluster.restart_delay, float("inf")
         cluster.start()
+        armed = {s.id for s in cluster.slots if s.first_envs}
+        cluster.wait_for(
+            lambda: armed <= crashed(cluster),
+            120 + 4 * size.lease_s * machine_scale()["scale"] * len(armed),  # a bound: each may wait out a lease
+            what="every armed worker to reach its crash point",
+        )
+        with cluster.lock:
+            cluster.restart_delay = restart_delay
+            for slot in held:
+                slot.want = True
         slow = {s.id for s in steps if s.sleep}
         run = cluster.wait_for(
             lambda: running_now(cluster, unarmed(cluster), slow), 90, what="a worker to run a slow step"
