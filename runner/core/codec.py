@@ -15,8 +15,10 @@ Kept free of heavy imports: the server hook starts a Python process on every pus
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -276,22 +278,24 @@ def encode_beat(worker: str, info: dict[str, Any]) -> str:
     (control characters, say) or the number of slots would make the message longer than the bound."""
     limit = MAX_LOG_TAIL_BYTES
     while True:
-        message = (
-            f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **_clipped(info, limit)}, sort_keys=True) + "\n"
-        )
+        clipped = map_beat_outputs(info, functools.partial(clip_tail, limit=limit))
+        message = f"heartbeat {worker}\n\n" + json.dumps({"worker": worker, **clipped}, sort_keys=True) + "\n"
         if len(message.encode()) <= MAX_HEARTBEAT_BYTES or limit == 0:
             return message
         limit //= 2
 
 
-def _clipped(info: dict[str, Any], limit: int) -> dict[str, Any]:
-    def clip(part: dict[str, Any]) -> dict[str, Any]:
-        return {**part, "output": clip_tail(part["output"], limit)} if isinstance(part.get("output"), str) else part
+def map_beat_outputs(info: dict[str, Any], change: Callable[[str], str]) -> dict[str, Any]:
+    """The beat with `change` applied to every output tail it carries: its own (a one-step
+    worker) and each claim's (a daemon's slots). The one place that knows where they live."""
 
-    clipped = {**clip(info)}
+    def changed(part: dict[str, Any]) -> dict[str, Any]:
+        return {**part, "output": change(part["output"])} if isinstance(part.get("output"), str) else part
+
+    result = changed(info)
     if isinstance(info.get("claims"), list):
-        clipped["claims"] = [clip(c) if isinstance(c, dict) else c for c in info["claims"]]
-    return clipped
+        result = {**result, "claims": [changed(c) if isinstance(c, dict) else c for c in info["claims"]]}
+    return result
 
 
 def beat_output(info: dict[str, Any], step: str, attempt: int | None) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.core import secrets
-from runner.core.codec import beat_with_claim, encode, encode_beat
+from runner.core.codec import beat_with_claim, encode, encode_beat, map_beat_outputs
 from runner.core.config import DEFAULT_TOML, Config, parse_config
 from runner.core.errors import BadInput
 from runner.core.events import allowed_paths, context_for, halt_file, side_files, write_step_event
@@ -327,14 +327,7 @@ class Queue:
 def _beat_body(info: dict[str, Any]) -> dict[str, Any]:
     """A heartbeat's facts, each running step's output tail scrubbed (runner.worker.livelog made it)."""
     body = {"host": host_name(), "at": format_time(utc_now()), **info}
-    scrubber = secrets.for_config()
-
-    def scrubbed(part: dict[str, Any]) -> dict[str, Any]:
-        return {**part, "output": scrubber.scrub(part["output"])} if isinstance(part.get("output"), str) else part
-
-    if isinstance(body.get("claims"), list):  # a daemon's slots: each claim carries its step's tail
-        body["claims"] = [scrubbed(c) if isinstance(c, dict) else c for c in body["claims"]]
-    return scrubbed(body)
+    return map_beat_outputs(body, secrets.for_config().scrub)
 
 
 def _scrubbed(snap: Snapshot, event: Event, handoff: bytes | None) -> tuple[Event, bytes | None]:
